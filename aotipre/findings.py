@@ -1,0 +1,229 @@
+"""The result records of a check: findings, stage results, the report and its exit-code policy."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    """How much a finding matters to the release gate."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+class Category(str, enum.Enum):
+    """What a finding is about (a fixed list; reports group by it)."""
+
+    PACKAGE = "package"
+    STRUCTURE = "structure"
+    DTYPE = "dtype"
+    DEVICE = "device"
+    SHAPE = "shape"
+    DYNAMIC_RANGE = "dynamic_range"
+    STRIDE = "stride"
+    VERSION = "version"
+    ENVIRONMENT = "environment"
+    COMPILE = "compile"
+    LOAD = "load"
+    RUNTIME = "runtime"
+    CRASH = "crash"
+    ACCURACY = "accuracy"
+    NAN = "nan"
+    TIMEOUT = "timeout"
+
+
+class StageStatus(str, enum.Enum):
+    """The outcome of one stage of the pipeline."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+class Verdict(str, enum.Enum):
+    """The gate's answer: pass, fail, or could not check (never a pass)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes; documented in the README."""
+
+    PASS = 0
+    """No finding at or above --fail-on."""
+    GATE_FAILED = 1
+    """At least one finding at or above --fail-on."""
+    CANNOT_CHECK = 2
+    """The package or inputs could not be read, or the command line is wrong."""
+    INTERNAL = 3
+    """A bug in aotipre itself."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing aotipre found. Checks return these; they never print or exit."""
+
+    code: str
+    """Stable code from `aotipre.codes` (e.g. AOT301)."""
+    severity: Severity
+    category: Category
+    message: str
+    """One sentence naming what is wrong, with the expected and the actual value."""
+    hint: str = ""
+    """What to do about it."""
+    model: str | None = None
+    """The model inside the package, when the finding is about one."""
+    input: str | None = None
+    """The input's name (e.g. `input_ids` or `kwargs['mask']`)."""
+    position: int | None = None
+    """The input's position in the flattened input list."""
+    dim: int | None = None
+    """The tensor dimension concerned."""
+    expected: Any = None
+    actual: Any = None
+    stage: str | None = None
+    """The pipeline stage that produced it (static, compile, load, run, ...)."""
+    evidence: tuple[str, ...] = ()
+    """Decisive log lines, quoted verbatim."""
+
+    @property
+    def subject(self) -> str:
+        """A short human label of what the finding is about: model / input#pos / dim."""
+        parts = []
+        if self.model:
+            parts.append(self.model)
+        if self.input is not None:
+            label = self.input
+            if self.position is not None:
+                label += f"#{self.position}"
+            parts.append(label)
+        if self.dim is not None:
+            parts.append(f"dim {self.dim}")
+        if not parts and self.stage:
+            parts.append(self.stage)
+        return " / ".join(parts) or "package"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "category": self.category.value,
+            "subject": self.subject,
+            "message": self.message,
+            "hint": self.hint,
+            "model": self.model,
+            "input": self.input,
+            "position": self.position,
+            "dim": self.dim,
+            "expected": _jsonable(self.expected),
+            "actual": _jsonable(self.actual),
+            "stage": self.stage,
+            "evidence": list(self.evidence),
+        }
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """One stage of the pipeline (static checks, compile, load, run, ...)."""
+
+    name: str
+    status: StageStatus
+    duration_s: float = 0.0
+    detail: str = ""
+    """Why it was skipped, or a one-line summary."""
+    model: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables that mattered for this stage."""
+    command: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "status": self.status.value,
+            "duration_s": round(self.duration_s, 3),
+            "detail": self.detail,
+            "env": dict(self.env),
+            "command": list(self.command),
+        }
+
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Report:
+    """Everything a check produced; renderers turn it into text, JSON, ..."""
+
+    package_path: str
+    package: dict[str, Any] | None = None
+    """The inspected package (PackageInfo.to_dict()), or None when it could not be read."""
+    stages: list[StageResult] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    fail_on: Severity = Severity.ERROR
+    error: str | None = None
+    """Set when the check could not run at all (bad package, bad inputs)."""
+    inputs_source: str | None = None
+    """Where the sample inputs came from: a file, the archive, or none."""
+    tool_version: str = ""
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.error is not None:
+            return Verdict.ERROR
+        if any(f.severity.rank >= self.fail_on.rank for f in self.findings):
+            return Verdict.FAIL
+        if any(s.status is StageStatus.ERROR for s in self.stages):
+            return Verdict.ERROR
+        return Verdict.PASS
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return {
+            Verdict.PASS: ExitCode.PASS,
+            Verdict.FAIL: ExitCode.GATE_FAILED,
+            Verdict.ERROR: ExitCode.CANNOT_CHECK,
+        }[self.verdict]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Severity}
+        for f in self.findings:
+            out[f.severity.value] += 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "aotipre", "version": self.tool_version},
+            "verdict": self.verdict.value,
+            "exit_code": int(self.exit_code),
+            "fail_on": self.fail_on.value,
+            "error": self.error,
+            "package_path": self.package_path,
+            "inputs_source": self.inputs_source,
+            "package": self.package,
+            "stages": [s.to_dict() for s in self.stages],
+            "findings": [f.to_dict() for f in self.findings],
+            "summary": self.counts(),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)

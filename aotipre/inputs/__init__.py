@@ -1,0 +1,1 @@
+"""Sample inputs: safe loading of .pt files and their torch-free description."""

@@ -1,0 +1,48 @@
+"""Torch-free description of sample inputs: tensor metadata and the (args, kwargs) tree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """What a static check needs to know about one sample tensor (no data, no torch)."""
+
+    dtype: str
+    """Canonical torch dtype name (float32, int64, bfloat16, ...)."""
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    device: str = "cpu"
+    """Device type recorded in the file (cpu, cuda, ...)."""
+    storage_offset: int = 0
+    requires_grad: bool = False
+
+    @property
+    def is_contiguous(self) -> bool:
+        expected = 1
+        for size, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def describe(self) -> str:
+        return f"{self.dtype}[{', '.join(map(str, self.shape))}] on {self.device}"
+
+
+@dataclass(frozen=True)
+class SampleInputs:
+    """Sample inputs as `(args, kwargs)`; leaves are TensorMeta or plain Python values."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+    """Where they came from: a path, or `<archive>:data/sample_inputs/model.pt`."""

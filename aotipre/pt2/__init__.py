@@ -1,0 +1,1 @@
+"""Reading .pt2 archives with zipfile and json only: layout, PackageInfo, contract parsing."""

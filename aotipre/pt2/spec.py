@@ -1,0 +1,230 @@
+"""Torch-free description of a .pt2 package: its models, their input contracts and dynamic dims."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One size (or stride) of a tensor: a static int, or a symbolic expression such as `s0`, `2*s0`."""
+
+    value: int | None = None
+    expr: str | None = None
+    """Sympy-style expression over symbols, present when the dim is dynamic."""
+
+    @property
+    def is_static(self) -> bool:
+        return self.value is not None and self.expr is None
+
+    def __str__(self) -> str:
+        return str(self.value) if self.expr is None else self.expr
+
+    def to_json(self) -> int | str:
+        return self.value if self.expr is None and self.value is not None else str(self)
+
+
+@dataclass(frozen=True)
+class SymbolRange:
+    """The allowed range of one dynamic-shape symbol."""
+
+    symbol: str
+    min: int
+    max: int | None
+    """None: unbounded."""
+    name: str | None = None
+    """The user's name for it (torch.export.Dim name) when known."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"symbol": self.symbol, "name": self.name, "min": self.min, "max": self.max}
+
+
+@dataclass(frozen=True)
+class DimBound:
+    """A concrete lower/upper bound on one input dim, as the AOTI wrapper checks it."""
+
+    min: int | None
+    max: int | None
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What the package expects of one tensor."""
+
+    dtype: str
+    """Canonical torch dtype name (float32, int64, ...)."""
+    shape: tuple[Dim, ...]
+    strides: tuple[Dim, ...] | None
+    """None when unknown; entries that are symbolic are not checked statically."""
+    device: str
+    """Device type: cpu, cuda, ..."""
+    bounds: tuple[DimBound | None, ...] = ()
+    """Per-dim bounds from the AOTI wrapper's check functions (may be tighter than export's)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dtype": self.dtype,
+            "shape": [d.to_json() for d in self.shape],
+            "strides": None if self.strides is None else [d.to_json() for d in self.strides],
+            "device": self.device,
+        }
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One leaf of the model's flattened inputs."""
+
+    name: str
+    """The user-facing name: the forward() argument or kwarg name, or a pytree path below it."""
+    position: int
+    """Index in the flattened user inputs (all leaves, tensors and non-tensors)."""
+    path: str
+    """Where it sits in (args, kwargs): `args[0]`, `kwargs['mask']`, `args[1][0]`."""
+    kind: str
+    """tensor, int, float, bool, str, none, sym_int, sym_float, sym_bool, constant, other."""
+    tensor: TensorSpec | None = None
+    tensor_index: int | None = None
+    """Index among tensor inputs only (what AOTI's input_handles[i] counts)."""
+    value: Any = None
+    """The specialized value of a constant (non-tensor) input, when recorded."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "position": self.position,
+            "path": self.path,
+            "kind": self.kind,
+        }
+        if self.tensor is not None:
+            out.update(self.tensor.to_dict())
+        if self.value is not None:
+            out["value"] = self.value if isinstance(self.value, (int, float, str, bool)) else str(self.value)
+        return out
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """A torch pytree TreeSpec, parsed from its JSON form (`in_spec` / `out_spec`)."""
+
+    type: str | None
+    """`builtins.tuple`, `builtins.list`, `builtins.dict`, `collections.OrderedDict`, ...; None for a leaf."""
+    context: Any = None
+    """Dict keys for dicts; field names for namedtuples."""
+    children: tuple[TreeSpec, ...] = ()
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.type is None
+
+    def num_leaves(self) -> int:
+        return 1 if self.is_leaf else sum(c.num_leaves() for c in self.children)
+
+
+@dataclass(frozen=True)
+class CallSignature:
+    """How the model is called: positional args and kwargs, from the in_spec."""
+
+    args: tuple[TreeSpec, ...]
+    kwargs: tuple[tuple[str, TreeSpec], ...]
+    arg_names: tuple[str, ...] = ()
+    """forward() argument names, when recorded (ExportedProgram)."""
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    """One member of the zip archive."""
+
+    name: str
+    size: int
+    compressed_size: int
+    crc: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "size": self.size, "compressed_size": self.compressed_size}
+
+
+@dataclass(frozen=True)
+class AotiPart:
+    """The compiled AOTI code of one model."""
+
+    directory: str
+    """Archive member folder: `<root>/data/aotinductor/<name>/`."""
+    device_type: str | None
+    """AOTI_DEVICE_KEY: cpu, cuda, xpu, ..."""
+    platform: str | None
+    machine: str | None
+    cpu_isa: tuple[str, ...]
+    compute_capability: str | None
+    metadata: dict[str, str]
+    """The whole wrapper metadata JSON (user keys included)."""
+    wrapper_cpp: str | None
+    """Member name of the generated wrapper.cpp, when packaged."""
+    shared_objects: tuple[str, ...]
+    cubins: tuple[str, ...]
+    weights_on_disk: bool
+    """True when weights_config.json says the weights live outside the .so."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model inside the package, with its input contract."""
+
+    name: str
+    has_exported_program: bool
+    aoti: AotiPart | None
+    torch_version: str | None
+    """torch version that wrote the ExportedProgram (an AOTI-only package records none)."""
+    schema_version: str | None
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[TensorSpec | None, ...]
+    symbols: tuple[SymbolRange, ...]
+    """Dynamic-shape symbols with their ranges."""
+    signature: CallSignature | None
+    contract_source: str
+    """exported_program, wrapper_cpp, or none (no contract could be read)."""
+    sample_inputs_member: str | None = None
+    export_device: str | None = None
+    """Device type of the ExportedProgram's tensors (cpu/cuda), when it has any."""
+    weights_location: str = "none"
+    """in_so, on_disk, exported_program, none."""
+    notes: tuple[str, ...] = ()
+    """Things the reader noticed (e.g. export and AOTI bounds differ)."""
+
+    @property
+    def has_aoti(self) -> bool:
+        return self.aoti is not None
+
+    @property
+    def device_type(self) -> str | None:
+        if self.aoti is not None and self.aoti.device_type:
+            return self.aoti.device_type
+        return self.export_device
+
+    @property
+    def tensor_inputs(self) -> tuple[InputSpec, ...]:
+        return tuple(i for i in self.inputs if i.tensor is not None)
+
+    def symbol(self, name: str) -> SymbolRange | None:
+        return next((s for s in self.symbols if s.symbol == name), None)
+
+
+@dataclass(frozen=True)
+class PackageInfo:
+    """Everything `aotipre inspect` learns from the archive without loading any code."""
+
+    path: str
+    kind: str
+    """exported_program, aoti, both, or empty (a pt2 with no model)."""
+    root: str
+    archive_format: str
+    archive_version: str
+    models: tuple[ModelInfo, ...]
+    members: tuple[MemberInfo, ...]
+    corrupt_members: tuple[str, ...] = ()
+    """Members whose CRC does not match (a truncated or bit-flipped .so)."""
+    total_size: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def model(self, name: str) -> ModelInfo | None:
+        return next((m for m in self.models if m.name == name), None)
