@@ -1,0 +1,1 @@
+"""Fake worker scripts that crash, hang, abort or spew on demand, to test process isolation."""
