@@ -22,7 +22,7 @@ class TensorMeta:
     @property
     def is_contiguous(self) -> bool:
         expected = 1
-        for size, stride in zip(reversed(self.shape), reversed(self.strides)):
+        for size, stride in zip(reversed(self.shape), reversed(self.strides), strict=False):
             if size != 1 and stride != expected:
                 return False
             expected *= size
