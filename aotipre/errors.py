@@ -28,3 +28,7 @@ class InputsError(AotipreError):
 
 class UsageError(AotipreError):
     """A bad command-line option or combination."""
+
+
+class UnsafeInputsError(InputsError):
+    """The sample-inputs file references globals that a weights-only load refuses."""

@@ -177,6 +177,8 @@ class Report:
     inputs_source: str | None = None
     """Where the sample inputs came from: a file, the archive, or none."""
     tool_version: str = ""
+    host: dict[str, Any] | None = None
+    """The host (this machine or --target) the compatibility checks ran against."""
 
     @property
     def verdict(self) -> Verdict:
@@ -213,6 +215,7 @@ class Report:
             "package_path": self.package_path,
             "inputs_source": self.inputs_source,
             "package": self.package,
+            "host": self.host,
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "summary": self.counts(),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from aotipre.dtypes import EXPORT_SCHEMA_DTYPES, ITEMSIZE, STORAGE_DTYPES
-from aotipre.errors import InputsError
+from aotipre.errors import InputsError, UnsafeInputsError
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
@@ -641,7 +641,7 @@ def _unsafe(names: list[str]) -> list[str]:
     return [n for n in names if n not in ALLOWED_GLOBALS]
 
 
-def _unsafe_error(source: str, names: list[str]) -> InputsError:
+def _unsafe_error(source: str, names: list[str]) -> UnsafeInputsError:
     hints = []
     if any(n.startswith("numpy.") for n in names):
         hints.append("convert numpy arrays with torch.from_numpy(a) and numpy scalars with .item()")
@@ -655,7 +655,7 @@ def _unsafe_error(source: str, names: list[str]) -> InputsError:
     shown = ", ".join(_one_line(n)[:120] for n in names[:10])
     if len(names) > 10:
         shown += f" and {len(names) - 10} more"
-    return InputsError(
+    return UnsafeInputsError(
         f"{source}: sample inputs reference globals that a weights-only load does not allow: "
         + shown,
         "; ".join(hints),

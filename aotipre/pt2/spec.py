@@ -99,7 +99,9 @@ class InputSpec:
         if self.tensor is not None:
             out.update(self.tensor.to_dict())
         if self.value is not None:
-            out["value"] = self.value if isinstance(self.value, (int, float, str, bool)) else str(self.value)
+            out["value"] = (
+                self.value if isinstance(self.value, (int, float, str, bool)) else str(self.value)
+            )
         return out
 
 
@@ -228,3 +230,56 @@ class PackageInfo:
 
     def model(self, name: str) -> ModelInfo | None:
         return next((m for m in self.models if m.name == name), None)
+
+
+def model_to_dict(model: ModelInfo) -> dict[str, Any]:
+    """JSON form of one model (used by `inspect --format json` and the check report)."""
+    aoti = model.aoti
+    return {
+        "name": model.name,
+        "has_exported_program": model.has_exported_program,
+        "has_aoti": aoti is not None,
+        "device_type": model.device_type,
+        "torch_version": model.torch_version,
+        "schema_version": model.schema_version,
+        "contract_source": model.contract_source,
+        "weights_location": model.weights_location,
+        "sample_inputs_member": model.sample_inputs_member,
+        "aoti": None
+        if aoti is None
+        else {
+            "directory": aoti.directory,
+            "device_type": aoti.device_type,
+            "platform": aoti.platform,
+            "machine": aoti.machine,
+            "cpu_isa": list(aoti.cpu_isa),
+            "compute_capability": aoti.compute_capability,
+            "metadata": dict(aoti.metadata),
+            "wrapper_cpp": aoti.wrapper_cpp,
+            "shared_objects": list(aoti.shared_objects),
+            "cubins": len(aoti.cubins),
+            "weights_on_disk": aoti.weights_on_disk,
+        },
+        "inputs": [i.to_dict() for i in model.inputs],
+        "outputs": [o.to_dict() if o is not None else None for o in model.outputs],
+        "dynamic_dims": [s.to_dict() for s in model.symbols],
+        "kwargs": [k for k, _ in model.signature.kwargs] if model.signature else None,
+        "notes": list(model.notes),
+    }
+
+
+def package_to_dict(package: PackageInfo, *, members: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": package.path,
+        "kind": package.kind,
+        "root": package.root,
+        "archive_format": package.archive_format,
+        "archive_version": package.archive_version,
+        "total_size": package.total_size,
+        "member_count": len(package.members),
+        "corrupt_members": list(package.corrupt_members),
+        "models": [model_to_dict(m) for m in package.models],
+    }
+    if members:
+        out["members"] = [m.to_dict() for m in package.members]
+    return out

@@ -1,0 +1,28 @@
+"""Static checks: every check runs on torch-free specs and returns findings; none prints or exits."""
+
+from __future__ import annotations
+
+from aotipre.checks.inputs import check_inputs
+from aotipre.checks.package import check_host, check_package
+from aotipre.findings import Finding
+from aotipre.host import HostInfo
+from aotipre.inputs.meta import SampleInputs
+from aotipre.pt2.spec import ModelInfo, PackageInfo
+
+
+def run_static_checks(
+    package: PackageInfo,
+    models: list[ModelInfo],
+    samples: dict[str, SampleInputs | None],
+    host: HostInfo,
+    *,
+    soft_host: bool,
+) -> list[Finding]:
+    """Package checks, then host compatibility, then each model's sample inputs, in that order."""
+    findings = check_package(package, models)
+    for model in models:
+        findings.extend(check_host(model, host, soft=soft_host))
+        sample = samples.get(model.name)
+        if sample is not None and model.contract_source != "none":
+            findings.extend(check_inputs(model, sample))
+    return findings

@@ -1,0 +1,466 @@
+"""Static checks of sample inputs against a model's contract: structure, dtype, device, shape, strides."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from aotipre import codes
+from aotipre.findings import Finding
+from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.pt2 import symexpr
+from aotipre.pt2.spec import DimBound, InputSpec, ModelInfo, SymbolRange, TreeSpec
+
+_SEQ_TYPES = {"builtins.tuple": (tuple,), "builtins.list": (list,)}
+_VALUE_KINDS = ("constant", "int", "float", "bool", "str")
+_DICT_TYPES = ("builtins.dict", "collections.OrderedDict", "collections.defaultdict")
+
+
+@dataclass
+class _Ctx:
+    model: ModelInfo
+    findings: list[Finding] = field(default_factory=list)
+    bindings: dict[str, tuple[int, InputSpec, int]] = field(default_factory=dict)
+    """symbol -> (value, the input that bound it, its dim)."""
+
+    def add(self, code: str, message: str, spec: InputSpec | None = None, **kw: Any) -> None:
+        if spec is not None:
+            kw.setdefault("input", spec.name)
+            kw.setdefault("position", spec.position)
+        self.findings.append(
+            codes.get(code).finding(message, model=self.model.name, stage="static", **kw)
+        )
+
+
+def check_inputs(model: ModelInfo, sample: SampleInputs) -> list[Finding]:
+    """Every static finding about `sample` for `model` (empty list: the inputs fit the contract)."""
+    ctx = _Ctx(model)
+    leaves = _match_structure(ctx, sample)
+    if leaves is None:
+        return ctx.findings
+    deferred: list[tuple[InputSpec, TensorMeta]] = []
+    for spec, value in leaves:
+        _check_leaf(ctx, spec, value, deferred)
+    for spec, meta in deferred:
+        _check_derived(ctx, spec, meta)
+    return ctx.findings
+
+
+def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, Any]] | None:
+    """Pair contract inputs with sample values by pytree path; report what does not fit.
+
+    Pairing by path (`args[1][0]`, `kwargs['mask']`) means a missing kwarg or an extra
+    positional argument does not hide the findings about the inputs that do line up.
+    """
+    model = ctx.model
+    sig = model.signature
+    if sig is None:
+        # wrapper contract without in_spec: match tensor inputs positionally
+        flat = _flatten(list(sample.args)) + _flatten(list(sample.kwargs.values()))
+        tensors = [v for v in flat if isinstance(v, TensorMeta)]
+        specs = model.tensor_inputs
+        if len(tensors) != len(specs):
+            ctx.add(
+                "AOT101",
+                f"the package takes {len(specs)} tensor inputs, the sample inputs hold "
+                f"{len(tensors)}",
+                expected=len(specs),
+                actual=len(tensors),
+            )
+            return None
+        return list(zip(specs, tensors, strict=True))
+
+    if len(sample.args) != len(sig.args):
+        names = ", ".join(sig.arg_names[: len(sig.args)]) or f"{len(sig.args)} values"
+        ctx.add(
+            "AOT101",
+            f"{len(sample.args)} positional arguments given, the model was exported with "
+            f"{len(sig.args)} ({names})",
+            expected=len(sig.args),
+            actual=len(sample.args),
+        )
+    expected_kw = [k for k, _ in sig.kwargs]
+    positional_names = set(sig.arg_names[: len(sig.args)])
+    for key in sample.kwargs:
+        if key in expected_kw:
+            continue
+        if key in positional_names:
+            hint = f"'{key}' is a positional argument of the exported model; pass it positionally"
+        else:
+            close = difflib.get_close_matches(key, expected_kw, n=1)
+            hint = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else (
+                    f"the model takes keyword arguments {expected_kw}"
+                    if expected_kw
+                    else "the model takes no keyword arguments"
+                )
+            )
+        ctx.add(
+            "AOT103",
+            f"unexpected keyword argument '{key}'",
+            hint=hint,
+            input=key,
+            expected=expected_kw,
+            actual=key,
+        )
+    for key in expected_kw:
+        if key not in sample.kwargs:
+            ctx.add(
+                "AOT102",
+                f"keyword argument '{key}' is missing",
+                input=key,
+                expected=key,
+                actual=None,
+            )
+
+    found: dict[str, Any] = {}
+    for i, (spec, value) in enumerate(zip(sig.args, sample.args)):
+        label = sig.arg_names[i] if i < len(sig.arg_names) else f"args[{i}]"
+        _walk(ctx, spec, value, label, f"args[{i}]", found)
+    for key, spec in sig.kwargs:
+        if key in sample.kwargs:
+            _walk(ctx, spec, sample.kwargs[key], key, f"kwargs[{key!r}]", found)
+    return [(inp, found[inp.path]) for inp in model.inputs if inp.path in found]
+
+
+def _walk(
+    ctx: _Ctx, spec: TreeSpec, value: Any, label: str, path: str, out: dict[str, Any]
+) -> None:
+    """Record the leaves of `value` under their paths, reporting where it departs from `spec`."""
+    if spec.is_leaf:
+        if isinstance(value, (tuple, list, dict)):
+            ctx.add(
+                "AOT104",
+                f"'{label}' is a {type(value).__name__}, the model expects a single value there",
+                input=label,
+                expected="a tensor or scalar",
+                actual=type(value).__name__,
+            )
+            return
+        out[path] = value
+        return
+    if spec.type in _SEQ_TYPES:
+        kind = spec.type.split(".")[-1]
+        if not isinstance(value, (tuple, list)):
+            ctx.add(
+                "AOT104",
+                f"'{label}' should be a {kind} of {len(spec.children)} items, got "
+                f"{_kind_of(value)}",
+                input=label,
+                expected=f"{kind}[{len(spec.children)}]",
+                actual=_kind_of(value),
+            )
+            return
+        if len(value) != len(spec.children):
+            ctx.add(
+                "AOT104",
+                f"'{label}' has {len(value)} items, the model expects {len(spec.children)}",
+                input=label,
+                expected=len(spec.children),
+                actual=len(value),
+            )
+        for i, (child, item) in enumerate(zip(spec.children, value)):
+            _walk(ctx, child, item, f"{label}[{i}]", f"{path}[{i}]", out)
+        return
+    if spec.type in _DICT_TYPES:
+        keys = spec.context if isinstance(spec.context, list) else []
+        if not isinstance(value, dict):
+            ctx.add(
+                "AOT104",
+                f"'{label}' should be a dict with keys {keys}, got {_kind_of(value)}",
+                input=label,
+                expected=keys,
+                actual=_kind_of(value),
+            )
+            return
+        if sorted(map(str, value)) != sorted(map(str, keys)):
+            ctx.add(
+                "AOT104",
+                f"'{label}' has keys {sorted(map(str, value))}, the model expects {keys}",
+                input=label,
+                expected=keys,
+                actual=sorted(map(str, value)),
+            )
+        for key, child in zip(keys, spec.children):
+            if key in value:
+                sub = f"[{key!r}]" if isinstance(key, str) else f"[{key}]"
+                _walk(ctx, child, value[key], label + sub, path + sub, out)
+        return
+    # namedtuples, dataclasses and custom pytree nodes: only the leaf count can be compared
+    flat = _flatten([value])
+    if len(flat) != spec.num_leaves():
+        ctx.add(
+            "AOT104",
+            f"'{label}' flattens to {len(flat)} values, the exported {spec.type} has "
+            f"{spec.num_leaves()}",
+            input=label,
+            expected=spec.num_leaves(),
+            actual=len(flat),
+        )
+        return
+    for i, leaf in enumerate(flat):
+        out[f"{path}[{i}]"] = leaf
+
+
+def _flatten(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, (tuple, list)):
+            out.extend(_flatten(list(v)))
+        elif isinstance(v, dict):
+            out.extend(_flatten(list(v.values())))
+        else:
+            out.append(v)
+    return out
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, TensorMeta):
+        return f"a tensor {value.describe()}"
+    if value is None:
+        return "None"
+    return f"a {type(value).__name__}"
+
+
+def _check_leaf(
+    ctx: _Ctx, spec: InputSpec, value: Any, deferred: list[tuple[InputSpec, TensorMeta]]
+) -> None:
+    if spec.tensor is None:
+        _check_scalar(ctx, spec, value)
+        return
+    if not isinstance(value, TensorMeta):
+        ctx.add(
+            "AOT106",
+            f"input '{spec.name}' should be a tensor {_describe_spec(spec)}, got {_kind_of(value)}",
+            spec,
+            expected="tensor",
+            actual=_kind_of(value),
+        )
+        return
+    t = spec.tensor
+    if value.dtype != t.dtype:
+        ctx.add(
+            "AOT201",
+            f"input '{spec.name}' has dtype {value.dtype}, the package expects {t.dtype}",
+            spec,
+            hint=f"cast it with .to(torch.{t.dtype}) before calling the model",
+            expected=t.dtype,
+            actual=value.dtype,
+        )
+    device = value.device.split(":", 1)[0]
+    if device != t.device:
+        ctx.add(
+            "AOT202",
+            f"input '{spec.name}' is on {value.device}, the package expects {t.device}",
+            spec,
+            hint=f"move it with .to('{t.device}') before calling the model",
+            expected=t.device,
+            actual=value.device,
+        )
+    if len(value.shape) != len(t.shape):
+        ctx.add(
+            "AOT301",
+            f"input '{spec.name}' has {len(value.shape)} dims {list(value.shape)}, the package "
+            f"expects {len(t.shape)} {[str(d) for d in t.shape]}",
+            spec,
+            expected=len(t.shape),
+            actual=len(value.shape),
+        )
+        return
+    needs_derived = False
+    for dim, (want, got) in enumerate(zip(t.shape, value.shape)):
+        bound = t.bounds[dim] if dim < len(t.bounds) else None
+        if want.is_static:
+            if want.value != got:
+                ctx.add(
+                    "AOT302",
+                    f"input '{spec.name}' dim {dim} is {got}, the package was compiled for "
+                    f"exactly {want.value}",
+                    spec,
+                    dim=dim,
+                    expected=want.value,
+                    actual=got,
+                )
+            continue
+        expr = want.expr or ""
+        if expr.isidentifier():
+            _bind_symbol(ctx, spec, dim, expr, got, bound)
+        else:
+            needs_derived = True
+    if needs_derived or t.strides is not None:
+        deferred.append((spec, value))
+
+
+def _bind_symbol(
+    ctx: _Ctx, spec: InputSpec, dim: int, symbol: str, got: int, bound: DimBound | None
+) -> None:
+    first = ctx.bindings.get(symbol)
+    if first is not None:
+        value, other, other_dim = first
+        if value != got:
+            ctx.add(
+                "AOT305",
+                f"input '{spec.name}' dim {dim} is {got} but '{other.name}' dim {other_dim} is "
+                f"{value}; both are the dynamic dim {symbol} and must be equal",
+                spec,
+                dim=dim,
+                expected=value,
+                actual=got,
+            )
+        return
+    ctx.bindings[symbol] = (got, spec, dim)
+    _check_range(ctx, spec, dim, symbol, got, ctx.model.symbol(symbol), bound)
+
+
+def _check_range(
+    ctx: _Ctx,
+    spec: InputSpec,
+    dim: int,
+    label: str,
+    got: int,
+    rng: SymbolRange | None,
+    bound: DimBound | None,
+) -> None:
+    """Check `got` against the export range and the (possibly tighter) AOTI wrapper bound."""
+    lo = rng.min if rng is not None else None
+    hi = rng.max if rng is not None else None
+    aoti_lo = bound.min if bound is not None else None
+    aoti_hi = bound.max if bound is not None else None
+    eff_lo = (
+        max(v for v in (lo, aoti_lo) if v is not None) if (lo, aoti_lo) != (None, None) else None
+    )
+    candidates = [v for v in (hi, aoti_hi) if v is not None]
+    eff_hi = min(candidates) if candidates else None
+    shown = f"[{eff_lo if eff_lo is not None else 0}, {eff_hi if eff_hi is not None else 'inf'}]"
+    if eff_lo is not None and got < eff_lo:
+        narrower = aoti_lo is not None and (lo is None or aoti_lo > lo) and got >= (lo or 0)
+        ctx.add(
+            "AOT303",
+            f"input '{spec.name}' dim {dim} ({label}) is {got}, below the minimum {eff_lo} "
+            f"of its range {shown}"
+            + (
+                f"; export allows {lo} but the compiled AOTI code checks >= {aoti_lo}"
+                if narrower
+                else ""
+            ),
+            spec,
+            dim=dim,
+            expected=f">= {eff_lo}",
+            actual=got,
+        )
+    if eff_hi is not None and got > eff_hi:
+        ctx.add(
+            "AOT304",
+            f"input '{spec.name}' dim {dim} ({label}) is {got}, above the maximum {eff_hi} "
+            f"of its range {shown}",
+            spec,
+            dim=dim,
+            expected=f"<= {eff_hi}",
+            actual=got,
+        )
+
+
+def _check_derived(ctx: _Ctx, spec: InputSpec, meta: TensorMeta) -> None:
+    t = spec.tensor
+    assert t is not None
+    env = {sym: v for sym, (v, _, _) in ctx.bindings.items()}
+    for dim, (want, got) in enumerate(zip(t.shape, meta.shape)):
+        expr = want.expr or ""
+        if want.is_static or expr.isidentifier():
+            continue
+        value = _evaluate(expr, env)
+        if value is None:
+            continue
+        if value != got:
+            ctx.add(
+                "AOT306",
+                f"input '{spec.name}' dim {dim} is {got}, but the package derives it as "
+                f"{expr} = {value}",
+                spec,
+                dim=dim,
+                expected=value,
+                actual=got,
+            )
+        else:
+            bound = t.bounds[dim] if dim < len(t.bounds) else None
+            _check_range(ctx, spec, dim, expr, got, ctx.model.symbol(expr), bound)
+    if t.strides is None or len(t.strides) != len(meta.strides):
+        return
+    for dim, (want, got) in enumerate(zip(t.strides, meta.strides)):
+        if meta.shape[dim] <= 1:
+            continue  # the stride of a size-0/1 dim does not change the layout
+        expected = want.value if want.is_static else _evaluate(want.expr or "", env)
+        if expected is None or expected == got:
+            continue
+        layout = "contiguous" if _contiguous_strides(t, env) else "compiled"
+        ctx.add(
+            "AOT307",
+            f"input '{spec.name}' has stride {got} at dim {dim}, the package was compiled for "
+            f"{expected} ({layout} layout; the input's strides are {list(meta.strides)})",
+            spec,
+            dim=dim,
+            expected=expected,
+            actual=got,
+        )
+        return  # one stride finding per input is enough
+
+
+def _contiguous_strides(t: Any, env: dict[str, int]) -> bool:
+    strides = [d.value if d.is_static else _evaluate(d.expr or "", env) for d in t.strides]
+    sizes = [d.value if d.is_static else _evaluate(d.expr or "", env) for d in t.shape]
+    if None in strides or None in sizes:
+        return False
+    expected = 1
+    for size, stride in zip(reversed(sizes), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _evaluate(expr: str, env: dict[str, int]) -> int | None:
+    try:
+        return symexpr.parse(expr).evaluate(env)
+    except (symexpr.ExprError, KeyError, ZeroDivisionError, OverflowError):
+        return None
+
+
+def _check_scalar(ctx: _Ctx, spec: InputSpec, value: Any) -> None:
+    if isinstance(value, TensorMeta):
+        ctx.add(
+            "AOT106",
+            f"input '{spec.name}' was exported as a {spec.kind}, got a tensor {value.describe()}",
+            spec,
+            expected=spec.kind,
+            actual="tensor",
+        )
+        return
+    if spec.kind == "none":
+        if value is not None:
+            ctx.add(
+                "AOT105",
+                f"input '{spec.name}' was None at export, got {value!r}",
+                spec,
+                expected=None,
+                actual=repr(value),
+            )
+        return
+    if spec.kind in _VALUE_KINDS and spec.value is not None and value != spec.value:
+        ctx.add(
+            "AOT105",
+            f"input '{spec.name}' is {value!r}, but the model was specialized to {spec.value!r} "
+            f"at export",
+            spec,
+            expected=spec.value,
+            actual=value,
+        )
+
+
+def _describe_spec(spec: InputSpec) -> str:
+    t = spec.tensor
+    if t is None:
+        return spec.kind
+    return f"{t.dtype}[{', '.join(str(d) for d in t.shape)}]"

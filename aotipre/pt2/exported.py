@@ -1,0 +1,273 @@
+"""The input contract of an ExportedProgram, read from `models/<name>.json` (torch's export schema)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from aotipre.dtypes import EXPORT_SCHEMA_DTYPES
+from aotipre.pt2 import symexpr
+from aotipre.pt2.spec import CallSignature, Dim, InputSpec, SymbolRange, TensorSpec, TreeSpec
+
+INT_OO = 2**62
+"""Range bounds at or beyond this are treated as unbounded (export writes int_oo as a huge int)."""
+
+
+class ContractError(ValueError):
+    """The JSON is valid but not of the shape aotipre expects; the message says where."""
+
+
+@dataclass(frozen=True)
+class ExportedContract:
+    """What the ExportedProgram says about calling the model."""
+
+    torch_version: str | None
+    schema_version: str | None
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[TensorSpec | None, ...]
+    symbols: tuple[SymbolRange, ...]
+    signature: CallSignature | None
+    device: str | None
+
+
+def parse_treespec(text: str) -> TreeSpec:
+    """Parse torch's serialized TreeSpec (`[1, {"type": ..., "context": ..., "children_spec": [...]}]`)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ContractError(f"in_spec is not JSON: {exc}") from None
+    if isinstance(data, list) and len(data) == 2 and isinstance(data[1], dict):
+        data = data[1]
+    return _treespec(data, 0)
+
+
+def _treespec(node: Any, depth: int) -> TreeSpec:
+    if depth > 200:
+        raise ContractError("in_spec is nested more than 200 levels")
+    if not isinstance(node, dict):
+        raise ContractError("in_spec node is not an object")
+    typ = node.get("type")
+    context = node.get("context")
+    if isinstance(context, str):
+        try:
+            context = json.loads(context)
+        except ValueError:
+            pass
+    children = node.get("children_spec") or []
+    if not isinstance(children, list):
+        raise ContractError("in_spec children_spec is not a list")
+    return TreeSpec(
+        type=typ if isinstance(typ, str) else None,
+        context=context,
+        children=tuple(_treespec(c, depth + 1) for c in children),
+    )
+
+
+def call_signature(spec: TreeSpec, arg_names: tuple[str, ...] = ()) -> CallSignature:
+    """Split a `(args, kwargs)` TreeSpec into positional and keyword parts."""
+    if spec.type != "builtins.tuple" or len(spec.children) != 2:
+        raise ContractError("in_spec is not an (args, kwargs) tuple")
+    args_spec, kwargs_spec = spec.children
+    keys = kwargs_spec.context if isinstance(kwargs_spec.context, list) else []
+    if len(keys) != len(kwargs_spec.children):
+        raise ContractError("in_spec kwargs keys and children differ in number")
+    return CallSignature(
+        args=args_spec.children,
+        kwargs=tuple((str(k), c) for k, c in zip(keys, kwargs_spec.children)),
+        arg_names=arg_names,
+    )
+
+
+def leaf_paths(sig: CallSignature) -> list[tuple[str, str]]:
+    """(name, path) of every leaf in flattening order: args first, then kwargs in spec order."""
+    out: list[tuple[str, str]] = []
+
+    def walk(node: TreeSpec, name: str, path: str) -> None:
+        if node.is_leaf:
+            out.append((name, path))
+            return
+        keys = node.context if isinstance(node.context, list) else None
+        for i, child in enumerate(node.children):
+            key = keys[i] if keys is not None and i < len(keys) else i
+            sub = f"[{key!r}]" if isinstance(key, str) else f"[{key}]"
+            walk(child, name + sub, path + sub)
+
+    for i, arg in enumerate(sig.args):
+        name = sig.arg_names[i] if i < len(sig.arg_names) else f"args[{i}]"
+        walk(arg, name, f"args[{i}]")
+    for key, child in sig.kwargs:
+        walk(child, key, f"kwargs[{key!r}]")
+    return out
+
+
+def _dim(entry: Any) -> Dim:
+    if not isinstance(entry, dict):
+        raise ContractError("size entry is not an object")
+    if "as_int" in entry:
+        return Dim(value=int(entry["as_int"]))
+    if "as_expr" in entry:
+        expr = entry["as_expr"].get("expr_str", "")
+        return Dim(expr=symexpr.pretty(str(expr)))
+    raise ContractError(f"unknown size entry {sorted(entry)}")
+
+
+def tensor_spec(meta: dict[str, Any]) -> TensorSpec:
+    dtype_num = meta.get("dtype")
+    dtype = (
+        EXPORT_SCHEMA_DTYPES.get(dtype_num, f"unknown({dtype_num})")
+        if isinstance(dtype_num, int)
+        else f"unknown({dtype_num})"
+    )
+    sizes = meta.get("sizes")
+    if not isinstance(sizes, list):
+        raise ContractError("tensor meta has no sizes list")
+    strides = meta.get("strides")
+    device = meta.get("device") or {}
+    return TensorSpec(
+        dtype=dtype,
+        shape=tuple(_dim(s) for s in sizes),
+        strides=tuple(_dim(s) for s in strides) if isinstance(strides, list) else None,
+        device=str(device.get("type", "cpu")) if isinstance(device, dict) else "cpu",
+    )
+
+
+def parse_exported(data: Any) -> ExportedContract:
+    """Parse a decoded models/<name>.json. Raises ContractError naming what is missing."""
+    if not isinstance(data, dict) or "graph_module" not in data:
+        raise ContractError("model JSON has no graph_module")
+    gm = data["graph_module"]
+    graph = _obj(gm, "graph")
+    signature = _obj(gm, "signature")
+    tensor_values = _obj(graph, "tensor_values")
+    input_specs = signature.get("input_specs")
+    output_specs = signature.get("output_specs")
+    if not isinstance(input_specs, list) or not isinstance(output_specs, list):
+        raise ContractError("signature has no input_specs/output_specs lists")
+
+    sig = _call_signature(gm)
+    leaves = leaf_paths(sig) if sig is not None else []
+
+    inputs: list[InputSpec] = []
+    tensor_index = 0
+    devices: set[str] = set()
+    user_pos = 0
+    for spec in input_specs:
+        if not isinstance(spec, dict):
+            raise ContractError("input spec is not an object")
+        if "user_input" in spec:
+            arg = spec["user_input"].get("arg", {})
+            kind, graph_name, value = _arg_kind(arg)
+        elif "constant_input" in spec:
+            graph_name = str(spec["constant_input"].get("name", ""))
+            kind, _, value = _arg_kind(spec["constant_input"].get("value", {}))
+            kind = "constant" if kind not in ("none",) else kind
+        else:
+            continue  # parameters, buffers, constants, tokens: not user inputs
+        name, path = leaves[user_pos] if user_pos < len(leaves) else (graph_name, f"[{user_pos}]")
+        tspec = None
+        if kind == "tensor":
+            meta = tensor_values.get(graph_name)
+            if not isinstance(meta, dict):
+                raise ContractError(f"no tensor meta for input {graph_name}")
+            tspec = tensor_spec(meta)
+            devices.add(tspec.device)
+        inputs.append(
+            InputSpec(
+                name=name,
+                position=user_pos,
+                path=path,
+                kind=kind,
+                tensor=tspec,
+                tensor_index=tensor_index if tspec is not None else None,
+                value=value,
+            )
+        )
+        if tspec is not None:
+            tensor_index += 1
+        user_pos += 1
+    if sig is not None and len(leaves) != user_pos:
+        raise ContractError(
+            f"in_spec has {len(leaves)} leaves but the signature lists {user_pos} user inputs"
+        )
+
+    outputs: list[TensorSpec | None] = []
+    for spec in output_specs:
+        arg = (spec.get("user_output") or {}).get("arg", {}) if isinstance(spec, dict) else {}
+        tname = (arg.get("as_tensor") or {}).get("name") if isinstance(arg, dict) else None
+        meta = tensor_values.get(tname) if tname else None
+        if "user_output" in (spec if isinstance(spec, dict) else {}):
+            outputs.append(tensor_spec(meta) if isinstance(meta, dict) else None)
+
+    version = data.get("schema_version")
+    schema = f"{version.get('major')}.{version.get('minor')}" if isinstance(version, dict) else None
+    return ExportedContract(
+        torch_version=str(data["torch_version"]) if data.get("torch_version") else None,
+        schema_version=schema,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        symbols=_symbols(data.get("range_constraints") or {}),
+        signature=sig,
+        device=sorted(devices)[0] if len(devices) == 1 else (",".join(sorted(devices)) or None),
+    )
+
+
+def _obj(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    if not isinstance(value, dict):
+        raise ContractError(f"model JSON has no {key} object")
+    return value
+
+
+def _call_signature(gm: dict[str, Any]) -> CallSignature | None:
+    for entry in gm.get("module_call_graph") or []:
+        if isinstance(entry, dict) and entry.get("fqn") == "" and entry.get("signature"):
+            s = entry["signature"]
+            in_spec = s.get("in_spec")
+            if not isinstance(in_spec, str):
+                return None
+            names = tuple(str(n) for n in s.get("forward_arg_names") or [])
+            return call_signature(parse_treespec(in_spec), names)
+    return None
+
+
+_SCALAR_KINDS = {
+    "as_int": "int",
+    "as_float": "float",
+    "as_bool": "bool",
+    "as_string": "str",
+    "as_sym_int": "sym_int",
+    "as_sym_float": "sym_float",
+    "as_sym_bool": "sym_bool",
+}
+
+
+def _arg_kind(arg: Any) -> tuple[str, str, Any]:
+    """(kind, graph name, constant value) of a serialized Argument."""
+    if not isinstance(arg, dict) or not arg:
+        return "other", "", None
+    key, body = next(iter(arg.items()))
+    if key == "as_tensor":
+        return "tensor", str((body or {}).get("name", "")), None
+    if key == "as_none":
+        return "none", "", None
+    if key in ("as_sym_int", "as_sym_float", "as_sym_bool"):
+        name = body.get("as_name", "") if isinstance(body, dict) else ""
+        return _SCALAR_KINDS[key], str(name), None
+    if key in _SCALAR_KINDS:
+        return _SCALAR_KINDS[key], "", body
+    return "other", "", None
+
+
+def _symbols(ranges: dict[str, Any]) -> tuple[SymbolRange, ...]:
+    out = []
+    for key, rng in ranges.items():
+        if not isinstance(rng, dict):
+            continue
+        pretty = symexpr.pretty(str(key))
+        lo = rng.get("min_val")
+        hi = rng.get("max_val")
+        lo_i = int(lo) if isinstance(lo, (int, float)) and abs(lo) < INT_OO else 0
+        hi_i = int(hi) if isinstance(hi, (int, float)) and abs(hi) < INT_OO else None
+        out.append(SymbolRange(symbol=pretty, min=lo_i, max=hi_i))
+    return tuple(out)

@@ -1,0 +1,243 @@
+"""read_package(): a .pt2 path -> PackageInfo, using zipfile and json only (no torch, no .so loaded)."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from dataclasses import replace
+
+from aotipre.pt2 import layout
+from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
+from aotipre.pt2.exported import ContractError, parse_exported
+from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
+from aotipre.pt2.wrapper_contract import contract_from_wrapper
+
+SUPPORTED_ARCHIVE_VERSIONS = ("0",)
+
+
+def read_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> PackageInfo:
+    """Inspect a .pt2 archive. Raises CodedPackageError (one clear line) when it cannot be read."""
+    with open_archive(path) as archive:
+        return _read(archive, verify_crc=verify_crc)
+
+
+def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
+    names = archive.names()
+    root = _single_root(archive, names)
+    fmt_member = f"{root}/{layout.ARCHIVE_FORMAT}"
+    if fmt_member not in archive.members:
+        raise CodedPackageError(
+            "AOT004",
+            f"{archive.path}: a zip archive without {layout.ARCHIVE_FORMAT}, so not a .pt2 package",
+        )
+    archive_format = archive.read_text(fmt_member, limit=1024).strip()
+    if archive_format != layout.ARCHIVE_FORMAT_VALUE:
+        raise CodedPackageError(
+            "AOT004",
+            f"{archive.path}: archive_format is {archive_format[:40]!r}, expected 'pt2'",
+        )
+    version_member = f"{root}/{layout.ARCHIVE_VERSION}"
+    archive_version = (
+        archive.read_text(version_member, limit=1024).strip()
+        if version_member in archive.members
+        else ""
+    )
+    if archive_version not in SUPPORTED_ARCHIVE_VERSIONS:
+        raise CodedPackageError(
+            "AOT005",
+            f"{archive.path}: archive_version {archive_version[:20]!r} is not supported "
+            f"(torch 2.11-2.13 read version {', '.join(SUPPORTED_ARCHIVE_VERSIONS)})",
+            "re-package with a torch release between 2.11 and 2.13",
+        )
+
+    ep_names = _model_names(names, f"{root}/{layout.MODELS_DIR}/", ".json")
+    aoti_names = _aoti_model_names(names, f"{root}/{layout.AOTI_DIR}/")
+    models = tuple(
+        _read_model(archive, root, name, name in ep_names, name in aoti_names)
+        for name in sorted(set(ep_names) | set(aoti_names))
+    )
+    kind = (
+        "both"
+        if ep_names and aoti_names
+        else "exported_program"
+        if ep_names
+        else "aoti"
+        if aoti_names
+        else "empty"
+    )
+    corrupt = tuple(n for n in names if not archive.crc_ok(n)) if verify_crc else ()
+    members = tuple(
+        MemberInfo(m.name, m.size, m.compressed_size, m.crc) for m in archive.members.values()
+    )
+    return PackageInfo(
+        path=str(archive.path),
+        kind=kind,
+        root=root,
+        archive_format=archive_format,
+        archive_version=archive_version,
+        models=models,
+        members=members,
+        corrupt_members=corrupt,
+        total_size=sum(m.size for m in members),
+    )
+
+
+def _single_root(archive: Archive, names: list[str]) -> str:
+    roots = {n.split("/", 1)[0] for n in names if "/" in n}
+    loose = [n for n in names if "/" not in n]
+    if not names:
+        raise CodedPackageError("AOT004", f"{archive.path}: an empty zip archive, not a .pt2")
+    if len(roots) != 1 or loose:
+        shown = ", ".join(sorted(roots | set(loose))[:4])
+        raise CodedPackageError(
+            "AOT004",
+            f"{archive.path}: a .pt2 keeps every member under one root folder; found {shown}",
+        )
+    return roots.pop()
+
+
+def _model_names(names: list[str], prefix: str, suffix: str) -> list[str]:
+    out = []
+    for n in names:
+        if n.startswith(prefix) and n.endswith(suffix):
+            rest = n[len(prefix) : -len(suffix)]
+            if rest and "/" not in rest:
+                out.append(rest)
+    return out
+
+
+def _aoti_model_names(names: list[str], prefix: str) -> list[str]:
+    out = set()
+    for n in names:
+        if n.startswith(prefix):
+            rest = n[len(prefix) :]
+            if "/" in rest:
+                out.add(rest.split("/", 1)[0])
+    return sorted(out)
+
+
+def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: bool) -> ModelInfo:
+    notes: list[str] = []
+    aoti = _read_aoti(archive, root, name) if has_aoti else None
+    sample = f"{root}/{layout.SAMPLE_INPUTS_DIR}/{name}.pt"
+    sample_member = sample if sample in archive.members else None
+
+    if has_ep:
+        member = f"{root}/{layout.MODELS_DIR}/{name}.json"
+        data = _load_json(archive, member)
+        try:
+            contract = parse_exported(data)
+        except ContractError as exc:
+            raise CodedPackageError(
+                "AOT006", f"{archive.path}: {member} is not a valid ExportedProgram: {exc}"
+            ) from None
+        model = ModelInfo(
+            name=name,
+            has_exported_program=True,
+            aoti=aoti,
+            torch_version=contract.torch_version,
+            schema_version=contract.schema_version,
+            inputs=contract.inputs,
+            outputs=contract.outputs,
+            symbols=contract.symbols,
+            signature=contract.signature,
+            contract_source="exported_program",
+            sample_inputs_member=sample_member,
+            export_device=contract.device,
+        )
+        if aoti is not None and aoti.wrapper_cpp is not None:
+            wrapper = contract_from_wrapper(archive.read_text(aoti.wrapper_cpp))
+            model = _merge_wrapper_bounds(model, wrapper.inputs)
+            notes.extend(wrapper.notes)
+    elif aoti is not None and aoti.wrapper_cpp is not None:
+        wrapper = contract_from_wrapper(archive.read_text(aoti.wrapper_cpp))
+        notes.extend(wrapper.notes)
+        model = ModelInfo(
+            name=name,
+            has_exported_program=False,
+            aoti=aoti,
+            torch_version=None,
+            schema_version=None,
+            inputs=wrapper.inputs,
+            outputs=(),
+            symbols=wrapper.symbols,
+            signature=wrapper.signature,
+            contract_source="wrapper_cpp" if wrapper.inputs or wrapper.signature else "none",
+            sample_inputs_member=sample_member,
+        )
+    else:
+        model = ModelInfo(
+            name=name,
+            has_exported_program=False,
+            aoti=aoti,
+            torch_version=None,
+            schema_version=None,
+            inputs=(),
+            outputs=(),
+            symbols=(),
+            signature=None,
+            contract_source="none",
+            sample_inputs_member=sample_member,
+        )
+        notes.append("no wrapper.cpp is packaged, so the input contract is unknown")
+
+    weights = (
+        "on_disk"
+        if aoti is not None and aoti.weights_on_disk
+        else "in_so"
+        if aoti is not None
+        else "exported_program"
+        if has_ep
+        else "none"
+    )
+    return replace(model, weights_location=weights, notes=tuple(model.notes) + tuple(notes))
+
+
+def _merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:
+    """Attach the AOTI wrapper's per-dim bounds to the ExportedProgram's tensor specs."""
+    by_index = {w.tensor_index: w for w in wrapper_inputs if w.tensor is not None}
+    merged = []
+    for inp in model.inputs:
+        w = by_index.get(inp.tensor_index) if inp.tensor is not None else None
+        if w is not None and inp.tensor is not None and w.tensor is not None:
+            inp = replace(inp, tensor=replace(inp.tensor, bounds=w.tensor.bounds))
+        merged.append(inp)
+    return replace(model, inputs=tuple(merged))
+
+
+def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
+    directory = f"{root}/{layout.AOTI_DIR}/{name}/"
+    files = [n for n in archive.members if n.startswith(directory)]
+    metadata_members = sorted(n for n in files if n.endswith(layout.WRAPPER_METADATA_SUFFIX))
+    metadata: dict[str, str] = {}
+    if metadata_members:
+        data = _load_json(archive, metadata_members[0])
+        if not isinstance(data, dict):
+            raise CodedPackageError(
+                "AOT006", f"{archive.path}: {metadata_members[0]} is not a JSON object"
+            )
+        metadata = {str(k): str(v) for k, v in data.items()}
+    wrappers = sorted(n for n in files if n.endswith(layout.WRAPPER_CPP_SUFFIX))
+    isa = metadata.get("AOTI_CPU_ISA", "")
+    return AotiPart(
+        directory=directory,
+        device_type=metadata.get("AOTI_DEVICE_KEY") or None,
+        platform=metadata.get("AOTI_PLATFORM") or None,
+        machine=metadata.get("AOTI_MACHINE") or None,
+        cpu_isa=tuple(isa.split()) if isa else (),
+        compute_capability=metadata.get("AOTI_COMPUTE_CAPABILITY") or None,
+        metadata=metadata,
+        wrapper_cpp=wrappers[0] if wrappers else None,
+        shared_objects=tuple(sorted(n for n in files if n.endswith(".so"))),
+        cubins=tuple(sorted(n for n in files if n.endswith((".cubin", ".fatbin", ".spv")))),
+        weights_on_disk=posixpath.join(directory, layout.AOTI_WEIGHTS_CONFIG) in archive.members,
+    )
+
+
+def _load_json(archive: Archive, member: str) -> object:
+    text = archive.read(member)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise CodedPackageError("AOT006", f"{archive.path}: {member} is not valid JSON") from None

@@ -1,0 +1,163 @@
+"""Human-readable tables (tabulate) for `check` and `inspect`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from aotipre.findings import Report, Severity
+from aotipre.pt2.spec import ModelInfo, PackageInfo
+
+_MSG_WIDTH = 70
+
+
+def render_report(report: Report) -> str:
+    lines: list[str] = []
+    verdict = report.verdict.value.upper()
+    lines.append(f"aotipre check {report.package_path}")
+    pkg = report.package
+    if pkg is not None:
+        models = ", ".join(
+            f"{m['name']} ({_parts(m)}, {m['device_type'] or '?'})" for m in pkg["models"]
+        )
+        lines.append(f"package: {pkg['kind']}; models: {models}")
+    if report.inputs_source:
+        lines.append(f"inputs: {report.inputs_source}")
+    if report.stages:
+        lines.append("")
+        rows = [
+            [s.name, s.model or "", s.status.value, f"{s.duration_s:.2f}s", s.detail]
+            for s in report.stages
+        ]
+        lines.append(
+            tabulate(
+                rows,
+                headers=["stage", "model", "status", "time", "detail"],
+                maxcolwidths=[None, None, None, None, 60],
+            )
+        )
+    lines.append("")
+    if report.findings:
+        rows = []
+        for f in sorted(report.findings, key=lambda f: -f.severity.rank):
+            text = f.message + (f"\nhint: {f.hint}" if f.hint else "")
+            rows.append([f.code, f.severity.value, f.subject, text])
+        lines.append(
+            tabulate(
+                rows,
+                headers=["code", "severity", "subject", "message"],
+                maxcolwidths=[None, None, 28, _MSG_WIDTH],
+            )
+        )
+        lines.append("")
+    counts = report.counts()
+    summary = ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(list(Severity)))
+    lines.append(
+        f"verdict: {verdict} (exit {int(report.exit_code)}; {summary}; "
+        f"fail-on {report.fail_on.value})"
+    )
+    if report.error:
+        lines.append(f"could not check: {report.error}")
+    return "\n".join(lines) + "\n"
+
+
+def _parts(model: dict[str, Any]) -> str:
+    parts = []
+    if model["has_exported_program"]:
+        parts.append("ExportedProgram")
+    if model["has_aoti"]:
+        parts.append("AOTI")
+    return "+".join(parts) or "empty"
+
+
+def render_package(package: PackageInfo) -> str:
+    lines = [
+        f"{package.path}: {package.kind} archive, version {package.archive_version}, "
+        f"root '{package.root}', {len(package.members)} members, {package.total_size} bytes",
+    ]
+    if package.corrupt_members:
+        lines.append(f"CORRUPT members (CRC mismatch): {', '.join(package.corrupt_members)}")
+    else:
+        lines.append("member integrity: all CRCs match")
+    for model in package.models:
+        lines.append("")
+        lines.extend(_model_lines(model))
+    return "\n".join(lines) + "\n"
+
+
+def _model_lines(model: ModelInfo) -> list[str]:
+    aoti = model.aoti
+    facts = [
+        ["model", model.name],
+        [
+            "contents",
+            "+".join(
+                p
+                for p, on in (
+                    ("ExportedProgram", model.has_exported_program),
+                    ("AOTI", aoti is not None),
+                )
+                if on
+            ),
+        ],
+        ["device", model.device_type or "unknown"],
+        ["torch version", model.torch_version or "not recorded"],
+        ["input contract from", model.contract_source],
+        ["weights", model.weights_location],
+    ]
+    if aoti is not None:
+        facts += [
+            ["cpu isa", " ".join(aoti.cpu_isa) or "-"],
+            ["compute capability", aoti.compute_capability or "-"],
+            ["platform", f"{aoti.platform or '?'} / {aoti.machine or '?'}"],
+            ["shared objects", ", ".join(s.rsplit("/", 1)[-1] for s in aoti.shared_objects)],
+        ]
+        user_keys = {k: v for k, v in aoti.metadata.items() if not k.startswith("AOTI_")}
+        if user_keys:
+            facts.append(["metadata", ", ".join(f"{k}={v}" for k, v in user_keys.items())])
+    if model.sample_inputs_member:
+        facts.append(["sample inputs", model.sample_inputs_member])
+    if model.signature is not None and model.signature.kwargs:
+        facts.append(["kwargs", ", ".join(k for k, _ in model.signature.kwargs)])
+    lines = [tabulate(facts, tablefmt="plain")]
+    rows = []
+    for inp in model.inputs:
+        t = inp.tensor
+        rows.append(
+            [
+                inp.position,
+                inp.name,
+                inp.kind if t is None else t.dtype,
+                "" if t is None else "[" + ", ".join(str(d) for d in t.shape) + "]",
+                ""
+                if t is None or t.strides is None
+                else "[" + ", ".join(str(d) for d in t.strides) + "]",
+                "" if t is None else t.device,
+                "" if inp.value is None else repr(inp.value),
+            ]
+        )
+    if rows:
+        lines.append("")
+        lines.append(
+            tabulate(rows, headers=["#", "input", "dtype", "shape", "strides", "device", "value"])
+        )
+    outs = [
+        [i, o.dtype, "[" + ", ".join(str(d) for d in o.shape) + "]", o.device]
+        for i, o in enumerate(model.outputs)
+        if o is not None
+    ]
+    if outs:
+        lines.append("")
+        lines.append(tabulate(outs, headers=["output", "dtype", "shape", "device"]))
+    if model.symbols:
+        lines.append("")
+        lines.append(
+            tabulate(
+                [[s.symbol, s.min, "inf" if s.max is None else s.max] for s in model.symbols],
+                headers=["dynamic dim", "min", "max"],
+            )
+        )
+    for note in model.notes:
+        lines.append(f"note: {note}")
+    return lines

@@ -1,0 +1,207 @@
+"""Bad archives: each yields a CodedPackageError with the right code and one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from aotipre.pt2.archive import CodedPackageError, open_archive, unsafe_member_name
+from aotipre.pt2.reader import read_package
+
+
+def _pt2(path: Path, members: dict[str, bytes], root: str = "pkg") -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(f"{root}/archive_format", b"pt2")
+        zf.writestr(f"{root}/archive_version", b"0")
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def _error(path: Path) -> CodedPackageError:
+    with pytest.raises(CodedPackageError) as info:
+        read_package(path)
+    err = info.value
+    assert "\n" not in str(err), "the message must be one line"
+    return err
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    err = _error(tmp_path / "nope.pt2")
+    assert err.code == "AOT001" and "no such file" in str(err)
+
+
+def test_directory(tmp_path: Path) -> None:
+    err = _error(tmp_path)
+    assert err.code == "AOT001" and "directory" in str(err)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files without permission bits")
+def test_unreadable(tmp_path: Path) -> None:
+    p = _pt2(tmp_path / "a.pt2", {})
+    p.chmod(0)
+    err = _error(p)
+    assert err.code == "AOT001"
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    p = tmp_path / "empty.pt2"
+    p.write_bytes(b"")
+    err = _error(p)
+    assert err.code == "AOT002" and "empty" in str(err)
+
+
+def test_not_a_zip(tmp_path: Path) -> None:
+    p = tmp_path / "text.pt2"
+    p.write_text("hello, I am not a zip\n")
+    err = _error(p)
+    assert err.code == "AOT002" and "not a zip" in str(err)
+
+
+def test_truncated_zip(tmp_path: Path) -> None:
+    good = _pt2(tmp_path / "good.pt2", {"pkg/models/model.json": b"{}" * 5000})
+    data = good.read_bytes()
+    cut = tmp_path / "cut.pt2"
+    cut.write_bytes(data[: len(data) // 2])
+    err = _error(cut)
+    assert err.code == "AOT002" and "truncated" in str(err)
+
+
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("pkg/../../evil", ".."),
+        ("/abs/path", "absolute"),
+        ("pkg\\windows", "backslash"),
+        ("C:/windows", "drive"),
+    ],
+)
+def test_escaping_member_names(tmp_path: Path, name: str, why: str) -> None:
+    p = _pt2(tmp_path / "evil.pt2", {name: b"x"})
+    err = _error(p)
+    assert err.code == "AOT003" and why in str(err)
+
+
+def test_nul_byte_in_name() -> None:
+    # zipfile truncates names at NUL when writing, so test the validator directly
+    assert unsafe_member_name("pkg/a\x00b") == "contains a NUL byte"
+    assert unsafe_member_name("pkg/fine/name.json") is None
+
+
+def test_symlink_member(tmp_path: Path) -> None:
+    p = tmp_path / "link.pt2"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("pkg/archive_format", b"pt2")
+        info = zipfile.ZipInfo("pkg/link")
+        info.create_system = 3
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        zf.writestr(info, b"/etc/passwd")
+    err = _error(p)
+    assert err.code == "AOT003" and "symbolic link" in str(err)
+
+
+def test_duplicate_member(tmp_path: Path) -> None:
+    p = tmp_path / "dup.pt2"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("pkg/archive_format", b"pt2")
+        with pytest.warns(UserWarning):
+            zf.writestr("pkg/archive_format", b"pt2")
+    err = _error(p)
+    assert err.code == "AOT003" and "duplicate" in str(err)
+
+
+def test_plain_zip_is_not_pt2(tmp_path: Path) -> None:
+    p = tmp_path / "plain.pt2"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("stuff/readme.txt", b"hi")
+    err = _error(p)
+    assert err.code == "AOT004" and "archive_format" in str(err)
+
+
+def test_two_roots(tmp_path: Path) -> None:
+    p = _pt2(tmp_path / "two.pt2", {"other/archive_format": b"pt2"})
+    err = _error(p)
+    assert err.code == "AOT004" and "one root" in str(err)
+
+
+def test_wrong_archive_format(tmp_path: Path) -> None:
+    p = tmp_path / "fmt.pt2"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("pkg/archive_format", b"onnx")
+        zf.writestr("pkg/archive_version", b"0")
+    err = _error(p)
+    assert err.code == "AOT004" and "'onnx'" in str(err)
+
+
+def test_unknown_archive_version(tmp_path: Path) -> None:
+    p = tmp_path / "v.pt2"
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("pkg/archive_format", b"pt2")
+        zf.writestr("pkg/archive_version", b"99")
+    err = _error(p)
+    assert err.code == "AOT005" and "'99'" in str(err)
+
+
+def test_model_json_not_json(tmp_path: Path) -> None:
+    p = _pt2(tmp_path / "j.pt2", {"pkg/models/model.json": b"{not json"})
+    err = _error(p)
+    assert err.code == "AOT006" and "not valid JSON" in str(err)
+
+
+def test_model_json_wrong_shape(tmp_path: Path) -> None:
+    p = _pt2(tmp_path / "j.pt2", {"pkg/models/model.json": json.dumps([1, 2]).encode()})
+    err = _error(p)
+    assert err.code == "AOT006" and "graph_module" in str(err)
+
+
+def test_aoti_metadata_wrong_shape(tmp_path: Path) -> None:
+    p = _pt2(
+        tmp_path / "m.pt2",
+        {"pkg/data/aotinductor/model/x.wrapper_metadata.json": b"[]"},
+    )
+    err = _error(p)
+    assert err.code == "AOT006"
+
+
+def test_zip_bomb_member_is_refused_without_inflating(tmp_path: Path) -> None:
+    p = tmp_path / "bomb.pt2"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/archive_format", b"pt2")
+        zf.writestr("pkg/archive_version", b"0")
+        with zf.open("pkg/models/model.json", "w", force_zip64=True) as fh:
+            chunk = b" " * (1 << 20)
+            for _ in range(300):  # 300 MiB of spaces, a few hundred KiB on disk
+                fh.write(chunk)
+    assert p.stat().st_size < 2 * 1024 * 1024
+    err = _error(p)
+    assert err.code == "AOT007"
+
+
+def test_read_stops_at_limit_even_if_header_lies(tmp_path: Path) -> None:
+    p = _pt2(tmp_path / "a.pt2", {"pkg/big": b"x" * 5000})
+    with open_archive(p) as archive:
+        with pytest.raises(CodedPackageError) as info:
+            archive.read("pkg/big", limit=100)
+    assert info.value.code == "AOT007"
+
+
+def test_corrupt_member_detected_by_crc(tmp_path: Path) -> None:
+    p = _pt2(
+        tmp_path / "c.pt2", {"pkg/data/aotinductor/model/x.wrapper.so": b"\x7fELF" + bytes(4096)}
+    )
+    data = bytearray(p.read_bytes())
+    at = data.find(b"\x7fELF") + 100
+    data[at] ^= 0xFF
+    p.write_bytes(bytes(data))
+    info = read_package(p)
+    assert info.corrupt_members == ("pkg/data/aotinductor/model/x.wrapper.so",)
+
+
+def test_empty_pt2_has_no_models(tmp_path: Path) -> None:
+    info = read_package(_pt2(tmp_path / "e.pt2", {}))
+    assert info.kind == "empty" and info.models == ()
