@@ -22,6 +22,8 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_RATIO = 200
 """A compressed member inflating more than this many times is treated as a zip bomb."""
 BOMB_MIN_BYTES = 256 * 1024 * 1024
+MAX_MEMBER_BYTES = 1 << 40
+"""No real member is a terabyte; a header that says so is forged."""
 """Only members at least this large (declared) can be refused as bombs."""
 _CHUNK = 1 << 20
 
@@ -43,12 +45,6 @@ class Member:
     compressed_size: int
     crc: int
     compress_type: int
-
-    @property
-    def suspicious_ratio(self) -> bool:
-        if self.compress_type == zipfile.ZIP_STORED:
-            return False
-        return self.size >= BOMB_MIN_BYTES and self.size > MAX_RATIO * max(self.compressed_size, 1)
 
 
 class Archive:
@@ -107,8 +103,6 @@ class Archive:
     def crc_ok(self, name: str) -> bool:
         """Stream one member and compare its CRC-32 (bounded memory; False on any read error)."""
         member = self.members[name]
-        if member.suspicious_ratio:
-            return False
         crc = 0
         try:
             with self._zf.open(name) as fh:
@@ -185,6 +179,17 @@ def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
             raise CodedPackageError("AOT003", f"{path}: duplicate member {name!r}")
         if info.is_dir():
             continue
+        if info.file_size > MAX_MEMBER_BYTES or (
+            info.compress_type != zipfile.ZIP_STORED
+            and info.file_size >= BOMB_MIN_BYTES
+            and info.file_size > MAX_RATIO * max(info.compress_size, 1)
+        ):
+            raise CodedPackageError(
+                "AOT007",
+                f"{path}: member {name!r} inflates from {info.compress_size} to "
+                f"{info.file_size} bytes (zip bomb?)",
+                "torch writes .pt2 members uncompressed; this file was not written by torch",
+            )
         members[name] = Member(
             name=name,
             size=info.file_size,

@@ -1,0 +1,88 @@
+"""Shared pytest fixtures: the built fixture packages, and skipping `gpu` tests without CUDA."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BUILDER = REPO / "scripts" / "build_fixtures.py"
+FIXTURE_DIR_ENV = "AOTIPRE_FIXTURE_DIR"
+"""Set to build into (and read from) another directory than .fixture-cache/torch-<version>/."""
+BUILD_TIMEOUT_S = 1800
+
+
+def run_builder(*args: str, timeout: float = BUILD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    """Run scripts/build_fixtures.py in a fresh interpreter (keeps torch state out of pytest)."""
+    return subprocess.run(
+        [sys.executable, str(BUILDER), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _build(*extra: str) -> Path:
+    out = os.environ.get(FIXTURE_DIR_ENV)
+    proc = run_builder(*(["--out", out] if out else []), *extra)
+    if proc.returncode != 0:
+        pytest.fail(
+            f"building the fixtures failed (exit {proc.returncode}):\n{proc.stderr[-6000:]}",
+            pytrace=False,
+        )
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def fixture_dir() -> Path:
+    """The directory holding every CPU fixture, built on first use and reused afterwards."""
+    return _build()
+
+
+@pytest.fixture(scope="session")
+def cuda_fixture_dir(fixture_dir: Path) -> Path:
+    """Same directory, with the `<name>_cuda.pt2` variants built too (for `gpu` tests)."""
+    return _build("--device", "cuda")
+
+
+def read_manifest(directory: Path) -> dict[str, dict]:
+    return json.loads((directory / "manifest.json").read_text())["fixtures"]
+
+
+@pytest.fixture(scope="session")
+def pkg(fixture_dir: Path) -> Callable[[str], Path]:
+    """`pkg("aoti")` -> path of aoti.pt2; also `pkg("aoti_inputs")`, `pkg("broken_crc.pt2")`."""
+
+    def lookup(name: str) -> Path:
+        fixtures = read_manifest(fixture_dir)  # re-read: cuda variants may be added later
+        stem = name.removesuffix(".pt2").removesuffix(".pt")
+        if stem not in fixtures:
+            raise LookupError(f"no fixture {name!r}; known: {', '.join(sorted(fixtures))}")
+        (filename,) = fixtures[stem]["files"]
+        path = fixture_dir / filename
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is listed in manifest.json but missing")
+        return path
+
+    return lookup
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return  # do not pay for `import torch` when no gpu test was collected
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in gpu_items:
+        item.add_marker(skip)
