@@ -215,7 +215,7 @@ def _guard(source: str) -> Iterator[None]:
         message = (
             exc.message if exc.message.startswith(f"{source}:") else f"{source}: {exc.message}"
         )
-        raise InputsError(_one_line(message), _one_line(exc.hint)) from None
+        raise type(exc)(_one_line(message), _one_line(exc.hint)) from None
     except RecursionError:
         raise InputsError(f"{source}: sample inputs are nested too deeply") from None
     except MemoryError:

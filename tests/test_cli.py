@@ -1,0 +1,137 @@
+"""The command line end to end: exit codes, one-line errors, JSON always complete, no torch import."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+Pkg = Callable[[str], Path]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "aotipre", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_pass_exit_0(pkg: Pkg) -> None:
+    r = run("check", str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs")), "--static-only")
+    assert r.returncode == 0, r.stderr
+    assert "verdict: PASS" in r.stdout
+
+
+def test_gate_failure_exit_1(pkg: Pkg) -> None:
+    r = run("check", str(pkg("aoti")), "-i", str(pkg("aoti_inputs_bad_dtype")), "--static-only")
+    assert r.returncode == 1
+    assert "AOT201" in r.stdout and "int64" in r.stdout
+
+
+def test_fail_on_warning(pkg: Pkg) -> None:
+    args = ["check", str(pkg("both")), "-i", str(pkg("aoti_inputs")), "--static-only"]
+    assert run(*args).returncode == 0
+    assert run(*args, "--fail-on", "warning").returncode == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["broken_empty", "broken_not_zip", "broken_truncated", "broken_escape", "broken_bomb"]
+)
+def test_bad_package_one_line_exit_2(pkg: Pkg, name: str) -> None:
+    r = run("check", str(pkg(name)), "--static-only")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aotipre: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_and_directory(tmp_path: Path) -> None:
+    for target in (tmp_path / "missing.pt2", tmp_path):
+        r = run("check", str(target), "--static-only")
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+        r = run("inspect", str(target))
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_json_is_complete_even_when_it_cannot_check(pkg: Pkg) -> None:
+    r = run("check", str(pkg("broken_truncated")), "--format", "json")
+    assert r.returncode == 2
+    data = json.loads(r.stdout)
+    assert data["verdict"] == "error" and data["schema_version"] == 1
+    assert data["findings"][0]["code"] == "AOT002"
+    assert {"package", "stages", "findings", "summary"} <= set(data)
+
+
+def test_json_report_fields(pkg: Pkg, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    r = run(
+        "check", str(pkg("both")), "-i", str(pkg("aoti_inputs_out_of_range")),
+        "--static-only", "--format", "json", "--output", str(out),
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    data = json.loads(out.read_text())
+    assert data["verdict"] == "fail"
+    assert data["package"]["kind"] == "both"
+    model = data["package"]["models"][0]
+    assert [i["name"] for i in model["inputs"]] == ["input_ids", "attention_mask"]
+    assert {d["symbol"] for d in model["dynamic_dims"]} >= {"s43", "s53"} or model["dynamic_dims"]
+    f = next(f for f in data["findings"] if f["code"] == "AOT304")
+    for key in ("code", "severity", "category", "subject", "message", "hint", "model", "input",
+                "position", "dim", "expected", "actual"):
+        assert key in f
+    assert [s["name"] for s in data["stages"]] == ["inspect", "inputs", "static"]
+    assert all({"status", "duration_s"} <= set(s) for s in data["stages"])
+
+
+def test_inspect_json(pkg: Pkg) -> None:
+    r = run("inspect", str(pkg("multi")), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert [m["name"] for m in data["package"]["models"]] == ["decoder", "encoder"]
+    assert all(m["has_aoti"] and m["has_exported_program"] for m in data["package"]["models"])
+
+
+def test_inspect_table(pkg: Pkg) -> None:
+    r = run("inspect", str(pkg("derived")))
+    assert r.returncode == 0
+    assert "2*s" in r.stdout and "member integrity: all CRCs match" in r.stdout
+
+
+def test_usage_error_exit_2(pkg: Pkg) -> None:
+    r = run("check", str(pkg("aoti")), "--no-such-flag")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_bad_target_exit_2(pkg: Pkg) -> None:
+    r = run("check", str(pkg("aoti")), "--target", "tpu", "--static-only")
+    assert r.returncode == 2 and "tpu" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_codes_listing() -> None:
+    r = run("codes", "--format", "json")
+    assert r.returncode == 0
+    assert any(c["code"] == "AOT304" for c in json.loads(r.stdout))
+
+
+def test_static_path_never_imports_torch(pkg: Pkg) -> None:
+    code = (
+        "import sys\n"
+        "from aotipre.cli import main\n"
+        f"rc = main(['check', {str(pkg('both'))!r}, '-i', {str(pkg('aoti_inputs'))!r}, "
+        "'--static-only', '--format', 'json', '--output', '/dev/null'])\n"
+        f"main(['inspect', {str(pkg('kwargs'))!r}])\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "sys.exit(rc)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
