@@ -62,19 +62,25 @@ def main() -> None:
     if args.package is None:
         raise SystemExit("no package: run scripts/build_fixtures.py first or pass --package")
     exe = [sys.executable, "-m", "aotipre"]
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}"
+    )
     torch_s, torch_mb = timed([sys.executable, "-c", "import torch"], args.runs)
     rows = [("python -c 'import torch'", torch_s, torch_mb)]
     for label, cmd in (
         ("aotipre inspect", [*exe, "inspect", str(args.package)]),
-        ("aotipre check --static-only", [*exe, "check", str(args.package), "--inputs",
-                                          str(args.inputs), "--static-only"]),
+        (
+            "aotipre check --static-only",
+            [*exe, "check", str(args.package), "--inputs", str(args.inputs), "--static-only"],
+        ),
     ):
         s, mb = timed(cmd, args.runs)
         rows.append((label, s, mb))
-    print(f"\npackage: {args.package.name} ({args.package.stat().st_size / 1e6:.1f} MB), "
-          f"median of {args.runs} runs")
+    print(
+        f"\npackage: {args.package.name} ({args.package.stat().st_size / 1e6:.1f} MB), "
+        f"median of {args.runs} runs"
+    )
     print("| command | wall s | x import torch | peak RSS MiB |")
     print("| --- | --- | --- | --- |")
     for label, s, mb in rows:
@@ -89,11 +95,15 @@ def main() -> None:
         check_wall, check_mb = peak_rss(
             [*exe, "check", str(big), "--inputs", str(args.inputs), "--static-only"]
         )
-    print(f"\nmemory vs package size (one run each; the big package adds a {args.big_gb:g} GiB "
-          "STORED weight member)")
+    print(
+        f"\nmemory vs package size (one run each; the big package adds a {args.big_gb:g} GiB "
+        "STORED weight member)"
+    )
     print("| command | package MB | wall s | peak RSS MiB |")
     print("| --- | --- | --- | --- |")
-    print(f"| inspect | {args.package.stat().st_size / 1e6:.1f} | {small_wall:.2f} | {small_mb:.0f} |")
+    print(
+        f"| inspect | {args.package.stat().st_size / 1e6:.1f} | {small_wall:.2f} | {small_mb:.0f} |"
+    )
     print(f"| inspect | {size / 1e6:.1f} | {big_wall:.2f} | {big_mb:.0f} |")
     print(f"| check --static-only | {size / 1e6:.1f} | {check_wall:.2f} | {check_mb:.0f} |")
 

@@ -41,14 +41,20 @@ def build() -> None:
     OUT.mkdir(exist_ok=True)
     started = time.monotonic()
     print("demo: compiling the demo model with AOTInductor (cpu) ...", file=sys.stderr)
-    files = torch._inductor.aot_compile(ep.module(), (ids, mask), options={"aot_inductor.package": True})
+    files = torch._inductor.aot_compile(
+        ep.module(), (ids, mask), options={"aot_inductor.package": True}
+    )
     from torch.export.pt2_archive._package import package_pt2
 
-    package_pt2(OUT / "classifier.pt2", exported_programs={"model": ep}, aoti_files={"model": files})
+    package_pt2(
+        OUT / "classifier.pt2", exported_programs={"model": ep}, aoti_files={"model": files}
+    )
     print(f"demo: built demo/classifier.pt2 in {time.monotonic() - started:.1f}s", file=sys.stderr)
     torch.save(((ids[:2, :20].contiguous(), mask[:2, :20].contiguous()), {}), OUT / "inputs_ok.pt")
     torch.save(((ids[:2, :20].float().contiguous(), torch.ones(2, 21)), {}), OUT / "inputs_bad.pt")
-    torch.save(((torch.randint(0, 1000, (2, 300)), torch.ones(2, 300)), {}), OUT / "inputs_too_long.pt")
+    torch.save(
+        ((torch.randint(0, 1000, (2, 300)), torch.ones(2, 300)), {}), OUT / "inputs_too_long.pt"
+    )
 
 
 def aotipre(*args: str) -> int:

@@ -75,8 +75,15 @@ def test_json_is_complete_even_when_it_cannot_check(pkg: Pkg) -> None:
 def test_json_report_fields(pkg: Pkg, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     r = run(
-        "check", str(pkg("both")), "-i", str(pkg("aoti_inputs_out_of_range")),
-        "--static-only", "--format", "json", "--output", str(out),
+        "check",
+        str(pkg("both")),
+        "-i",
+        str(pkg("aoti_inputs_out_of_range")),
+        "--static-only",
+        "--format",
+        "json",
+        "--output",
+        str(out),
     )
     assert r.returncode == 1 and r.stdout == ""
     data = json.loads(out.read_text())
@@ -86,8 +93,20 @@ def test_json_report_fields(pkg: Pkg, tmp_path: Path) -> None:
     assert [i["name"] for i in model["inputs"]] == ["input_ids", "attention_mask"]
     assert {d["symbol"] for d in model["dynamic_dims"]} >= {"s43", "s53"} or model["dynamic_dims"]
     f = next(f for f in data["findings"] if f["code"] == "AOT304")
-    for key in ("code", "severity", "category", "subject", "message", "hint", "model", "input",
-                "position", "dim", "expected", "actual"):
+    for key in (
+        "code",
+        "severity",
+        "category",
+        "subject",
+        "message",
+        "hint",
+        "model",
+        "input",
+        "position",
+        "dim",
+        "expected",
+        "actual",
+    ):
         assert key in f
     assert [s["name"] for s in data["stages"]] == ["inspect", "inputs", "static"]
     assert all({"status", "duration_s"} <= set(s) for s in data["stages"])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aotipre import codes
 
+
 def test_codes_and_names_are_unique() -> None:
     assert len({c.code for c in codes.ALL_CODES}) == len(codes.ALL_CODES)
     assert len({c.name for c in codes.ALL_CODES}) == len(codes.ALL_CODES)
@@ -32,6 +33,8 @@ def test_readme_codes_table_is_current() -> None:
     table = readme.split("<!-- codes:start -->")[1].split("<!-- codes:end -->")[0].strip()
     generated = subprocess.run(
         [sys.executable, str(root / "scripts" / "gen_codes_table.py")],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert table == generated, "README's code table is stale: run scripts/gen_codes_table.py"

@@ -16,7 +16,9 @@ Pkg = Callable[[str], Path]
 
 def _check(pkg: Pkg, package: str, inputs: str | None = None, **kw: object) -> Report:
     opts = CheckOptions(
-        inputs=str(pkg(inputs)) if inputs else None, static_only=True, **kw  # type: ignore[arg-type]
+        inputs=str(pkg(inputs)) if inputs else None,
+        static_only=True,
+        **kw,  # type: ignore[arg-type]
     )
     return check(pkg(package), opts)
 
@@ -184,9 +186,7 @@ def test_broken_packages_cannot_be_checked(pkg: Pkg, name: str, code: str) -> No
     assert report.error and "\n" not in report.error
 
 
-@pytest.mark.parametrize(
-    "inputs, code", [("inputs_numpy", "AOT021"), ("inputs_garbage", "AOT020")]
-)
+@pytest.mark.parametrize("inputs, code", [("inputs_numpy", "AOT021"), ("inputs_garbage", "AOT020")])
 def test_bad_inputs_files(pkg: Pkg, inputs: str, code: str) -> None:
     report = _check(pkg, "aoti", inputs)
     assert report.verdict is Verdict.ERROR and report.exit_code == 2
