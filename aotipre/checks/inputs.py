@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aotipre import codes
-from aotipre.findings import Finding
+from aotipre.findings import Finding, Severity
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2 import symexpr
 from aotipre.pt2.spec import DimBound, InputSpec, ModelInfo, SymbolRange, TreeSpec
@@ -251,14 +251,19 @@ def _check_leaf(
             actual=value.dtype,
         )
     device = value.device.split(":", 1)[0]
-    if device != t.device:
+    if device != t.device and t.device != "unknown":
+        # Sample files are often saved on cpu for portability: a cpu sample for an accelerator
+        # package is a warning (aotipre's own runs move it); anything else cannot run.
+        portable = device == "cpu"
         ctx.add(
             "AOT202",
-            f"input '{spec.name}' is on {value.device}, the package expects {t.device}",
+            f"input '{spec.name}' is on {value.device}, the package expects {t.device}"
+            + ("; move inputs to the device before calling the model" if portable else ""),
             spec,
             hint=f"move it with .to('{t.device}') before calling the model",
             expected=t.device,
             actual=value.device,
+            **({"severity": Severity.WARNING} if portable else {}),
         )
     if len(value.shape) != len(t.shape):
         ctx.add(

@@ -108,6 +108,11 @@ def test_missing_argument(pkg: Pkg) -> None:
 
 
 def test_aoti_only_contract_matches_by_tensor_order(pkg: Pkg) -> None:
+    mask = read_package(pkg("aoti")).models[0].inputs[1].tensor
+    assert mask is not None
+    if not (mask.shape[1].expr or "").isidentifier():
+        # torch 2.11's wrapper.cpp has no assert_size_stride line tying input 1 to the symbols
+        pytest.skip("this torch's wrapper.cpp does not link the mask's dims to shared symbols")
     report = _check(pkg, "aoti", "aoti_inputs_mismatched_seq")
     assert "AOT305" in _codes(report)
 
