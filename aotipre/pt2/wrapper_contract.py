@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from aotipre.pt2.exported import ContractError, call_signature, leaf_paths, parse_treespec
 from aotipre.pt2.spec import CallSignature, Dim, DimBound, InputSpec, SymbolRange, TensorSpec
-from aotipre.pt2.wrapper import WrapperContract, parse_wrapper_cpp
+from aotipre.pt2.wrapper import WrapperContract, WrapperInput, parse_wrapper_cpp
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,10 @@ def _inputs(
 ) -> list[InputSpec]:
     out = []
     for w in contract.inputs:
-        name, path = leaves[w.index] if w.index < len(leaves) else (w.name, f"[{w.index}]")
+        if w.index < len(leaves):
+            name, path = leaves[w.index]
+        else:
+            name, path = f"args[{w.index}]", f"args[{w.index}]"
         rank = _rank(w)
         shape = []
         bounds: list[DimBound | None] = []
@@ -94,12 +97,10 @@ def _inputs(
     return out
 
 
-def _rank(w: object) -> int:
-    rank = getattr(w, "rank", None)
-    if isinstance(rank, int):
-        return rank
-    dims = set(getattr(w, "static_dims", {})) | set(getattr(w, "bounds", {}))
-    dims |= set(range(len(getattr(w, "size_exprs", ()) or ())))
+def _rank(w: WrapperInput) -> int:
+    if w.rank is not None:
+        return w.rank
+    dims = set(w.static_dims) | set(w.bounds) | set(range(len(w.size_exprs)))
     return max(dims) + 1 if dims else 0
 
 
