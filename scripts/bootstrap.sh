@@ -21,8 +21,7 @@ then
   echo "bootstrap: installing torch==2.13.0" >&2
   python -m pip install -q "torch==2.13.0"
 fi
-if ! python -c "import aotipre, typer, tabulate, pytest, hypothesis" 2>/dev/null \
-   || ! command -v aotipre >/dev/null; then
+if [ ! -x .venv/bin/aotipre ] || ! python -c "import typer, tabulate, pytest, hypothesis" 2>/dev/null; then
   echo "bootstrap: installing aotipre and its test dependencies" >&2
   python -m pip install -q -e ".[test]"
 fi
