@@ -158,7 +158,7 @@ def _sample_inputs(
 def _cannot_check(report: Report, exc: Exception, code: str) -> None:
     message = getattr(exc, "message", str(exc))
     hint = getattr(exc, "hint", "") or None
-    report.error = message
+    report.error = f"{message}; {hint}" if hint else message
     report.findings.append(codes.get(code).finding(message, hint=hint, stage="inspect"))
 
 
