@@ -1,0 +1,766 @@
+"""The torch worker: a child process running compile, load, run, compare and probe steps."""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import inspect
+import io
+import json
+import math
+import os
+import sys
+import time
+import traceback
+import zipfile
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+# This is the only module of aotipre that imports torch. It is run as a script,
+# `python worker.py JOB.json`, never imported by the parent: it uses the standard library and
+# torch only, so it does not even import the aotipre package.
+#
+# Protocol (version 1):
+# - The job is a JSON object: the package, the model, the device, where the inputs come from,
+#   per-step time limits, and an ordered list of steps `{"id", "op", ...}`.
+# - The result goes to `$AOTIPRE_RESULT_PATH` as a JSON object, rewritten atomically when the
+#   worker starts, when each step starts (`current`: the step id and its log file) and when each
+#   step ends (`steps[id]`). After a crash, the parent therefore knows which steps finished and
+#   which one was running.
+# - Each step's stderr (file descriptor 2, so C++ and faulthandler output too) goes to its own
+#   log file under the job's workdir, then is copied to the real stderr. The parent reads the
+#   log of the step that was running when the process died.
+# - A step that fails with a Python exception is recorded as an error and the worker goes on;
+#   it exits 0 once every step was attempted. Anything else (a signal, the per-step watchdog
+#   `faulthandler.dump_traceback_later(..., exit=True)`, a non-zero exit) is the parent's to
+#   classify.
+# - Outputs are saved with torch.save under the workdir, so a later worker can compare them.
+
+PROTOCOL = 1
+LOG_TAIL_BYTES = 24 * 1024
+MARKER = "@@aotipre"
+"""Prefix of the progress lines written to the real stderr: `@@aotipre start <step id>`."""
+
+# Default comparison tolerances (rtol, atol) by dtype: looser than torch.testing's, because a
+# compiled program legitimately reorders float reductions and fuses ops.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-5, 1e-7),
+    "complex128": (1e-5, 1e-7),
+    "float32": (1e-4, 1e-5),
+    "complex64": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (5e-2, 1e-2),
+    "float8_e4m3fn": (0.125, 0.0625),
+    "float8_e5m2": (0.25, 0.125),
+    "float8_e4m3fnuz": (0.125, 0.0625),
+    "float8_e5m2fnuz": (0.25, 0.125),
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# --------------------------------------------------------------------------------------------
+# Result file and stderr capture
+
+
+class Recorder:
+    """Keeps the result object and rewrites the result file atomically at every change."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.data: dict[str, Any] = {
+            "protocol": PROTOCOL,
+            "pid": os.getpid(),
+            "torch_version": torch.__version__,
+            "cuda_available": None,
+            "current": None,
+            "done": False,
+            "stopped": None,
+            "steps": {},
+        }
+
+    def flush(self) -> None:
+        if not self.path:
+            return
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.data, f, default=str)
+        os.replace(tmp, self.path)
+
+
+class StepLog:
+    """Redirects file descriptor 2 into a per-step log file, then copies it to the real stderr."""
+
+    def __init__(self, path: str, real_fd: int) -> None:
+        self.path = path
+        self.real_fd = real_fd
+        self.text = ""
+
+    def __enter__(self) -> StepLog:
+        sys.stderr.flush()
+        self.file = open(self.path, "w+b")  # noqa: SIM115 - closed in __exit__
+        os.dup2(self.file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(self.real_fd, 2)
+        size = self.file.seek(0, os.SEEK_END)
+        self.file.seek(max(0, size - LOG_TAIL_BYTES))
+        data = self.file.read()
+        self.file.close()
+        with contextlib.suppress(OSError):
+            os.write(self.real_fd, data)
+        self.text = data.decode("utf-8", errors="replace")
+
+
+def exception_info(exc: BaseException) -> dict[str, Any]:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:20000],
+        "traceback": tb[-8000:],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+
+
+def normalize_inputs(obj: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The `(args, kwargs)` convention of torch.export's sample inputs (see aotipre.inputs)."""
+    if isinstance(obj, (tuple, list)):
+        if (
+            len(obj) == 2
+            and isinstance(obj[0], (tuple, list))
+            and isinstance(obj[1], dict)
+            and all(isinstance(k, str) for k in obj[1])
+        ):
+            return tuple(obj[0]), dict(obj[1])
+        return tuple(obj), {}
+    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+        return (), dict(obj)
+    return (obj,), {}
+
+
+def load_inputs(spec: dict[str, Any], package: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    kind = spec.get("kind")
+    if kind == "file":
+        obj = torch.load(spec["path"], weights_only=True, map_location="cpu")
+    elif kind == "member":
+        with zipfile.ZipFile(package) as zf:
+            data = zf.read(spec["member"])
+        obj = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    elif kind == "synth":
+        gen = torch.Generator().manual_seed(int(spec.get("seed", 0)))
+        tree = spec["tree"]
+        args = tuple(synth_node(n, gen) for n in tree.get("args", []))
+        kwargs = {k: synth_node(n, gen) for k, n in tree.get("kwargs", {}).items()}
+        return args, kwargs
+    else:
+        raise ValueError(f"unknown inputs kind {kind!r}")
+    return normalize_inputs(obj)
+
+
+def synth_node(node: dict[str, Any], gen: torch.Generator) -> Any:
+    kind = node["kind"]
+    if kind == "tensor":
+        dtype = getattr(torch, node["dtype"])
+        shape = tuple(int(s) for s in node["shape"])
+        return random_tensor(shape, dtype, gen, node.get("low"), node.get("high"))
+    if kind == "tuple":
+        return tuple(synth_node(n, gen) for n in node["items"])
+    if kind == "list":
+        return [synth_node(n, gen) for n in node["items"]]
+    if kind == "dict":
+        return {k: synth_node(n, gen) for k, n in node["items"].items()}
+    return node.get("value")
+
+
+def random_tensor(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    gen: torch.Generator,
+    low: float | None = None,
+    high: float | None = None,
+) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    if dtype.is_floating_point or dtype.is_complex:
+        base = torch.float32 if dtype.itemsize < 4 or not dtype.is_floating_point else dtype
+        if low is not None and high is not None:
+            t = torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low
+            return t.to(dtype)
+        return torch.randn(shape, generator=gen, dtype=base).to(dtype)
+    lo = 0 if low is None else int(low)
+    hi = 2 if high is None else int(high)
+    if hi <= lo:
+        hi = lo + 1
+    return torch.randint(lo, hi, shape, generator=gen, dtype=torch.int64).to(dtype)
+
+
+def derive_tensor(sample: torch.Tensor, shape: list[int], gen: torch.Generator) -> torch.Tensor:
+    """A tensor of `shape` with the sample's dtype, device, dim order and value range."""
+    dtype = sample.dtype
+    flat = sample.detach().reshape(-1).cpu()
+    if flat.numel() and dtype != torch.bool and not dtype.is_complex:
+        values = torch.unique(flat)
+        if values.numel() <= 2:
+            pick = torch.randint(0, values.numel(), tuple(shape), generator=gen)
+            out = values[pick]
+        elif dtype.is_floating_point:
+            finite = flat[torch.isfinite(flat.float())].double()
+            lo = float(finite.min()) if finite.numel() else -1.0
+            hi = float(finite.max()) if finite.numel() else 1.0
+            out = random_tensor(tuple(shape), dtype, gen, lo, hi)
+        else:
+            out = random_tensor(tuple(shape), dtype, gen, int(flat.min()), int(flat.max()) + 1)
+    else:
+        out = random_tensor(tuple(shape), dtype, gen)
+    out = out.to(dtype)
+    # keep the sample's memory layout (its dims ordered by stride) for static-stride models
+    if sample.dim() == len(shape) and sample.dim() > 1 and not sample.is_contiguous():
+        strides = sample.stride()
+        order = sorted(range(sample.dim()), key=lambda d: -strides[d])
+        permuted = out.permute(*order).contiguous()
+        inverse = [order.index(d) for d in range(len(order))]
+        out = permuted.permute(*inverse)
+    return out.to(sample.device)
+
+
+def to_device(tree: Any, device: str) -> Any:
+    return pytree.tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
+
+
+def tensor_summary(t: Any) -> dict[str, Any]:
+    if not isinstance(t, torch.Tensor):
+        return {"kind": type(t).__name__, "value": repr(t)[:200]}
+    out: dict[str, Any] = {
+        "kind": "tensor",
+        "dtype": dtype_name(t.dtype),
+        "shape": list(t.shape),
+        "stride": list(t.stride()),
+        "device": str(t.device),
+    }
+    if t.is_floating_point() or t.is_complex():
+        d = t.detach()
+        out["nan"] = int(torch.isnan(d).sum())
+        out["inf"] = int(torch.isinf(d).sum())
+    return out
+
+
+def flat_tensors(tree: Any) -> list[Any]:
+    return pytree.tree_flatten(tree)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+
+
+def device_index(device: str) -> int:
+    if ":" in device:
+        return int(device.split(":", 1)[1])
+    return -1
+
+
+def load_exported_program(path: str, name: str) -> Any:
+    """Deserialize one ExportedProgram from the archive without loading any AOTI code.
+
+    torch.export.load goes through load_pt2, which dlopens every AOTI .so in the archive first;
+    here only `models/<name>.json` and its weights are read (private API of torch 2.11-2.13,
+    with a fallback to torch.export.load on a copy of the archive without the AOTI members).
+    """
+    try:
+        from torch.export.pt2_archive import _package as pk
+        from torch.export.pt2_archive.constants import MODELS_FILENAME_FORMAT
+
+        reader_cls = pk.PT2ArchiveReader
+        load_eps = pk._load_exported_programs
+    except (ImportError, AttributeError):
+        return _load_ep_from_copy(path, name)
+    try:
+        with reader_cls(path) as reader:
+            eps = load_eps(reader, [MODELS_FILENAME_FORMAT.format(name)], None)
+    except TypeError:  # the private signature changed: use the public loader on a copy
+        return _load_ep_from_copy(path, name)
+    if name not in eps:
+        raise RuntimeError(f"no ExportedProgram named {name!r} in {path}")
+    return eps[name]
+
+
+def _load_ep_from_copy(path: str, name: str) -> Any:
+    import tempfile
+
+    if name != "model":
+        raise RuntimeError(
+            f"this torch can load only the ExportedProgram named 'model' without its AOTI code "
+            f"(asked for {name!r})"
+        )
+    with zipfile.ZipFile(path) as src, tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "ep_only.pt2")
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+            for info in src.infolist():
+                if "/data/aotinductor/" in info.filename:
+                    continue
+                dst.writestr(info, src.read(info))
+        return torch.export.load(out)
+
+
+def load_package_like_torch(
+    path: str, model: str, index: int, want_ep: bool
+) -> tuple[Any, Any, str]:
+    """What torch._inductor.package.load_package does, keeping the ExportedProgram it loads.
+
+    load_package calls load_pt2 (which also deserializes the archive's ExportedPrograms and
+    loads every model's AOTI code), and on a RuntimeError falls back to
+    AOTIModelPackageLoader(path, model, ...). Returns (runner, exported program or None, how).
+    """
+    from torch._inductor.package import load_package
+
+    def public() -> tuple[Any, Any, str]:
+        return load_package(path, model_name=model, device_index=index), None, "load_package"
+
+    try:
+        from torch.export.pt2_archive._package import AOTICompiledModel, load_pt2
+    except ImportError:
+        return public()
+    if not want_ep or "device_index" not in inspect.signature(load_pt2).parameters:
+        return public()
+    try:
+        contents = load_pt2(path, device_index=index)
+        if model not in contents.aoti_runners:
+            raise RuntimeError(f"Model {model} not found in package")
+        ep = contents.exported_programs.get(model)
+        return contents.aoti_runners[model], ep, "load_pt2"
+    except RuntimeError:
+        try:
+            loader = torch._C._aoti.AOTIModelPackageLoader(path, model, False, 1, index)
+        except TypeError:  # another constructor signature: let torch's own fallback decide
+            return public()
+        return AOTICompiledModel(loader), None, "AOTIModelPackageLoader"
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison
+
+
+def compare_outputs(
+    aoti: Any, eager: Any, rtol: float | None, atol: float | None
+) -> dict[str, Any]:
+    """Leaf-by-leaf comparison: structure, dtype, shape, max abs/rel error, mismatch count."""
+    a_leaves, a_spec = pytree.tree_flatten(aoti)
+    e_leaves, e_spec = pytree.tree_flatten(eager)
+    out: dict[str, Any] = {"structure": None, "outputs": []}
+    if len(a_leaves) != len(e_leaves):
+        out["structure"] = (
+            f"the compiled model returns {len(a_leaves)} output(s), the ExportedProgram "
+            f"{len(e_leaves)}"
+        )
+        return out
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        out["outputs"].append(compare_leaf(i, a, e, rtol, atol))
+    return out
+
+
+def compare_leaf(i: int, a: Any, e: Any, rtol: float | None, atol: float | None) -> dict[str, Any]:
+    rec: dict[str, Any] = {"index": i}
+    if not isinstance(a, torch.Tensor) or not isinstance(e, torch.Tensor):
+        rec.update(kind="value", equal=bool(a == e), aoti=repr(a)[:200], eager=repr(e)[:200])
+        return rec
+    rec.update(
+        kind="tensor",
+        dtype=dtype_name(a.dtype),
+        eager_dtype=dtype_name(e.dtype),
+        shape=list(a.shape),
+        eager_shape=list(e.shape),
+        numel=a.numel(),
+    )
+    if a.dtype != e.dtype or tuple(a.shape) != tuple(e.shape):
+        rec["structure"] = True
+        return rec
+    d_rtol, d_atol = TOLERANCES.get(dtype_name(a.dtype), (0.0, 0.0))
+    r = d_rtol if rtol is None else rtol
+    t = d_atol if atol is None else atol
+    rec.update(rtol=r, atol=t)
+    a_c = a.detach().cpu()
+    e_c = e.detach().cpu()
+    if not (a.is_floating_point() or a.is_complex()):
+        diff = a_c != e_c
+        mism = int(diff.sum())
+        rec.update(mismatches=mism, max_abs=None, max_rel=None)
+        if mism:
+            delta = (a_c.double() - e_c.double()).abs() if a.dtype != torch.bool else diff.double()
+            rec["max_abs"] = float(delta.max())
+        return rec
+    wide = torch.complex128 if a.is_complex() else torch.float64
+    a64, e64 = a_c.to(wide), e_c.to(wide)
+    nan_a, nan_e = torch.isnan(a64), torch.isnan(e64)
+    rec.update(
+        nan=int(nan_a.sum()),
+        inf=int(torch.isinf(a64).sum()),
+        eager_nan=int(nan_e.sum()),
+        eager_inf=int(torch.isinf(e64).sum()),
+    )
+    close = torch.isclose(a64, e64, rtol=r, atol=t, equal_nan=True)
+    rec["mismatches"] = int((~close).sum())
+    both_finite = torch.isfinite(a64) & torch.isfinite(e64)
+    if bool(both_finite.any()):
+        delta = (a64 - e64).abs()[both_finite]
+        ref = e64.abs()[both_finite]
+        rel = delta / ref.clamp_min(torch.finfo(torch.float64).tiny)
+        rec["max_abs"] = float(delta.max())
+        rec["max_rel"] = float(rel.max()) if math.isfinite(float(rel.max())) else None
+        worst = int((a64 - e64).abs().nan_to_num(0.0).reshape(-1).argmax())
+        rec["worst_index"] = list(_unravel(worst, tuple(a.shape)))
+        rec["worst_aoti"] = _scalar(a64.reshape(-1)[worst])
+        rec["worst_eager"] = _scalar(e64.reshape(-1)[worst])
+    else:
+        rec["max_abs"] = None
+        rec["max_rel"] = None
+    return rec
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(out))
+
+
+def _scalar(t: torch.Tensor) -> Any:
+    v = t.item()
+    return str(v) if isinstance(v, complex) else float(v)
+
+
+# --------------------------------------------------------------------------------------------
+# The worker
+
+
+class StepError(Exception):
+    """A step failed in a way the worker reports itself (not an exception from torch)."""
+
+
+class InputsFailed(StepError):
+    """The sample inputs could not be loaded or moved to the device (not the model's fault)."""
+
+
+class Worker:
+    def __init__(self, job: dict[str, Any], recorder: Recorder, real_fd: int) -> None:
+        self.job = job
+        self.rec = recorder
+        self.real_fd = real_fd
+        self.device: str = job["device"]
+        self.index = device_index(self.device) if self.device.startswith("cuda") else -1
+        self.workdir: str = job["workdir"]
+        self.tag: str = job.get("tag", "job")
+        self.runner: Any = None
+        self.ep: Any = None
+        self.ep_module: Any = None
+        self.ep_error: dict[str, Any] | None = None
+        self.inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        self.outputs: dict[str, Any] = {}
+        self.step_ids = {step["id"] for step in job["steps"]}
+
+    # -- helpers
+
+    def marker(self, text: str) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.real_fd, f"{MARKER} {text}\n".encode())
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.workdir, name)
+
+    def phase(self, entry: dict[str, Any], name: str) -> None:
+        """Record what the step is doing now (also in `current`, in case the process dies)."""
+        entry["phase"] = name
+        current = self.rec.data.get("current")
+        if isinstance(current, dict):
+            current["phase"] = name
+            self.rec.flush()
+
+    def get_inputs(self, entry: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if self.inputs is None:
+            self.phase(entry, "inputs")
+            try:
+                args, kwargs = load_inputs(self.job["inputs"], self.job["source_package"])
+                self.inputs = to_device((args, kwargs), self.device)
+            except Exception as exc:
+                raise InputsFailed(f"{type(exc).__name__}: {exc}") from exc
+        return self.inputs
+
+    def get_ep(self) -> Any:
+        if self.ep is None:
+            if self.ep_error is not None:
+                raise StepError(f"the ExportedProgram could not be loaded: {self.ep_error}")
+            try:
+                ep = load_exported_program(self.job["source_package"], self.job["model"])
+            except Exception as exc:
+                self.ep_error = exception_info(exc)
+                raise
+            self.ep = self.move_ep(ep)
+        return self.ep
+
+    def move_ep(self, ep: Any) -> Any:
+        target = torch.device(self.device).type
+        devices = {
+            t.device.type
+            for t in list(ep.state_dict.values()) + list(ep.constants.values())
+            if isinstance(t, torch.Tensor)
+        }
+        if devices and devices != {target}:
+            from torch.export.passes import move_to_device_pass
+
+            return move_to_device_pass(ep, self.device)
+        return ep
+
+    def eager_module(self) -> Any:
+        if self.ep_module is None:
+            self.ep_module = self.get_ep().module()
+        return self.ep_module
+
+    def save(self, key: str, value: Any, filename: str | None) -> None:
+        self.outputs[key] = value
+        if filename:
+            cpu = pytree.tree_map(
+                lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, value
+            )
+            torch.save(cpu, self.path(filename))
+
+    def outputs_of(self, key: str) -> Any:
+        if key in self.outputs:
+            return self.outputs[key]
+        path = self.path(key)
+        if not os.path.exists(path):
+            raise StepError(f"no saved outputs {key!r} (the step producing them did not finish)")
+        value = torch.load(path, weights_only=True, map_location="cpu")
+        self.outputs[key] = value
+        return value
+
+    # -- the loop
+
+    def run(self) -> None:
+        self.rec.data["cuda_available"] = torch.cuda.is_available()
+        self.rec.flush()
+        timeout = float(self.job.get("step_timeout_s", 300))
+        compile_timeout = float(self.job.get("compile_timeout_s", timeout))
+        for step in self.job["steps"]:
+            sid = step["id"]
+            log_path = self.path(f"{self.tag}.{sid.replace(':', '_')}.log")
+            self.rec.data["current"] = {"id": sid, "log": log_path, "started": time.time()}
+            self.rec.flush()
+            self.marker(f"start {sid}")
+            limit = compile_timeout if step["op"] == "compile" else timeout
+            entry: dict[str, Any] = {"op": step["op"]}
+            unmet = [
+                r
+                for r in step.get("requires", ())
+                if r in self.step_ids and self.rec.data["steps"].get(r, {}).get("status") != "ok"
+            ]
+            if unmet:
+                entry.update(status="skipped", reason=f"needs {', '.join(unmet)}", duration_s=0.0)
+                self.rec.data["steps"][sid] = entry
+                self.rec.data["current"] = None
+                self.rec.flush()
+                continue
+            started = time.monotonic()
+            with StepLog(log_path, self.real_fd) as log:
+                faulthandler.dump_traceback_later(limit, exit=True)
+                try:
+                    getattr(self, f"op_{step['op']}")(step, entry)
+                    entry.setdefault("status", "ok")
+                except StepError as exc:
+                    entry.update(
+                        status="error", error={"type": type(exc).__name__, "message": str(exc)}
+                    )
+                except Exception as exc:
+                    entry.update(status="error", error=exception_info(exc))
+                finally:
+                    faulthandler.cancel_dump_traceback_later()
+            entry["duration_s"] = time.monotonic() - started
+            entry["log"] = log.text
+            self.rec.data["steps"][sid] = entry
+            self.rec.data["current"] = None
+            self.rec.flush()
+            self.marker(f"end {sid} {entry['status']}")
+            if entry["status"] == "error" and self.must_stop(step, entry):
+                self.rec.data["stopped"] = {
+                    "after": sid,
+                    "reason": "a CUDA error may have poisoned the CUDA context",
+                }
+                break
+            if entry["status"] == "error" and step["op"] in ("compile", "load"):
+                self.rec.data["stopped"] = {"after": sid, "reason": f"{step['op']} failed"}
+                break
+        self.rec.data["done"] = True
+        self.rec.flush()
+
+    def must_stop(self, step: dict[str, Any], entry: dict[str, Any]) -> bool:
+        if not self.device.startswith("cuda") or step["op"] not in ("run", "eager", "probe"):
+            return False
+        text = json.dumps(entry.get("error")) + entry.get("log", "")
+        return "input_handles[" not in text and "kwarg keyword mismatch" not in text
+
+    # -- ops
+
+    def op_compile(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        ep = self.get_ep()
+        if ep.example_inputs is None or not _has_leaves(ep.example_inputs):
+            ep.example_inputs = self.get_inputs(entry)
+            entry["example_inputs"] = "sample inputs"
+        else:
+            ep.example_inputs = to_device(ep.example_inputs, self.device)
+            entry["example_inputs"] = "archive"
+        configs = dict(step.get("inductor_configs") or {})
+        out = step["out"]
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        path = torch._inductor.aoti_compile_and_package(
+            ep, package_path=out, inductor_configs=configs
+        )
+        entry["package"] = str(path)
+        entry["size"] = os.path.getsize(out)
+
+    def op_load(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        package = step.get("package") or self.job["package"]
+        model = step.get("model") or self.job.get("aoti_model") or self.job["model"]
+        want_ep = bool(step.get("with_ep")) and self.ep is None
+        runner, ep, how = load_package_like_torch(package, model, self.index, want_ep)
+        self.runner = runner
+        entry["how"] = how
+        if ep is not None:
+            self.ep = self.move_ep(ep)
+        with contextlib.suppress(Exception):
+            entry["metadata"] = dict(runner.get_metadata())
+        with contextlib.suppress(Exception):
+            entry["constants"] = len(runner.get_constant_fqns())
+
+    def call_aoti(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.runner is None:
+            raise StepError("the model is not loaded (the load step did not succeed)")
+        out = self.runner(*args, **kwargs)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return out
+
+    def call_eager(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        module = self.eager_module()
+        with torch.no_grad():
+            out = module(*args, **kwargs)
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return out
+
+    def op_run(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        args, kwargs = self.get_inputs(entry)
+        entry["inputs"] = [tensor_summary(t) for t in flat_tensors((args, kwargs))]
+        self.phase(entry, "call")
+        out = self.call_aoti(args, kwargs)
+        entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
+        self.save(step.get("save", "aoti.pt"), out, step.get("save"))
+
+    def op_eager(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        args, kwargs = self.get_inputs(entry)
+        self.phase(entry, "load_exported_program")
+        self.eager_module()
+        self.phase(entry, "call")
+        out = self.call_eager(args, kwargs)
+        entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
+        self.save(step.get("save", "eager.pt"), out, step.get("save"))
+
+    def op_compare(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        a = self.outputs_of(step["a"])
+        b = self.outputs_of(step["b"])
+        entry.update(compare_outputs(a, b, self.job.get("rtol"), self.job.get("atol")))
+
+    def op_probe(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        args, kwargs = self.get_inputs(entry)
+        leaves, spec = pytree.tree_flatten((args, self.ordered_kwargs(kwargs)))
+        shapes = {int(k): v for k, v in step["shapes"].items()}
+        tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+        if shapes and max(shapes) >= len(tensors):
+            raise StepError(
+                f"the probe plan names tensor input {max(shapes)}, the inputs hold {len(tensors)}"
+            )
+        gen = torch.Generator().manual_seed(int(self.job.get("seed", 0)) + 7919)
+        new = list(leaves)
+        for t_index, shape in shapes.items():
+            leaf_i = tensors[t_index]
+            new[leaf_i] = derive_tensor(leaves[leaf_i], list(shape), gen)
+        p_args, p_kwargs = pytree.tree_unflatten(new, spec)
+        entry["inputs"] = [tensor_summary(t) for t in flat_tensors((p_args, p_kwargs))]
+        self.phase(entry, "call")
+        try:
+            out = self.call_aoti(tuple(p_args), dict(p_kwargs))
+        except Exception as exc:
+            entry["aoti_error"] = exception_info(exc)
+            clean = "input_handles[" in str(exc) or not self.device.startswith("cuda")
+            if step.get("expect") == "reject" and clean:
+                entry["outcome"] = "rejected"
+                return
+            raise  # on CUDA anything but the input check may have poisoned the context
+        entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
+        entry["outcome"] = "accepted"
+        if step.get("eager") and step.get("expect") != "reject":
+            self.phase(entry, "eager")
+            try:
+                ref = self.call_eager(tuple(p_args), dict(p_kwargs))
+            except Exception as exc:
+                entry["eager_error"] = exception_info(exc)
+                return
+            entry["compare"] = compare_outputs(out, ref, self.job.get("rtol"), self.job.get("atol"))
+
+    def ordered_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """kwargs in the order of the model's in_spec (the order AOTI flattens them in)."""
+        if self.runner is None or not kwargs:
+            return kwargs
+        try:
+            from torch.export._tree_utils import reorder_kwargs
+
+            in_spec = pytree.treespec_loads(self.runner.loader.get_call_spec()[0])
+            return reorder_kwargs(kwargs, in_spec)
+        except Exception:
+            return kwargs
+
+
+def _has_leaves(tree: Any) -> bool:
+    return bool(pytree.tree_flatten(tree)[0])
+
+
+@contextlib.contextmanager
+def _real_stderr() -> Iterator[int]:
+    fd = os.dup(2)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: worker.py JOB.json\n")
+        return 64
+    with open(argv[1]) as f:
+        job = json.load(f)
+    if job.get("protocol") != PROTOCOL:
+        sys.stderr.write(f"worker: job protocol {job.get('protocol')!r}, expected {PROTOCOL}\n")
+        return 65
+    faulthandler.enable(all_threads=True)
+    recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
+    recorder.flush()
+    with _real_stderr() as real_fd:
+        Worker(job, recorder, real_fd).run()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: destructors of loaded AOTI models and CUDA contexts can crash
+    # or hang at exit, and every result is already on disk.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

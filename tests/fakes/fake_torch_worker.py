@@ -1,0 +1,157 @@
+"""A stand-in for aotipre/runner/worker.py that speaks its protocol and misbehaves on demand.
+
+`python fake_torch_worker.py JOB.json`; the script comes from `$AOTIPRE_FAKE_SCRIPT` (JSON):
+`{step id or op: behaviour}` where a behaviour is a dict with any of
+- `entry`: merged into the step's record (e.g. `outputs`, `outputs` of a compare, `outcome`);
+- `error`: `{"type", "message"}` -> the step fails with that Python exception;
+- `log`: text written to stderr (fd 2) while the step runs;
+- `crash`: `SIGSEGV`, `SIGABRT`, `SIGKILL`, ... -> the process dies by it mid-step;
+- `hang`: true -> sleeps until the per-step watchdog (real faulthandler) or the parent kills it;
+- `hang_hard`: true -> sleeps with no watchdog, so only the parent's backstop timeout ends it;
+- `exit`: N -> exits with N mid-step;
+- `once`: true -> the crash/hang/exit happens only in the first worker that reaches the step.
+Two script keys are not steps: `__stop_after__` (a step id: the worker stops after it, as the
+real one does on CUDA after an error) and `__teardown__` (a signal the worker dies by after
+writing its final result, as a CUDA teardown can).
+Every step not in the script succeeds with a plausible record. Standard library only.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+DEFAULT_OUTPUT = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 0, "inf": 0}
+
+
+def _write(path: str | None, data: dict) -> None:
+    if not path:
+        return
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def _default_entry(op: str, step: dict) -> dict:
+    if op in ("run", "eager"):
+        return {"outputs": [dict(DEFAULT_OUTPUT)]}
+    if op == "compare":
+        return {
+            "structure": None,
+            "outputs": [
+                {
+                    "index": 0,
+                    "kind": "tensor",
+                    "dtype": "float32",
+                    "eager_dtype": "float32",
+                    "shape": [2, 4],
+                    "eager_shape": [2, 4],
+                    "numel": 8,
+                    "rtol": 1e-4,
+                    "atol": 1e-5,
+                    "mismatches": 0,
+                    "max_abs": 0.0,
+                    "max_rel": 0.0,
+                }
+            ],
+        }
+    if op == "probe":
+        if step.get("expect") == "reject":
+            return {
+                "outcome": "rejected",
+                "aoti_error": {
+                    "type": "RuntimeError",
+                    "message": "input_handles[0]: dim value is too large at 0, expected to be "
+                    "<= 64, but got: 65",
+                },
+            }
+        return {"outcome": "accepted", "outputs": [dict(DEFAULT_OUTPUT)]}
+    if op == "load":
+        return {"how": "fake"}
+    if op == "compile":
+        out = step.get("out")
+        if out:
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with open(out, "wb") as f:
+                f.write(b"PK fake package")
+        return {"package": out}
+    return {}
+
+
+def main(argv: list[str]) -> int:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    with open(argv[1]) as f:
+        job = json.load(f)
+    script = json.loads(os.environ.get("AOTIPRE_FAKE_SCRIPT") or "{}")
+    result_path = os.environ.get("AOTIPRE_RESULT_PATH")
+    workdir = job["workdir"]
+    faulthandler.enable()
+    data: dict = {"protocol": 1, "pid": os.getpid(), "current": None, "done": False, "steps": {}}
+    _write(result_path, data)
+    real = os.dup(2)
+    for step in job["steps"]:
+        sid, op = step["id"], step["op"]
+        behaviour = script.get(sid) or script.get(op) or {}
+        log_path = os.path.join(workdir, f"{job.get('tag', 'job')}.{sid.replace(':', '_')}.log")
+        data["current"] = {"id": sid, "log": log_path, "started": time.time()}
+        _write(result_path, data)
+        os.write(real, f"@@aotipre start {sid}\n".encode())
+        started = time.monotonic()
+        log = open(log_path, "w+b")  # noqa: SIM115
+        os.dup2(log.fileno(), 2)
+        if behaviour.get("log"):
+            os.write(2, behaviour["log"].encode())
+        marker = os.path.join(workdir, f"fake-once-{sid.replace(':', '_')}")
+        fire = not (behaviour.get("once") and os.path.exists(marker))
+        if behaviour.get("once"):
+            open(marker, "w").close()
+        if fire and behaviour.get("crash"):
+            os.kill(os.getpid(), getattr(signal, behaviour["crash"]))
+            time.sleep(5)
+        if fire and behaviour.get("exit") is not None:
+            os._exit(int(behaviour["exit"]))
+        if fire and behaviour.get("hang_hard"):
+            while True:
+                time.sleep(1000)
+        if fire and behaviour.get("hang"):
+            faulthandler.dump_traceback_later(float(job["step_timeout_s"]), exit=True)
+            while True:
+                time.sleep(1000)
+        entry: dict = {"op": op, **_default_entry(op, step), **behaviour.get("entry", {})}
+        for key in ("package", "source_package"):
+            if op == "load" and job.get(key) and not os.path.isabs(job[key]):
+                # the real worker runs in its own cwd: a relative path would not open
+                behaviour = {"error": {"type": "RuntimeError", "message": f"relative {key}"}}
+        if behaviour.get("error"):
+            entry.update(status="error", error=behaviour["error"])
+        else:
+            entry["status"] = "ok"
+        os.dup2(real, 2)
+        log.seek(0)
+        entry["log"] = log.read().decode("utf-8", errors="replace")
+        log.close()
+        entry["duration_s"] = time.monotonic() - started
+        data["steps"][sid] = entry
+        data["current"] = None
+        _write(result_path, data)
+        if entry["status"] == "error" and op in ("compile", "load"):
+            break
+        if script.get("__stop_after__") == sid:
+            data["stopped"] = {"after": sid, "reason": "scripted stop"}
+            break
+    data["done"] = True
+    _write(result_path, data)
+    if script.get("__teardown__"):
+        os.kill(os.getpid(), getattr(signal, script["__teardown__"]))
+        time.sleep(5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

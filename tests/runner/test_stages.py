@@ -1,0 +1,444 @@
+"""Stage orchestration with a fake torch worker: crashes, hangs, retries, findings (no torch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aotipre.errors import UsageError
+from aotipre.findings import Finding, Severity, StageResult, StageStatus
+from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.runner import stages as stages_mod
+from aotipre.runner.stages import DynamicOptions, parse_device, run_dynamic_stages
+from tests.fakes.specs import token_model, write_package
+
+FAKE = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_torch_worker.py")
+
+Run = Callable[..., tuple[dict[str, StageResult], list[Finding]]]
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Run:
+    """run(model=..., script={...}, **options) -> ({stage name: StageResult}, findings)."""
+
+    def go(
+        model: ModelInfo | None = None,
+        script: dict[str, Any] | None = None,
+        package: PackageInfo | None = None,
+        progress: Callable[[str], None] | None = None,
+        **opts: Any,
+    ) -> tuple[dict[str, StageResult], list[Finding]]:
+        model = model or token_model()
+        package = package or write_package(tmp_path / "pkg.pt2", model)
+        options = DynamicOptions(
+            worker_command=(sys.executable, FAKE),
+            extra_env={"AOTIPRE_FAKE_SCRIPT": json.dumps(script or {})},
+            cache_dir=str(tmp_path / "cache"),
+            **{"timeout_s": 30.0, **opts},
+        )
+        results, findings = run_dynamic_stages(package, model, None, None, options, progress)
+        assert [r.name for r in results] == list(stages_mod.STAGES)
+        return {r.name: r for r in results}, findings
+
+    return go
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_healthy_package_passes_every_stage(run: Run) -> None:
+    seen: list[str] = []
+    res, findings = run(progress=seen.append)
+    assert findings == []
+    assert res["compile"].status is StageStatus.SKIPPED
+    assert "AOTI code for cpu" in res["compile"].detail
+    for name in ("load", "run", "compare", "probe"):
+        assert res[name].status is StageStatus.PASSED, (name, res[name].detail)
+    assert "synthesized inputs (seed 0)" in res["run"].detail
+    assert "input_ids in [0, 500)" in res["run"].detail
+    assert res["run"].env["AOTI_RUNTIME_CHECK_INPUTS"] == "1"
+    assert res["run"].command[-1].endswith("job0.json")
+    # batch 1..64 and seq 2..128, each at min, max and max+1
+    assert res["probe"].detail.count("rejected by the runtime check") == 2
+    assert "batch (s0)=64" in res["probe"].detail
+    assert "model: loading" in seen and "model: probing s1 at its over" in seen
+
+
+def test_run_segfault_is_contained(run: Run) -> None:
+    res, findings = run(
+        script={"run": {"crash": "SIGSEGV", "log": "Fatal Python error: Segmentation fault\n"}}
+    )
+    assert codes(findings) == ["AOT604"]
+    (f,) = findings
+    assert f.severity is Severity.ERROR and f.stage == "run"
+    assert "SIGSEGV" in f.message
+    assert "Fatal Python error: Segmentation fault" in f.evidence
+    assert res["run"].status is StageStatus.FAILED
+    assert res["compare"].status is StageStatus.SKIPPED
+    assert res["probe"].status is StageStatus.SKIPPED
+
+
+def test_weights_on_disk_crash_names_the_cause(run: Run) -> None:
+    model = token_model(ep=False, weights_on_disk=True)
+    res, findings = run(model=model, script={"run": {"crash": "SIGSEGV"}})
+    assert codes(findings) == ["AOT607"]
+    assert "weights on disk" in findings[0].message
+    assert "weights_config.json" in findings[0].message
+
+
+def test_abort_names_the_kernel(run: Run) -> None:
+    log = (
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  index out of bounds: 0 <= tmp2 < 500L\n"
+        "Exception raised from cpp_fused_embedding_sum_0 at /tmp/k.cpp:27 (most recent call "
+        "first):\n"
+    )
+    res, findings = run(script={"run": {"crash": "SIGABRT", "log": log}})
+    assert codes(findings) == ["AOT603"]
+    assert "cpp_fused_embedding_sum_0" in findings[0].message
+    assert "index out of bounds: 0 <= tmp2 < 500L" in findings[0].message
+
+
+def test_hang_is_stopped_by_the_per_step_watchdog(run: Run) -> None:
+    res, findings = run(script={"run": {"hang": True}}, timeout_s=1.0, probe=False)
+    assert codes(findings) == ["AOT606"]
+    assert findings[0].category.value == "timeout"
+    assert "Timeout (0:00:01)!" in findings[0].evidence
+    assert res["run"].duration_s < 10
+
+
+def test_hang_past_the_watchdog_is_stopped_by_the_backstop(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stages_mod, "STARTUP_SLACK_S", 0.5)
+    model = token_model(ep=False)
+    res, findings = run(
+        model=model, script={"run": {"hang_hard": True}}, timeout_s=1.0, probe=False
+    )
+    assert codes(findings) == ["AOT606"]
+    assert res["run"].status is StageStatus.FAILED
+
+
+def test_crashed_probe_moves_the_rest_to_a_fresh_worker(run: Run) -> None:
+    res, findings = run(script={"probe:s0:max": {"crash": "SIGSEGV", "once": True}})
+    assert codes(findings) == ["AOT610"]
+    f = findings[0]
+    assert f.stage == "probe" and f.input == "input_ids" and f.dim == 0
+    assert "crashed (SIGSEGV)" in f.message
+    assert res["probe"].status is StageStatus.FAILED
+    # the probes after the crash still ran, in a second worker
+    assert "seq (s1)=128 [input_ids dim 1, attention_mask dim 1]: ok" in res["probe"].detail
+    assert res["run"].status is StageStatus.PASSED
+
+
+def test_over_max_accepted_and_crashing(run: Run) -> None:
+    script = {
+        "probe:s0:over": {"entry": {"outcome": "accepted", "aoti_error": None}},
+        "probe:s1:over": {"crash": "SIGSEGV", "once": True},
+    }
+    res, findings = run(script=script)
+    assert codes(findings) == ["AOT611", "AOT612"]
+    accepted, crashed = findings
+    assert accepted.severity is Severity.WARNING and accepted.actual == 65
+    assert "one above the maximum 64" in accepted.message
+    assert crashed.severity is Severity.ERROR and "crashed (SIGSEGV)" in crashed.message
+
+
+def test_over_max_rejected_by_a_kernel_check_is_unclean(run: Run) -> None:
+    err = {
+        "type": "RuntimeError",
+        "message": "index out of bounds: 0 <= tmp2 < 500L\n"
+        "Exception raised from cpp_fused_embedding_0 at k.cpp:1",
+    }
+    res, findings = run(script={"probe:s1:over": {"entry": {"aoti_error": err}}})
+    assert codes(findings) == ["AOT612"]
+    assert findings[0].severity is Severity.WARNING
+
+
+def test_min_rejected_by_runtime_check_is_a_contract_warning(run: Run) -> None:
+    err = {
+        "type": "RuntimeError",
+        "message": "input_handles[0]: dim value is too small at 0, expected it to be >= 2, "
+        "but got: 1",
+    }
+    res, findings = run(script={"probe:s0:min": {"error": err}})
+    assert codes(findings) == ["AOT610"]
+    f = findings[0]
+    assert f.severity is Severity.WARNING
+    assert "specializes dynamic sizes 0 and 1 away" in f.message
+    assert res["probe"].status is StageStatus.PASSED
+
+
+def test_accuracy_mismatch(run: Run) -> None:
+    out = {
+        "index": 0, "kind": "tensor", "dtype": "float32", "eager_dtype": "float32",
+        "shape": [3, 4], "eager_shape": [3, 4], "numel": 12, "rtol": 1e-4, "atol": 1e-5,
+        "mismatches": 12, "max_abs": 1.0, "max_rel": 16.6, "worst_index": [2, 2],
+        "worst_aoti": 3.4171, "worst_eager": 4.4171,
+    }  # fmt: skip
+    res, findings = run(script={"compare": {"entry": {"outputs": [out]}}}, probe=False)
+    assert codes(findings) == ["AOT701"]
+    f = findings[0]
+    assert "12 of 12 elements differ beyond rtol=0.0001, atol=1e-05" in f.message
+    assert "max abs error 1" in f.message and "max rel error 16.6" in f.message
+    assert (f.expected, f.actual) == (4.4171, 3.4171)
+    assert res["compare"].status is StageStatus.FAILED
+
+
+def test_output_structure_mismatch(run: Run) -> None:
+    entry = {"structure": "the compiled model returns 2 output(s), the ExportedProgram 1"}
+    res, findings = run(script={"compare": {"entry": entry}}, probe=False)
+    assert codes(findings) == ["AOT703"]
+
+
+def test_nan_in_outputs(run: Run) -> None:
+    nan_out = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 3, "inf": 1}
+    res, findings = run(script={"run": {"entry": {"outputs": [nan_out]}}}, probe=False)
+    assert codes(findings) == ["AOT702"]
+    assert findings[0].severity is Severity.ERROR
+    assert "3 NaN and 1 Inf" in findings[0].message
+    # the eager program produces them too: a warning
+    res, findings = run(
+        script={
+            "run": {"entry": {"outputs": [nan_out]}},
+            "eager": {"entry": {"outputs": [nan_out]}},
+        },
+        probe=False,
+    )
+    assert codes(findings) == ["AOT702"]
+    assert findings[0].severity is Severity.WARNING
+
+
+def test_runtime_check_on_torch_211_maps_back_to_the_input_name(run: Run) -> None:
+    err = {
+        "type": "RuntimeError",
+        "message": "run_func_(container_handle_, input_handles.data(), input_handles.size(), "
+        "output_handles.data(), output_handles.size(), cuda_stream_handle, "
+        "proxy_executor_handle_) API call failed at /pytorch/torch/csrc/inductor/aoti_runner/"
+        "model_container_runner.cpp, line 147",
+    }
+    log = "Error: input_handles[1]: unmatched dtype, expected: 6(at::kFloat), but got: 7\n"
+    res, findings = run(script={"run": {"error": err, "log": log}})
+    assert codes(findings) == ["AOT201"]
+    f = findings[0]
+    assert (f.input, f.position, f.expected, f.actual, f.stage) == (
+        "attention_mask",
+        1,
+        "float32",
+        "float64",
+        "run",
+    )
+    assert res["compare"].status is StageStatus.SKIPPED
+    assert res["probe"].status is StageStatus.SKIPPED
+
+
+def test_failed_run_says_whether_eager_fails_too(run: Run) -> None:
+    err = {
+        "type": "RuntimeError",
+        "message": "index out of bounds: 0 <= tmp2 < 500L\n"
+        "Exception raised from cpp_fused_embedding_0 at k.cpp:1",
+    }
+    eager = {
+        "error": {"type": "IndexError", "message": "index out of range in self"},
+        "entry": {"phase": "call"},
+    }
+    res, findings = run(script={"run": {"error": err}, "eager": eager})
+    assert codes(findings) == ["AOT602"]
+    assert "in kernel cpp_fused_embedding_0" in findings[0].message
+    assert "fails on these inputs too (IndexError" in findings[0].message
+    assert "fails on these inputs too" in res["compare"].detail
+
+
+@pytest.mark.parametrize(
+    "message,code",
+    [
+        ("Incorrect device passed to aoti_runner_cpu", "AOT511"),
+        ("AssertionError: Torch not compiled with CUDA enabled", "AOT512"),
+        ("Failed to find a generated cpp file or so file for model 'model' in the zip archive. "
+         "Available models: other", "AOT513"),
+        ("boom", "AOT510"),
+    ],
+)  # fmt: skip
+def test_load_failures(run: Run, message: str, code: str) -> None:
+    res, findings = run(script={"load": {"error": {"type": "RuntimeError", "message": message}}})
+    assert codes(findings) == [code]
+    assert res["load"].status is StageStatus.FAILED
+    for name in ("run", "compare", "probe"):
+        assert res[name].status is StageStatus.SKIPPED
+        assert "load stage did not succeed" in res[name].detail
+
+
+def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
+    lib = stages_mod.find_system_libstdcxx()
+    if lib is None:
+        pytest.skip("no system libstdc++ on this host")
+    res, findings = run(script={"load": {"crash": "SIGSEGV", "once": True}})
+    assert codes(findings) == ["AOT515"]
+    assert findings[0].category.value == "environment"
+    assert "not a model bug" in findings[0].message
+    assert res["load"].status is StageStatus.FAILED
+    assert res["run"].status is StageStatus.PASSED
+    assert res["run"].env["LD_PRELOAD"].endswith(lib)
+
+
+def test_preload_diagnosis_is_reused_for_the_next_model(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if stages_mod.find_system_libstdcxx() is None:
+        pytest.skip("no system libstdc++ on this host")
+    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
+    run(script={"load": {"crash": "SIGSEGV", "once": True}}, probe=False)
+    res, findings = run(probe=False)  # no crash scripted: it starts preloaded
+    assert codes(findings) == ["AOT515"]
+    assert "diagnosed on an earlier model" in findings[0].message
+    assert res["run"].env["LD_PRELOAD"] == stages_mod.find_system_libstdcxx()
+    assert res["run"].command[-1].endswith("job0.json")  # one worker, no crash this time
+
+
+def test_load_crash_not_fixed_by_preload(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
+    if stages_mod.find_system_libstdcxx() is None:
+        monkeypatch.setattr(stages_mod, "find_system_libstdcxx", lambda: None)
+    res, findings = run(script={"load": {"crash": "SIGSEGV"}})
+    assert codes(findings) == ["AOT514"]
+    assert res["run"].status is StageStatus.SKIPPED
+
+
+def test_worker_that_dies_without_a_signal_is_an_error_not_a_finding(run: Run) -> None:
+    res, findings = run(script={"run": {"exit": 3, "log": "ImportError: no torch\n"}})
+    assert findings == []
+    assert res["run"].status is StageStatus.ERROR
+    assert "exited with code 3" in res["run"].detail
+
+
+def test_inputs_that_cannot_be_loaded_are_an_error(run: Run) -> None:
+    err = {"type": "InputsFailed", "message": "UnpicklingError: Weights only load failed"}
+    res, findings = run(script={"run": {"error": err}})
+    assert findings == []
+    assert res["run"].status is StageStatus.ERROR
+    assert "could not be loaded" in res["run"].detail
+
+
+def test_compile_then_cache_hit(run: Run, tmp_path: Path) -> None:
+    model = token_model(aoti=False)
+    res, findings = run(model=model, probe=False)
+    assert findings == []
+    assert res["compile"].status is StageStatus.PASSED
+    assert "compiled into the cache" in res["compile"].detail
+    entries = [p for p in (tmp_path / "cache").iterdir()]
+    assert len(entries) == 1 and not entries[0].name.startswith(".tmp-")
+    assert (entries[0] / "model.pt2").read_bytes() == b"PK fake package"
+    res, findings = run(model=model, probe=False)
+    assert res["compile"].status is StageStatus.PASSED
+    assert "compile cache hit" in res["compile"].detail
+    assert res["compile"].command == ()
+    res, _ = run(model=model, probe=False, use_cache=False)
+    assert "without the cache" in res["compile"].detail
+
+
+def test_compile_failure_quotes_the_compiler(run: Run, tmp_path: Path) -> None:
+    model = token_model(aoti=False)
+    err = {
+        "type": "InductorError",
+        "message": "CppCompileError: C++ compile error\nOutput:\n/tmp/c.cpp:3:1: error: "
+        "expected ';' before '}' token\n",
+    }
+    res, findings = run(model=model, script={"compile": {"error": err}})
+    assert codes(findings) == ["AOT501"]
+    assert findings[0].evidence[0] == "/tmp/c.cpp:3:1: error: expected ';' before '}' token"
+    for name in ("load", "run", "compare", "probe"):
+        assert res[name].status is StageStatus.SKIPPED
+    assert list((tmp_path / "cache").iterdir()) == []  # the half-written entry is gone
+
+
+def test_recompile_and_device_choice(run: Run) -> None:
+    res, _ = run(recompile=True, probe=False)
+    assert res["compile"].status is StageStatus.PASSED
+    assert "of model.pt2 on cpu" in res["load"].detail  # the freshly compiled package
+    res, findings = run(device="cuda:1", probe=False)  # a cpu package, an EP: compile for cuda
+    assert res["compile"].status is StageStatus.PASSED
+    assert "on cuda:1" in res["load"].detail
+
+
+def test_no_contract_cannot_run(run: Run) -> None:
+    from dataclasses import replace
+
+    model = replace(token_model(ep=False), inputs=(), contract_source="none")
+    res, findings = run(model=model)
+    assert findings == []
+    assert all(r.status is StageStatus.ERROR for r in res.values())
+    assert "no inputs to run with" in res["run"].detail
+
+
+def test_parse_device() -> None:
+    assert parse_device("cpu") == ("cpu", -1)
+    assert parse_device("cuda") == ("cuda", -1)
+    assert parse_device("CUDA:1") == ("cuda", 1)
+    for bad in ("cpu:0", "cuda:x", "tpu", ""):
+        with pytest.raises(UsageError):
+            parse_device(bad)
+
+
+def test_workdir_is_removed(run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    run(probe=False)
+    assert os.listdir(tmp_path / "tmp") == []
+
+
+def test_relative_package_path_is_made_absolute(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = token_model()
+    write_package(tmp_path / "rel.pt2", model)
+    monkeypatch.chdir(tmp_path)
+    package = write_package(Path("rel.pt2"), model)
+    res, findings = run(model=model, package=package, probe=False)
+    assert findings == [] and res["load"].status is StageStatus.PASSED
+
+
+def test_cuda_stop_and_teardown_crash_leave_eager_to_a_fresh_worker(run: Run) -> None:
+    cuda_err = {"type": "RuntimeError", "message": "CUDA error: device-side assert triggered"}
+    script = {
+        "run": {"error": cuda_err},
+        "__stop_after__": "run",
+        "__teardown__": "SIGABRT",
+        "eager": {"error": cuda_err, "entry": {"phase": "call"}},
+    }
+    res, findings = run(script=script)
+    assert codes(findings) == ["AOT608"]
+    assert "fails on these inputs too (RuntimeError: CUDA error" in findings[0].message
+    assert res["compare"].status is StageStatus.SKIPPED
+
+
+def test_the_parent_never_imports_torch(tmp_path: Path) -> None:
+    code = f"""
+import sys, json
+from pathlib import Path
+from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
+from tests.fakes.specs import token_model, write_package
+model = token_model()
+package = write_package(Path({str(tmp_path)!r}) / "p.pt2", model)
+options = DynamicOptions(worker_command=(sys.executable, {FAKE!r}), use_cache=False)
+results, findings = run_dynamic_stages(package, model, None, None, options)
+assert [r.status.value for r in results][1:] == ["passed"] * 4, results
+print("torch" in sys.modules)
+"""
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,106 @@
+"""Pure helpers of the torch worker (comparison, derived probe inputs, input conventions)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from aotipre.runner import worker  # noqa: E402
+
+
+def test_normalize_inputs_follows_the_sample_inputs_convention() -> None:
+    t = torch.zeros(1)
+    assert worker.normalize_inputs(t) == ((t,), {})
+    assert worker.normalize_inputs(((t,), {"m": t})) == ((t,), {"m": t})
+    assert worker.normalize_inputs([t, t]) == ((t, t), {})
+    assert worker.normalize_inputs({"x": t}) == ((), {"x": t})
+    assert worker.normalize_inputs(((t,), {})) == ((t,), {})
+
+
+def test_compare_counts_mismatches_with_dtype_tolerances() -> None:
+    eager = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    aoti = eager.clone()
+    aoti[2, 1] += 0.5
+    aoti[0, 0] += 1e-7  # inside float32 tolerance
+    out = worker.compare_outputs(aoti, eager, None, None)
+    assert out["structure"] is None
+    (rec,) = out["outputs"]
+    assert rec["mismatches"] == 1
+    assert rec["rtol"] == 1e-4 and rec["atol"] == 1e-5
+    assert rec["max_abs"] == pytest.approx(0.5)
+    assert rec["worst_index"] == [2, 1]
+    assert (rec["worst_aoti"], rec["worst_eager"]) == (pytest.approx(9.5), 9.0)
+    loose = worker.compare_outputs(aoti, eager, 0.1, 1e-6)["outputs"][0]
+    assert loose["mismatches"] == 0 and loose["rtol"] == 0.1
+
+
+def test_compare_nan_inf_and_structure() -> None:
+    eager = torch.ones(4)
+    aoti = torch.tensor([1.0, math.nan, math.inf, 1.0])
+    rec = worker.compare_outputs((aoti,), (eager,), None, None)["outputs"][0]
+    assert (rec["nan"], rec["inf"], rec["eager_nan"], rec["mismatches"]) == (1, 1, 0, 2)
+    both_nan = worker.compare_outputs(
+        torch.tensor([math.nan]), torch.tensor([math.nan]), None, None
+    )
+    assert both_nan["outputs"][0]["mismatches"] == 0
+    assert (
+        "returns 2 output(s)"
+        in worker.compare_outputs((eager, eager), (eager,), None, None)["structure"]
+    )
+    rec = worker.compare_outputs(torch.ones(2, 2), torch.ones(4), None, None)["outputs"][0]
+    assert rec["structure"] is True
+    ints = worker.compare_outputs(torch.tensor([1, 2, 3]), torch.tensor([1, 5, 3]), None, None)
+    assert ints["outputs"][0]["mismatches"] == 1 and ints["outputs"][0]["max_abs"] == 3.0
+
+
+def test_compare_half_precision_defaults_are_looser() -> None:
+    eager = torch.full((8,), 100.0, dtype=torch.bfloat16)
+    aoti = eager + 1  # 1% off: fine for bf16, not for fp32
+    assert worker.compare_outputs(aoti, eager, None, None)["outputs"][0]["mismatches"] == 0
+    assert (
+        worker.compare_outputs(aoti.float(), eager.float(), None, None)["outputs"][0]["mismatches"]
+        == 8
+    )
+
+
+def test_derive_tensor_keeps_dtype_values_and_layout() -> None:
+    gen = torch.Generator().manual_seed(0)
+    mask = torch.ones(3, 10)
+    out = worker.derive_tensor(mask, [5, 7], gen)
+    assert out.shape == (5, 7) and out.dtype == torch.float32 and bool((out == 1).all())
+    ids = torch.randint(10, 20, (3, 10), generator=gen)
+    out = worker.derive_tensor(ids, [64, 2], gen)
+    assert out.dtype == torch.int64 and int(out.min()) >= 10 and int(out.max()) <= 19
+    x = torch.randn(4, 6, generator=gen).t()  # strides (1, 6)
+    out = worker.derive_tensor(x, [6, 9], gen)
+    assert out.shape == (6, 9) and out.stride() == (1, 6)
+    flags = torch.tensor([True, False])
+    assert worker.derive_tensor(flags, [5], gen).dtype == torch.bool
+
+
+def test_synth_nodes() -> None:
+    gen = torch.Generator().manual_seed(0)
+    node = {"kind": "tensor", "dtype": "int64", "shape": [4, 4], "low": 0, "high": 3}
+    t = worker.synth_node(node, gen)
+    assert t.shape == (4, 4) and int(t.max()) < 3
+    tree = {"kind": "tuple", "items": [{"kind": "value", "value": 2}, node]}
+    value, tensor = worker.synth_node(tree, gen)
+    assert value == 2 and tensor.dtype == torch.int64
+    half = worker.synth_node({"kind": "tensor", "dtype": "bfloat16", "shape": [3]}, gen)
+    assert half.dtype == torch.bfloat16
+
+
+def test_tensor_summary_counts_nan() -> None:
+    s = worker.tensor_summary(torch.tensor([1.0, math.nan]))
+    assert s == {
+        "kind": "tensor",
+        "dtype": "float32",
+        "shape": [2],
+        "stride": [1],
+        "device": "cpu",
+        "nan": 1,
+        "inf": 0,
+    }
