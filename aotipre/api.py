@@ -1,22 +1,31 @@
 """The library entry points: inspect() and check(). Data flows one way:
-inspect -> static checks -> staged runs -> escalation -> Report."""
+inspect -> static checks -> staged runs -> escalation -> select/ignore, baseline -> Report."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from aotipre import __version__, codes
+from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
-from aotipre.findings import Report, Severity, StageResult, StageStatus
+from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
 from aotipre.host import detect_local, parse_target
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
+from aotipre.program import is_path, write_program
 from aotipre.pt2.archive import open_archive
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
+
+if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
+    from aotipre.runner.stages import DynamicOptions
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,16 @@ class CheckOptions:
     target: str | None = None
     static_only: bool = False
     fail_on: Severity = Severity.ERROR
+    dynamic: DynamicOptions | None = None
+    """Options of the compile/load/run/compare/probe stages; None: their defaults."""
+    progress: Callable[[str], None] | None = None
+    """Called with one-line progress messages during long work (compiles, runs)."""
+    select: tuple[str, ...] = ()
+    """Report only codes starting with one of these prefixes (e.g. `AOT3`); empty: all."""
+    ignore: tuple[str, ...] = ()
+    """Drop codes starting with one of these prefixes (wins over `select`)."""
+    baseline: Baseline | None = None
+    """Accepted findings (baseline.load_baseline); only findings not in it remain."""
 
 
 def inspect(path: str | os.PathLike[str]) -> PackageInfo:
@@ -35,9 +54,71 @@ def inspect(path: str | os.PathLike[str]) -> PackageInfo:
     return read_package(path)
 
 
-def check(path: str | os.PathLike[str], options: CheckOptions | None = None) -> Report:
-    """Run the preflight on one package and return the Report (never raises for bad input)."""
+def check(
+    subject: str | os.PathLike[str] | Any,
+    options: CheckOptions | None = None,
+    *,
+    example_inputs: tuple[Any, ...] | None = None,
+    example_kwargs: dict[str, Any] | None = None,
+    dynamic_shapes: Any = None,
+    name: str | None = None,
+) -> Report:
+    """Run the preflight and return the Report (never raises for a bad package or inputs).
+
+    `subject` is a .pt2 path, a `torch.export.ExportedProgram`, or an `nn.Module` together
+    with `example_inputs` (and `example_kwargs`, `dynamic_shapes`), exported here with
+    `torch.export.export`. An in-memory program is saved to a temporary .pt2 (ExportedProgram
+    only, so the dynamic stages compile it in a worker) and checked like a file; the example
+    inputs, when given, are its sample inputs; reports name it `name` or `<ClassName>`.
+    Passing a torch object means torch is loaded in this process already: only then does this
+    function import torch (aotipre imports it nowhere else but in its worker processes).
+    """
     opts = options or CheckOptions()
+    if is_path(subject):
+        if example_inputs is not None or example_kwargs is not None or dynamic_shapes is not None:
+            raise TypeError(
+                "example_inputs/example_kwargs/dynamic_shapes are for in-memory programs; "
+                "for a .pt2 file pass CheckOptions(inputs=FILE)"
+            )
+        return _finish(_check_package(subject, opts), opts)
+    with tempfile.TemporaryDirectory(prefix="aotipre-program-") as tmp:
+        written = write_program(
+            subject,
+            tmp,
+            example_inputs=example_inputs,
+            example_kwargs=example_kwargs,
+            dynamic_shapes=dynamic_shapes,
+            name=name,
+        )
+        if written.inputs is not None and opts.inputs is None:
+            opts = dataclasses.replace(opts, inputs=written.inputs)
+        report = _check_package(written.package, opts)
+    report.package_path = written.label
+    if report.package is not None:
+        report.package["path"] = written.label
+    if written.inputs is not None and report.inputs_source == written.inputs:
+        report.inputs_source = "example_inputs"
+    return _finish(report, opts)
+
+
+def _finish(report: Report, opts: CheckOptions) -> Report:
+    """Apply --select/--ignore, then the baseline (never to a report that could not check)."""
+    if report.error is not None:
+        return report
+    if opts.select or opts.ignore:
+        report = replace_findings(report, [f for f in report.findings if _selected(f.code, opts)])
+    if opts.baseline is not None:
+        report = apply_baseline(report, opts.baseline)
+    return report
+
+
+def _selected(code: str, opts: CheckOptions) -> bool:
+    if any(code.startswith(prefix) for prefix in opts.ignore):
+        return False
+    return not opts.select or any(code.startswith(prefix) for prefix in opts.select)
+
+
+def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     report = Report(package_path=str(path), fail_on=opts.fail_on, tool_version=__version__)
 
     started = time.monotonic()
@@ -98,7 +179,43 @@ def check(path: str | os.PathLike[str], options: CheckOptions | None = None) -> 
             f"{len(findings)} finding(s)",
         )
     )
+    if opts.static_only:
+        return report
+    for model in models:
+        _dynamic(report, package, model, opts, blocked=_static_blockers(findings, model))
     return report
+
+
+def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
+    """Error findings that make running `model` pointless or unsafe (bad inputs, wrong host)."""
+    return sorted(
+        {
+            f.code
+            for f in findings
+            if f.severity is Severity.ERROR and (f.model in (None, model.name))
+        }
+    )
+
+
+def _dynamic(
+    report: Report, package: PackageInfo, model: ModelInfo, opts: CheckOptions, blocked: list[str]
+) -> None:
+    from aotipre.runner.stages import STAGES, DynamicOptions, run_dynamic_stages
+
+    if blocked:
+        reason = f"static checks found errors ({', '.join(blocked)}); fix them first"
+        report.stages.extend(
+            StageResult(name=n, status=StageStatus.SKIPPED, detail=reason, model=model.name)
+            for n in STAGES
+        )
+        return
+    inputs_path = opts.inputs
+    member = None if inputs_path else model.sample_inputs_member
+    stages, findings = run_dynamic_stages(
+        package, model, inputs_path, member, opts.dynamic or DynamicOptions(), opts.progress
+    )
+    report.stages.extend(stages)
+    report.findings.extend(findings)
 
 
 def _select_models(package: PackageInfo, opts: CheckOptions) -> list[ModelInfo]:

@@ -9,10 +9,18 @@ from pathlib import Path
 
 import typer
 
-from aotipre import __version__, api, codes
+from aotipre import __version__, api, batch, codes, config
 from aotipre.errors import AotipreError
-from aotipre.findings import ExitCode, Severity
-from aotipre.report import json_format, render_report, table
+from aotipre.findings import ExitCode
+from aotipre.report import (
+    github,
+    json_format,
+    parse_report_spec,
+    render_report,
+    render_reports,
+    table,
+)
+from aotipre.report.common import worst_exit_code
 
 app = typer.Typer(
     add_completion=True,
@@ -25,6 +33,17 @@ app = typer.Typer(
 class Format(str, Enum):
     table = "table"
     json = "json"
+    junit = "junit"
+    sarif = "sarif"
+    github = "github"
+    markdown = "markdown"
+
+
+class InfoFormat(str, Enum):
+    """Formats of `inspect` and `codes`."""
+
+    table = "table"
+    json = "json"
 
 
 class FailOn(str, Enum):
@@ -34,7 +53,9 @@ class FailOn(str, Enum):
 
 @app.command()
 def check(
-    package: Path = typer.Argument(..., help="The .pt2 package to check."),
+    packages: list[Path] | None = typer.Argument(
+        None, help="The .pt2 package(s) to check.", show_default=False
+    ),
     inputs: Path | None = typer.Option(
         None,
         "--inputs",
@@ -48,53 +69,165 @@ def check(
         "--target",
         help="Deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'. Default: this machine.",
     ),
-    static_only: bool = typer.Option(
-        False, "--static-only", help="Only read and check; compile, load and run nothing."
+    static_only: bool | None = typer.Option(
+        None,
+        "--static-only/--no-static-only",
+        help="Only read and check; compile, load and run nothing.",
+        show_default=False,
     ),
     fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write the report to this file instead of stdout."
     ),
-    fail_on: FailOn = typer.Option(
-        FailOn.error, "--fail-on", help="Lowest severity that fails the gate (exit 1)."
+    reports_to: list[str] | None = typer.Option(
+        None,
+        "--report",
+        help="Also write a report as FORMAT:PATH (e.g. junit:out.xml); repeatable.",
+        show_default=False,
+    ),
+    fail_on: FailOn | None = typer.Option(
+        None, "--fail-on", help="Lowest severity that fails the gate (exit 1). (default: error)"
+    ),
+    select: list[str] | None = typer.Option(
+        None,
+        "--select",
+        help="Report only codes with these prefixes (AOT3,AOT201).",
+        show_default=False,
+    ),
+    ignore: list[str] | None = typer.Option(
+        None, "--ignore", help="Never report codes with these prefixes.", show_default=False
+    ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="Accept the findings listed in this baseline file."
+    ),
+    write_baseline: Path | None = typer.Option(
+        None, "--write-baseline", help="Write every current finding to this baseline file."
+    ),
+    jobs: int | None = typer.Option(
+        None, "--jobs", "-j", help="Packages checked in parallel. (default: 1)"
+    ),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", help="TOML file listing packages with their inputs and options."
+    ),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="Configuration file. Default: aotipre.toml or pyproject.toml."
+    ),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
+    device: str | None = typer.Option(
+        None, "--device", help="cpu, cuda or cuda:N for the runs. Default: the package's device."
+    ),
+    recompile: bool | None = typer.Option(
+        None,
+        "--recompile/--no-recompile",
+        help="Compile the ExportedProgram even if AOTI code is packaged.",
+        show_default=False,
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Seconds allowed for each load, run and probe step. (default: 300)"
+    ),
+    compile_timeout: float | None = typer.Option(
+        None, "--compile-timeout", help="Seconds allowed for a compile. (default: 1800)"
+    ),
+    rtol: float | None = typer.Option(None, "--rtol", help="Relative tolerance vs eager."),
+    atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance vs eager."),
+    probe: bool | None = typer.Option(
+        None,
+        "--probe/--no-probe",
+        help="Run each dynamic dim at its min, max and max+1. (default: probe)",
+        show_default=False,
+    ),
+    probe_budget: int | None = typer.Option(
+        None, "--probe-budget", help="Most elements an input may have in a probe run."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of synthesized and probe inputs."),
+    cache: bool | None = typer.Option(
+        None,
+        "--cache/--no-cache",
+        help="Use the compile cache (see --cache-dir). (default: cache)",
+        show_default=False,
+    ),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Compile cache. Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
     ),
 ) -> None:
-    """Check a package (and sample inputs) before deployment."""
-    options = api.CheckOptions(
+    """Check packages (and sample inputs) before deployment. Flags override the config file."""
+    specs = [parse_report_spec(spec) for spec in reports_to or []]
+    settings = config.load_config(config_file, isolated=no_config)
+    flags = config.parse_flags(
+        {
+            "fail-on": fail_on.value if fail_on is not None else None,
+            "target": target,
+            "static-only": static_only,
+            "select": select,
+            "ignore": ignore,
+            "device": device,
+            "recompile": recompile,
+            "timeout": timeout,
+            "compile-timeout": compile_timeout,
+            "rtol": rtol,
+            "atol": atol,
+            "probe": probe,
+            "probe-budget": probe_budget,
+            "seed": seed,
+            "cache": cache,
+            "cache-dir": None if cache_dir is None else str(cache_dir),
+            "baseline": None if baseline is None else str(baseline),
+            "jobs": jobs,
+        }
+    )
+    show_progress = fmt is Format.table and output is None and sys.stderr.isatty()
+    reports = batch.check_packages(
+        [str(p) for p in packages or []],
+        settings,
+        manifest=batch.load_manifest(manifest) if manifest is not None else None,
+        flags=flags,
         inputs=str(inputs) if inputs is not None else None,
         model=model,
-        target=target,
-        static_only=static_only,
-        fail_on=Severity(fail_on.value),
+        write_baseline_to=str(write_baseline) if write_baseline is not None else None,
+        progress=_progress if show_progress else None,
     )
-    report = api.check(package, options)
-    if report.error is None or fmt is not Format.table or output is not None:
-        _emit(render_report(report, fmt.value), output)
-    if report.error is not None:
-        _say_error(report.error)
-    raise typer.Exit(int(report.exit_code))
+    single = manifest is None and len(reports) == 1
+
+    def render(name: str) -> str:
+        return render_report(reports[0], name) if single else render_reports(reports, name)
+
+    if not single or reports[0].error is None or fmt is not Format.table or output is not None:
+        _emit(render(fmt.value), output)
+    for name, path in specs:
+        _emit(render(name), Path(path))
+    if fmt is Format.github or any(name == "github" for name, _ in specs):
+        github.append_step_summary(reports)
+    for report in reports:
+        if report.error is not None:
+            named = single or report.error.startswith(report.package_path)
+            _say_error(report.error if named else f"{report.package_path}: {report.error}")
+    raise typer.Exit(int(worst_exit_code(reports)))
 
 
 @app.command()
 def inspect(
     package: Path = typer.Argument(..., help="The .pt2 package to inspect."),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
 ) -> None:
     """Describe a package: models, devices, input contracts, dynamic dims. Loads no code."""
     info = api.inspect(package)
-    text = json_format.render_package(info) if fmt is Format.json else table.render_package(info)
+    text = (
+        json_format.render_package(info) if fmt is InfoFormat.json else table.render_package(info)
+    )
     _emit(text, None)
 
 
 @app.command("codes")
 def list_codes(
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
 ) -> None:
     """List every finding code with its severity, category and summary."""
     rows = [
         [c.code, c.name, c.severity.value, c.category.value, c.summary] for c in codes.ALL_CODES
     ]
-    if fmt is Format.json:
+    if fmt is InfoFormat.json:
         keys = ["code", "name", "severity", "category", "summary"]
         _emit(json_format.dumps([dict(zip(keys, r)) for r in rows]), None)
     else:
@@ -123,9 +256,15 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.flush()
         return
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise AotipreError(f"cannot write {output}: {exc.strerror}") from None
+
+
+def _progress(message: str) -> None:
+    sys.stderr.write(f"aotipre: {message}\n")
+    sys.stderr.flush()
 
 
 def _say_error(message: str) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from aotipre.findings import Report
+from aotipre import __version__
+from aotipre.findings import SCHEMA_VERSION, Report
 from aotipre.pt2.spec import PackageInfo, package_to_dict
+from aotipre.report.common import combined_counts, combined_verdict, worst_exit_code
 
 
 def render_report(report: Report) -> str:
@@ -19,3 +22,21 @@ def render_package(package: PackageInfo) -> str:
 
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+
+
+def render_reports(reports: Sequence[Report]) -> str:
+    """Many packages: the worst verdict and exit code, every complete report, summed counts."""
+    verdicts = [r.verdict.value for r in reports]
+    summary: dict[str, Any] = {"packages": len(reports)}
+    summary.update({v: verdicts.count(v) for v in ("pass", "fail", "error")})
+    summary.update(combined_counts(reports))
+    return dumps(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "aotipre", "version": __version__},
+            "verdict": combined_verdict(reports).value,
+            "exit_code": int(worst_exit_code(reports)),
+            "reports": [r.to_dict() for r in reports],
+            "summary": summary,
+        }
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tabulate import tabulate
 
 from aotipre.findings import Report, Severity
 from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.report.common import combined_counts, combined_verdict, counts_text, worst_exit_code
 
 _MSG_WIDTH = 70
 
@@ -60,6 +62,21 @@ def render_report(report: Report) -> str:
     if report.error:
         lines.append(f"could not check: {report.error}")
     return "\n".join(lines) + "\n"
+
+
+def render_reports(reports: Sequence[Report]) -> str:
+    """Each package's table, then one line per package and the overall verdict (the worst)."""
+    parts = [render_report(r) for r in reports]
+    rows = [
+        [r.package_path, r.verdict.value.upper(), int(r.exit_code), counts_text(r.counts())]
+        for r in reports
+    ]
+    parts.append(tabulate(rows, headers=["package", "verdict", "exit", "findings"]) + "\n")
+    parts.append(
+        f"overall: {combined_verdict(reports).value.upper()} (exit {int(worst_exit_code(reports))}; "
+        f"{len(reports)} package(s); {counts_text(combined_counts(reports))})\n"
+    )
+    return "\n".join(parts)
 
 
 def _parts(model: dict[str, Any]) -> str:

@@ -1,0 +1,202 @@
+"""Many packages in one run: from arguments or a manifest, checked in parallel, reported in order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aotipre import api
+from aotipre.baseline import Baseline, apply_baseline, load_baseline, write_baseline
+from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
+from aotipre.errors import UsageError
+from aotipre.findings import Report
+
+_ENTRY_KEYS = ("path", "inputs", "model")
+_PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    """One `[[package]]` of a manifest."""
+
+    package: str
+    inputs: str | None = None
+    model: str | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Validated settings for this package only (field name -> value)."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A TOML file listing packages: `[defaults]` (any config key) and `[[package]]` entries
+    (`path`, `inputs`, `model` and per-package config keys); paths are relative to the file."""
+
+    path: str
+    defaults: Mapping[str, Any]
+    entries: tuple[ManifestEntry, ...]
+
+
+@dataclass(frozen=True)
+class PackageJob:
+    """One package to check, with its options resolved."""
+
+    package: str
+    options: api.CheckOptions
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Read and validate a manifest; UsageError names the file, the entry and the key."""
+    file = Path(path)
+    data = read_toml(file)
+    name = display_path(file)
+    base = file.resolve().parent
+    for key in data:
+        if key not in ("defaults", "package"):
+            raise UsageError(
+                f"{name}: unknown key {key!r}",
+                hint="a manifest holds a [defaults] table and [[package]] entries",
+            )
+    defaults_table = data.get("defaults", {})
+    if not isinstance(defaults_table, dict):
+        raise UsageError(f"{name}: defaults must be a table ([defaults])")
+    defaults = parse_values(defaults_table, f"{name} [defaults]", base)
+    packages = data.get("package", [])
+    if not isinstance(packages, list) or not all(isinstance(p, dict) for p in packages):
+        raise UsageError(f"{name}: package must be an array of tables ([[package]])")
+    if not packages:
+        raise UsageError(f"{name}: no [[package]] entries")
+    entries = []
+    for i, table in enumerate(packages, 1):
+        where = f"{name} [[package]] #{i}"
+        values = parse_values(table, where, base, allowed=_PER_PACKAGE, extra=_ENTRY_KEYS)
+        path_value = table.get("path")
+        if not isinstance(path_value, str) or not path_value:
+            raise UsageError(f"{where}: 'path' (the .pt2 file) is required")
+        inputs = table.get("inputs")
+        model = table.get("model")
+        for key, value in (("inputs", inputs), ("model", model)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise UsageError(f"{where}: {key} = {value!r}: expected a non-empty string")
+        entries.append(
+            ManifestEntry(
+                package=display_path(base / path_value),
+                inputs=display_path(base / inputs) if inputs else None,
+                model=model,
+                values=values,
+            )
+        )
+    return Manifest(path=name, defaults=defaults, entries=tuple(entries))
+
+
+def run_settings(
+    settings: Settings, manifest: Manifest | None, flags: Mapping[str, Any]
+) -> Settings:
+    """The settings that hold once per run (jobs, baseline): file < manifest defaults < flags."""
+    out = settings
+    if manifest is not None:
+        out = out.merged(manifest.defaults)
+    return out.merged(flags)
+
+
+def plan(
+    packages: Sequence[str],
+    settings: Settings,
+    *,
+    manifest: Manifest | None = None,
+    flags: Mapping[str, Any] | None = None,
+    inputs: str | None = None,
+    model: str | None = None,
+    baseline: Baseline | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[PackageJob]:
+    """One job per package, ordered by package path (stable: a manifest's repeats keep order).
+
+    Precedence, lowest first: built-in defaults, the config file (`settings`), the manifest's
+    `[defaults]`, its `[[package]]` entry, the command-line `flags`.
+    """
+    flags = flags or {}
+    entries = [(ManifestEntry(package=p), False) for p in packages]
+    if manifest is not None:
+        entries += [(e, True) for e in manifest.entries]
+    if not entries:
+        raise UsageError("no package to check", hint="give .pt2 files or --manifest FILE")
+    if len(entries) > 1 and (inputs is not None or model is not None):
+        raise UsageError(
+            "--inputs and --model apply to one package",
+            hint="for several, list them in a --manifest, or map inputs in [tool.aotipre.inputs]",
+        )
+    jobs = []
+    for entry, from_manifest in sorted(entries, key=lambda e: e[0].package):
+        resolved = settings
+        if from_manifest and manifest is not None:
+            resolved = resolved.merged(manifest.defaults)
+        resolved = resolved.merged(entry.values).merged(flags)
+        say = None
+        if progress is not None:
+            say = _prefixed(progress, entry.package) if len(entries) > 1 else progress
+        options = resolved.check_options(
+            inputs=inputs or entry.inputs or settings.inputs_for(entry.package),
+            model=model or entry.model,
+            baseline=baseline,
+            progress=say,
+        )
+        jobs.append(PackageJob(entry.package, options))
+    return jobs
+
+
+def run(jobs: Sequence[PackageJob], workers: int = 1) -> list[Report]:
+    """Check every job; up to `workers` at once (threads: the heavy work runs in worker
+    processes). Reports come back in the jobs' order whatever finishes first."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [api.check(job.package, job.options) for job in jobs]
+    with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        return list(pool.map(lambda job: api.check(job.package, job.options), jobs))
+
+
+def check_packages(
+    packages: Sequence[str],
+    settings: Settings,
+    *,
+    manifest: Manifest | None = None,
+    flags: Mapping[str, Any] | None = None,
+    inputs: str | None = None,
+    model: str | None = None,
+    write_baseline_to: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[Report]:
+    """Plan, run and (with `write_baseline_to`) accept every finding into a new baseline.
+
+    The baseline named by the settings is applied unless a new one is being written; then the
+    reports are returned as the new baseline sees them.
+    """
+    flags = flags or {}
+    once = run_settings(settings, manifest, flags)
+    baseline = None
+    if once.baseline is not None and write_baseline_to is None:
+        baseline = load_baseline(once.baseline)
+    jobs = plan(
+        packages,
+        settings,
+        manifest=manifest,
+        flags=flags,
+        inputs=inputs,
+        model=model,
+        baseline=baseline,
+        progress=progress,
+    )
+    reports = run(jobs, once.jobs)
+    if write_baseline_to is not None:
+        written = write_baseline(write_baseline_to, reports)
+        reports = [apply_baseline(r, written) for r in reports]
+    return reports
+
+
+def _prefixed(progress: Callable[[str], None], package: str) -> Callable[[str], None]:
+    def say(message: str) -> None:
+        progress(f"{package}: {message}")
+
+    return say

@@ -1,0 +1,55 @@
+"""What several renderers share: the combined verdict of many reports, and finding text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aotipre.findings import ExitCode, Finding, Report, Severity, Verdict
+
+_VERDICT_OF_EXIT = {
+    ExitCode.PASS: Verdict.PASS,
+    ExitCode.GATE_FAILED: Verdict.FAIL,
+    ExitCode.CANNOT_CHECK: Verdict.ERROR,
+}
+
+
+def worst_exit_code(reports: Sequence[Report]) -> ExitCode:
+    """The exit code of a run over many packages: the worst of theirs (could not check > fail)."""
+    return max((r.exit_code for r in reports), default=ExitCode.PASS)
+
+
+def combined_verdict(reports: Sequence[Report]) -> Verdict:
+    return _VERDICT_OF_EXIT[worst_exit_code(reports)]
+
+
+def combined_counts(reports: Sequence[Report]) -> dict[str, int]:
+    """Findings per severity over all reports."""
+    out = {s.value: 0 for s in Severity}
+    for report in reports:
+        for key, n in report.counts().items():
+            out[key] += n
+    return out
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """`3 error, 1 warning, 0 info`."""
+    return ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(list(Severity)))
+
+
+def fails_gate(finding: Finding, report: Report) -> bool:
+    return finding.severity.rank >= report.fail_on.rank
+
+
+def by_severity(findings: Sequence[Finding]) -> list[Finding]:
+    """Most severe first; the report's order otherwise (stable)."""
+    return sorted(findings, key=lambda f: -f.severity.rank)
+
+
+def finding_text(finding: Finding, *, evidence: bool = True) -> str:
+    """The message, then `hint: ...` and the quoted evidence lines, one per line."""
+    lines = [finding.message]
+    if finding.hint:
+        lines.append(f"hint: {finding.hint}")
+    if evidence:
+        lines.extend(f"> {line}" for line in finding.evidence)
+    return "\n".join(lines)
