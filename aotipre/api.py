@@ -25,7 +25,8 @@ from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
-    from aotipre.runner.stages import DynamicOptions
+    from aotipre.runner.stages import DynamicOptions, RunCrash
+    from aotipre.triage.escalate import TriageOptions
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ class CheckOptions:
     """Drop codes starting with one of these prefixes (wins over `select`)."""
     baseline: Baseline | None = None
     """Accepted findings (baseline.load_baseline); only findings not in it remain."""
+    triage: TriageOptions | None = None
+    """Crash triage after a run that crashed inside the model (aotipre.triage); None: its
+    defaults (escalate, no minifier, no sanitizer, no bundle)."""
+    canary: bool = True
+    """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
+    its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
 
 
 def inspect(path: str | os.PathLike[str]) -> PackageInfo:
@@ -211,11 +218,44 @@ def _dynamic(
         return
     inputs_path = opts.inputs
     member = None if inputs_path else model.sample_inputs_member
+    escalations: list[Any] = []
+
+    def triage(crash: RunCrash) -> None:  # runs while the crashed session's files exist
+        from aotipre.triage.escalate import escalate
+
+        escalations.append(escalate(crash, opts.triage, opts.progress))
+
     stages, findings = run_dynamic_stages(
-        package, model, inputs_path, member, opts.dynamic or DynamicOptions(), opts.progress
+        package,
+        model,
+        inputs_path,
+        member,
+        opts.dynamic or DynamicOptions(),
+        opts.progress,
+        on_run_crash=triage,
     )
     report.stages.extend(stages)
     report.findings.extend(findings)
+    for escalation in escalations:
+        report.stages.extend(escalation.stages)
+        report.findings.extend(escalation.findings)
+        if escalation.diagnosis is not None:
+            report.diagnosis.append(escalation.diagnosis)
+    if opts.canary:
+        _host_canary(report, model, opts)
+
+
+def _host_canary(report: Report, model: ModelInfo, opts: CheckOptions) -> None:
+    """A crash that the host alone could cause is checked against the canary (aotipre.doctor)."""
+    from aotipre.doctor.canary import attribute_crashes
+    from aotipre.runner.stages import DynamicOptions
+
+    dynamic = opts.dynamic or DynamicOptions()
+    device = dynamic.device or model.device_type or "cpu"
+    extra, report.findings = attribute_crashes(
+        model.name, device, report.findings, dynamic, opts.progress
+    )
+    report.stages.extend(extra)
 
 
 def _select_models(package: PackageInfo, opts: CheckOptions) -> list[ModelInfo]:
@@ -244,12 +284,12 @@ def _sample_inputs(
         report.inputs_source = str(opts.inputs)
         return sample
     if model.sample_inputs_member is not None:
-        with open_archive(package.path) as archive:
-            data = archive.read(model.sample_inputs_member)
         source = f"{package.path}:{model.sample_inputs_member}"
         try:
+            with open_archive(package.path) as archive:
+                data = archive.read(model.sample_inputs_member)  # may be too large to read
             sample = load_sample_inputs_bytes(data, source)
-        except InputsError as exc:
+        except (InputsError, PackageError) as exc:
             report.findings.append(
                 codes.get("AOT020").finding(
                     f"the sample inputs stored for model '{model.name}' cannot be read: {exc}",

@@ -54,7 +54,10 @@ class FailOn(str, Enum):
 @app.command()
 def check(
     packages: list[Path] | None = typer.Argument(
-        None, help="The .pt2 package(s) to check.", show_default=False
+        None,
+        help="The .pt2 package(s) to check.",
+        show_default=False,
+        readable=False,  # aotipre reports an unreadable file itself (AOT001, in every format)
     ),
     inputs: Path | None = typer.Option(
         None,
@@ -62,6 +65,7 @@ def check(
         "-i",
         help="Sample inputs: a torch.save of a tensor, args, kwargs or "
         "(args, kwargs). Loaded weights-only; never executes code.",
+        readable=False,  # reported as AOT020 by the reader
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Model name in the package."),
     target: str | None = typer.Option(
@@ -151,6 +155,37 @@ def check(
         "--cache-dir",
         help="Compile cache. Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
     ),
+    escalate: bool | None = typer.Option(
+        None,
+        "--escalate/--no-escalate",
+        help="After a crash inside the model, run the triage ladder to name the faulting "
+        "kernel. (default: escalate)",
+        show_default=False,
+    ),
+    minify: bool | None = typer.Option(
+        None,
+        "--minify/--no-minify",
+        help="Crash triage: also run the AOTI minifier for a minimal repro.py (slow).",
+        show_default=False,
+    ),
+    sanitizer: bool | None = typer.Option(
+        None,
+        "--sanitizer/--no-sanitizer",
+        help="Crash triage: also run compute-sanitizer memcheck when installed (CUDA, slow).",
+        show_default=False,
+    ),
+    artifacts: Path | None = typer.Option(
+        None,
+        "--artifacts",
+        help="Crash triage: write a repro bundle (package, inputs, environment, commands, "
+        "logs) into this folder.",
+    ),
+    exported_program: Path | None = typer.Option(
+        None,
+        "--exported-program",
+        help="Crash triage: the ExportedProgram (.pt2) of an AOTI-only package, to recompile "
+        "it with the debug printer.",
+    ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""
     specs = [parse_report_spec(spec) for spec in reports_to or []]
@@ -175,6 +210,11 @@ def check(
             "cache-dir": None if cache_dir is None else str(cache_dir),
             "baseline": None if baseline is None else str(baseline),
             "jobs": jobs,
+            "escalate": escalate,
+            "minify": minify,
+            "sanitizer": sanitizer,
+            "artifacts": None if artifacts is None else str(artifacts),
+            "exported-program": None if exported_program is None else str(exported_program),
         }
     )
     show_progress = fmt is Format.table and output is None and sys.stderr.isatty()
@@ -208,7 +248,7 @@ def check(
 
 @app.command()
 def inspect(
-    package: Path = typer.Argument(..., help="The .pt2 package to inspect."),
+    package: Path = typer.Argument(..., help="The .pt2 package to inspect.", readable=False),
     fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
 ) -> None:
     """Describe a package: models, devices, input contracts, dynamic dims. Loads no code."""
@@ -242,6 +282,66 @@ def list_codes(
             + "\n",
             None,
         )
+
+
+@app.command()
+def doctor(
+    devices: list[str] | None = typer.Option(
+        None,
+        "--device",
+        help="cpu, cuda or cuda:N to prove with the canary; repeatable. "
+        "Default: cpu, plus cuda when torch can use it.",
+        show_default=False,
+    ),
+    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+    reports_to: list[str] | None = typer.Option(
+        None,
+        "--report",
+        help="Also write the report as FORMAT:PATH (table or json); repeatable.",
+        show_default=False,
+    ),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds for each load and run step."),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Compile cache (the canary compiles once per host and torch version). "
+        "Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
+    ),
+    progress: bool | None = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="Say what is running on stderr. (default: when stderr is a terminal)",
+        show_default=False,
+    ),
+) -> None:
+    """Check this host can compile, load and run AOTI packages: facts plus a canary model."""
+    from aotipre.doctor import DoctorOptions, run_doctor
+    from aotipre.doctor.render import render as render_doctor
+    from aotipre.runner.stages import DynamicOptions
+
+    specs = [_doctor_report_spec(spec) for spec in reports_to or []]
+    show = sys.stderr.isatty() if progress is None else progress
+    dynamic = DynamicOptions(
+        timeout_s=timeout, cache_dir=str(cache_dir) if cache_dir is not None else None
+    )
+    result = run_doctor(
+        DoctorOptions(
+            devices=tuple(devices or ()), dynamic=dynamic, progress=_progress if show else None
+        )
+    )
+    _emit(render_doctor(result, fmt.value), None)
+    for name, path in specs:
+        _emit(render_doctor(result, name), Path(path))
+    if result.error is not None:
+        _say_error(result.error)
+    raise typer.Exit(int(result.exit_code))
+
+
+def _doctor_report_spec(spec: str) -> tuple[str, str]:
+    name, sep, path = spec.partition(":")
+    if not sep or not path or name not in ("table", "json"):
+        raise AotipreError(f"--report {spec!r}: use FORMAT:PATH with FORMAT table or json")
+    return name, path
 
 
 @app.command()
@@ -295,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         traceback.print_exc()
         return int(ExitCode.INTERNAL)
+    if result == 130:  # typer turns a Ctrl-C into a silent 130 (no command returns 130 itself)
+        sys.stderr.write("aotipre: interrupted\n")
     return int(result) if isinstance(result, int) else 0
 
 

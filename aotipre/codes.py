@@ -362,6 +362,63 @@ ALL_CODES: tuple[Code, ...] = (
         "The package's device type differs from the target device.",
         "recompile the ExportedProgram for the target device",
     ),
+    Code(
+        "AOT407",
+        "compiler-unusable",
+        E,
+        C.ENVIRONMENT,
+        "The C++ compiler AOTInductor uses is missing or cannot build a shared library, so no "
+        "package can be compiled on this host.",
+        "install g++ (or point $CXX at a working C++ compiler); precompiled packages can still load",
+    ),
+    Code(
+        "AOT408",
+        "directory-unusable",
+        E,
+        C.ENVIRONMENT,
+        "A directory AOTInductor extracts or builds code in is not writable, or is mounted "
+        "noexec so the .so files in it cannot be loaded.",
+        "point TMPDIR (package extraction) or TORCHINDUCTOR_CACHE_DIR (compiles) at a writable "
+        "directory on a mount without noexec",
+    ),
+    Code(
+        "AOT409",
+        "low-disk-space",
+        W,
+        C.ENVIRONMENT,
+        "A directory AOTInductor extracts packages or writes compiles into has little free space.",
+        "free space, or point TMPDIR / TORCHINDUCTOR_CACHE_DIR / --cache-dir elsewhere",
+    ),
+    Code(
+        "AOT410",
+        "libstdcxx-mismatch",
+        W,
+        C.ENVIRONMENT,
+        "The torch process loads an older libstdc++ than the one of the C++ compiler AOTInductor "
+        "builds with; compiled packages can fail to load or crash in the loader.",
+        "preload the compiler's libstdc++ (LD_PRELOAD), or build with a compiler that matches "
+        "the environment's libstdc++",
+    ),
+    Code(
+        "AOT411",
+        "canary-failed",
+        E,
+        C.ENVIRONMENT,
+        "A trivial canary model, compiled on this host, does not compile, load or run: this host "
+        "cannot run AOTInductor packages, whatever the model.",
+        "fix the host first: the message names the failing step and the evidence the crash; "
+        "`aotipre doctor` re-checks",
+    ),
+    Code(
+        "AOT412",
+        "host-crashes-every-package",
+        E,
+        C.ENVIRONMENT,
+        "Loading or running the model crashed, and so does a trivial canary model compiled on "
+        "this host: the host is at fault, not the model.",
+        "run `aotipre doctor` on this host for the diagnosis (compiler, libstdc++, directories), "
+        "then check the package again",
+    ),
     # 5: compile and load
     Code(
         "AOT501",
@@ -589,6 +646,77 @@ ALL_CODES: tuple[Code, ...] = (
         C.ACCURACY,
         "The ExportedProgram itself failed on the inputs, so outputs were not compared.",
         "the inputs may be invalid for the model; the evidence quotes the eager error",
+    ),
+    # 8: crash triage (the escalation ladder after a crashed run; aotipre.triage)
+    Code(
+        "AOT801",
+        "faulting-kernel",
+        I,
+        C.CRASH,
+        "Crash triage named the generated kernel that faulted, with its source, the model code it "
+        "fuses and its inputs' statistics (the report's diagnosis).",
+        "read the diagnosis; --artifacts DIR writes a repro bundle",
+    ),
+    Code(
+        "AOT802",
+        "misattributed-error",
+        W,
+        C.CRASH,
+        "The first error blamed one operation (e.g. a cuBLAS call), but a synchronous run shows an "
+        "earlier kernel faulting: the first error was a later symptom of that fault.",
+        "debug the kernel the diagnosis names, not the operation the first error blamed",
+    ),
+    Code(
+        "AOT803",
+        "kernel-index-out-of-range",
+        E,
+        C.RUNTIME,
+        "An index tensor the faulting kernel reads holds values outside the dimension it indexes "
+        "(e.g. a token id past the embedding table).",
+        "validate or clamp the index input before calling the model, or re-export with a larger "
+        "table",
+    ),
+    Code(
+        "AOT804",
+        "kernel-input-nonfinite",
+        W,
+        C.NAN,
+        "A tensor the faulting kernel reads holds NaN or Inf.",
+        "find the producer (the kernel launched before it) or check the model inputs",
+    ),
+    Code(
+        "AOT805",
+        "triage-inconclusive",
+        W,
+        C.CRASH,
+        "Crash triage could not name the faulting kernel (the crash did not reproduce, or no step "
+        "could run).",
+        "the triage stages say why; --artifacts DIR keeps every step's command and log",
+    ),
+    Code(
+        "AOT806",
+        "triage-needs-exported-program",
+        W,
+        C.CRASH,
+        "The package holds AOTI code only, so the triage steps that recompile (printer, NaN "
+        "asserts, minifier) could not run.",
+        "pass --exported-program FILE (torch.export.save of the same model)",
+    ),
+    Code(
+        "AOT807",
+        "minified-repro",
+        I,
+        C.CRASH,
+        "The AOTI minifier reduced the failing program to a minimal repro.py.",
+        "attach the repro to a bug report",
+    ),
+    Code(
+        "AOT808",
+        "sanitizer-report",
+        I,
+        C.CRASH,
+        "compute-sanitizer memcheck reported an invalid memory access (it names the kernel).",
+        "the evidence quotes its report",
     ),
 )
 

@@ -54,6 +54,12 @@ class Settings:
     cache_dir: str | None = None
     baseline: str | None = None
     jobs: int = 1
+    escalate: bool = True
+    """Crash triage after a run that crashed inside the model (aotipre.triage)."""
+    minify: bool = False
+    sanitizer: bool = False
+    artifacts: str | None = None
+    exported_program: str | None = None
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -99,6 +105,17 @@ class Settings:
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
             )
+        triage = None
+        if not self.static_only:
+            from aotipre.triage.escalate import TriageOptions
+
+            triage = TriageOptions(
+                escalate=self.escalate,
+                minify=self.minify,
+                sanitizer=self.sanitizer,
+                artifacts=self.artifacts,
+                exported_program=self.exported_program,
+            )
         return CheckOptions(
             inputs=inputs,
             model=model,
@@ -106,6 +123,7 @@ class Settings:
             static_only=self.static_only,
             fail_on=self.fail_on,
             dynamic=dynamic,
+            triage=triage,
             progress=progress,
             select=self.select,
             ignore=self.ignore,
@@ -237,6 +255,16 @@ KEYS: tuple[Key, ...] = (
     Key("cache-dir", "cache_dir", _path, "compile cache folder"),
     Key("baseline", "baseline", _path, "baseline file of accepted findings", per_package=False),
     Key("jobs", "jobs", _integer(1), "packages checked in parallel", per_package=False),
+    Key("escalate", "escalate", _bool, "run crash triage after a run crashes in the model"),
+    Key("minify", "minify", _bool, "crash triage: run the AOTI minifier (slow)"),
+    Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),
+    Key("artifacts", "artifacts", _path, "crash triage: write a repro bundle into this folder"),
+    Key(
+        "exported-program",
+        "exported_program",
+        _path,
+        "crash triage: the ExportedProgram (.pt2) of an AOTI-only package",
+    ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 INPUTS_TABLE = "inputs"

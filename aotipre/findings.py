@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aotipre.triage.diagnosis import Diagnosis
 
 
 class Severity(str, enum.Enum):
@@ -179,6 +182,8 @@ class Report:
     tool_version: str = ""
     host: dict[str, Any] | None = None
     """The host (this machine or --target) the compatibility checks ran against."""
+    diagnosis: list[Diagnosis] = field(default_factory=list)
+    """Crash triage's conclusion, one per model whose run crashed and was escalated."""
 
     @property
     def verdict(self) -> Verdict:
@@ -218,6 +223,7 @@ class Report:
             "host": self.host,
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
+            "diagnosis": [d.to_dict() for d in self.diagnosis],
             "summary": self.counts(),
         }
 

@@ -10,6 +10,7 @@ from tabulate import tabulate
 from aotipre.findings import Report, Severity
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.report.common import combined_counts, combined_verdict, counts_text, worst_exit_code
+from aotipre.triage.diagnosis import Diagnosis
 
 _MSG_WIDTH = 70
 
@@ -53,6 +54,9 @@ def render_report(report: Report) -> str:
             )
         )
         lines.append("")
+    for diagnosis in report.diagnosis:
+        lines.extend(_diagnosis_lines(diagnosis))
+        lines.append("")
     counts = report.counts()
     summary = ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(list(Severity)))
     lines.append(
@@ -62,6 +66,55 @@ def render_report(report: Report) -> str:
     if report.error:
         lines.append(f"could not check: {report.error}")
     return "\n".join(lines) + "\n"
+
+
+_SOURCE_LINES = 40
+
+
+def _diagnosis_lines(d: Diagnosis) -> list[str]:
+    """Crash triage's conclusion: kernel, how it was found, what it computes, its inputs."""
+    import textwrap
+
+    by = f" (named by {d.identified_by})" if d.identified_by else ""
+    lines = [f"diagnosis ({d.model}): {d.kernel or 'no kernel named'}{by}"]
+
+    def field(label: str, values: Sequence[str]) -> None:
+        first = True
+        for value in values:
+            wrapped = textwrap.wrap(value, 96, break_long_words=False) or [""]
+            for part in wrapped:
+                lines.append(f"  {label if first else '':<13}{part}")
+                first = False
+
+    field("verdict", [d.verdict])
+    if d.misattributed:
+        field("first error", [f"{d.first_error} (misattributed: a later symptom)"])
+    field("evidence", list(d.evidence))
+    if d.fused_nodes or d.aten_ops:
+        field(
+            "fuses",
+            [", ".join(d.fused_nodes) + (f" ({', '.join(d.aten_ops)})" if d.aten_ops else "")],
+        )
+    field("model code", list(d.source_lines))
+    field("inputs", [t.describe() for t in d.inputs])
+    if d.bound is not None:
+        via = (
+            f" (index read from {d.bound.pointer} = {d.bound.argument})" if d.bound.argument else ""
+        )
+        field("index check", [f"{d.bound.line}{via}"])
+    if d.launches:
+        field("launches", [" -> ".join(d.launches)])
+    if d.repro:
+        field("repro", [d.repro])
+    field("note", list(d.notes))
+    if d.kernel_source:
+        src = d.kernel_source.splitlines()
+        where = f" ({d.kernel_source_from})" if d.kernel_source_from else ""
+        lines.append(f"  kernel source{where}:")
+        lines.extend(f"    {line}" for line in src[:_SOURCE_LINES])
+        if len(src) > _SOURCE_LINES:
+            lines.append(f"    ... ({len(src) - _SOURCE_LINES} more lines in the JSON report)")
+    return lines
 
 
 def render_reports(reports: Sequence[Report]) -> str:

@@ -56,7 +56,7 @@ from aotipre.runner.synth import (
 #   loads, the crash was the environment's libstdc++ (AOT515), not the model, and the remaining
 #   stages run with the preload (the stages' env says so).
 
-__all__ = ["DynamicOptions", "STAGES", "run_dynamic_stages"]
+__all__ = ["DynamicOptions", "RunCrash", "STAGES", "run_dynamic_stages"]
 
 STAGES = ("compile", "load", "run", "compare", "probe")
 """The stage names, in order, as they appear in StageResult.name and Finding.stage."""
@@ -140,6 +140,37 @@ class StepRecord:
         return err if isinstance(err, dict) else {}
 
 
+@dataclass(frozen=True)
+class RunCrash:
+    """A run step that failed inside the compiled model, handed to crash triage (aotipre.triage)
+    while the session's files (the loaded package, the step's log) still exist."""
+
+    package: PackageInfo
+    model: ModelInfo
+    aoti_package: str
+    """The package the run loaded: the archive itself, a compile-cache entry or a fresh compile."""
+    aoti_model: str
+    """The model name inside `aoti_package`."""
+    compiled_with: Mapping[str, Any] | None
+    """The inductor_configs aotipre compiled `aoti_package` with; None: the archive's own code."""
+    device: str
+    inputs: Mapping[str, Any]
+    """The worker's inputs spec (`{"kind": "file" | "member" | "synth", ...}`)."""
+    inputs_note: str
+    record: StepRecord
+    failure: Failure
+    findings: tuple[Finding, ...]
+    """What the run stage reported for it (AOT602, AOT603, ...)."""
+    env: Mapping[str, str]
+    """Environment the workers got on top of os.environ (options.extra_env, LD_PRELOAD, ...)."""
+    options: DynamicOptions
+    eager: str
+    """What the ExportedProgram did eagerly on the same inputs: ok, failed, not run."""
+    eager_error: str = ""
+    host: Mapping[str, Any] = field(default_factory=dict)
+    """Host traits of the compile-cache key (CPU ISA, GPU architecture)."""
+
+
 @dataclass
 class _Step:
     id: str
@@ -159,6 +190,7 @@ def run_dynamic_stages(
     inputs_member: str | None,
     options: DynamicOptions,
     progress: Callable[[str], None] | None = None,
+    on_run_crash: Callable[[RunCrash], None] | None = None,
 ) -> tuple[list[StageResult], list[Finding]]:
     """Compile (if needed), load, run, compare and probe one model in isolated torch workers.
 
@@ -167,8 +199,11 @@ def run_dynamic_stages(
     and the run stage's detail says how. Returns one StageResult per stage in `STAGES` (each
     passed, failed, skipped with a reason, or error when it could not run) and the findings.
     Never raises because a worker crashed or hung; raises UsageError for a bad `device`.
+    `on_run_crash` is called with a RunCrash when the run step failed inside the model (not an
+    input check or a timeout), while the session's files still exist (crash triage).
     """
     session = _Session(package, model, inputs_path, inputs_member, options, progress)
+    session.on_run_crash = on_run_crash
     try:
         return session.execute()
     finally:
@@ -202,6 +237,8 @@ class _Session:
         self.inputs_member = inputs_member
         self.opts = options
         self.progress = progress
+        self.on_run_crash: Callable[[RunCrash], None] | None = None
+        self._inputs_spec: dict[str, Any] = {}
         self.device = options.device or model.device_type or "cpu"
         self.device_type, self.device_index = parse_device(self.device)
         self.workdir = tempfile.mkdtemp(prefix="aotipre-")
@@ -254,6 +291,7 @@ class _Session:
             inputs, shapes = self._plan_inputs()
         except (PlanError, InputsError) as exc:
             return self._all_skipped(f"no inputs to run with: {exc}", error=True), []
+        self._inputs_spec = inputs
 
         steps: list[_Step] = []
         compile_started = time.monotonic()
@@ -895,8 +933,34 @@ class _Session:
         note = ""
         if fail.kind != "input_check" and self.records.get("eager") is not None:
             note = f" ({self._eager_note()})"
+        before = len(self.findings)
         self._run_failure_findings(fail, r, "run", "running the model", note)
+        if self.on_run_crash is not None and fail.kind not in ("input_check", "timeout"):
+            self.on_run_crash(self._run_crash(r, fail, self.findings[before:]))
         return self._stage("run", StageStatus.FAILED, f"{detail_inputs}; {fail.summary}", [r])
+
+    def _run_crash(self, r: StepRecord, fail: Failure, findings: list[Finding]) -> RunCrash:
+        eager = self.records.get("eager")
+        state = "not run" if eager is None else ("ok" if _ok(eager) else "failed")
+        err = eager.error if eager is not None else {}
+        return RunCrash(
+            package=self.package,
+            model=self.model,
+            aoti_package=self.aoti_package or os.path.abspath(self.package.path),
+            aoti_model=self.aoti_model,
+            compiled_with=dict(self.opts.inductor_configs) if "compile" in self.records else None,
+            device=self.device,
+            inputs=self._inputs_spec,
+            inputs_note=self.inputs_note,
+            record=r,
+            failure=fail,
+            findings=tuple(findings),
+            env={**self.opts.extra_env, **self.extra_env},
+            options=self.opts,
+            eager=state,
+            eager_error=f"{err.get('type')}: {_first(err.get('message'))}" if err else "",
+            host=_host_traits(self.device_type),
+        )
 
     def _eager_note(self) -> str:
         """What the ExportedProgram did on the same inputs, for a failed compiled run."""
@@ -1504,6 +1568,13 @@ def _host_traits(device_type: str) -> dict[str, Any]:
 
 
 def find_system_libstdcxx() -> str | None:
+    """The libstdc++ to preload after a load crash: the one of the C++ compiler AOTI builds with
+    (what the compiled .so was linked against), else the first system one that exists."""
+    from aotipre.doctor.toolchain import compiler_libstdcxx
+
+    lib = compiler_libstdcxx()
+    if lib is not None:
+        return lib
     for path in SYSTEM_LIBSTDCXX:
         if os.path.isfile(path):
             return path

@@ -96,20 +96,35 @@ class Recorder:
 class StepLog:
     """Redirects file descriptor 2 into a per-step log file, then copies it to the real stderr."""
 
-    def __init__(self, path: str, real_fd: int) -> None:
+    def __init__(self, path: str, real_fd: int, stdout: bool = False) -> None:
         self.path = path
         self.real_fd = real_fd
         self.text = ""
+        self.stdout = stdout
+        """Also redirect file descriptor 1 (crash triage: the intermediate value printer
+        writes to stdout; both streams share one file offset, so their lines interleave)."""
+        self.saved_stdout: int | None = None
 
     def __enter__(self) -> StepLog:
         sys.stderr.flush()
         self.file = open(self.path, "w+b")  # noqa: SIM115 - closed in __exit__
+        if self.stdout:
+            sys.stdout.flush()
+            self.saved_stdout = os.dup(1)
+            os.dup2(self.file.fileno(), 1)
         os.dup2(self.file.fileno(), 2)
         return self
 
     def __exit__(self, *exc: object) -> None:
         with contextlib.suppress(Exception):
             sys.stderr.flush()
+        if self.saved_stdout is not None:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+            _flush_c_stdio()
+            os.dup2(self.saved_stdout, 1)
+            os.close(self.saved_stdout)
+            self.saved_stdout = None
         os.dup2(self.real_fd, 2)
         size = self.file.seek(0, os.SEEK_END)
         self.file.seek(max(0, size - LOG_TAIL_BYTES))
@@ -118,6 +133,23 @@ class StepLog:
         with contextlib.suppress(OSError):
             os.write(self.real_fd, data)
         self.text = data.decode("utf-8", errors="replace")
+
+
+def _flush_c_stdio() -> None:
+    """fflush(NULL): C stdio buffers (the printer's printf) are not Python's."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+
+
+def _unbuffer_c_stdout() -> None:
+    """Make C stdout unbuffered, so printer lines reach the log before a crash (glibc)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.setvbuf(ctypes.c_void_p.in_dll(libc, "stdout"), None, 2, 0)  # _IONBF
 
 
 def exception_info(exc: BaseException) -> dict[str, Any]:
@@ -557,6 +589,7 @@ class Worker:
             self.rec.flush()
             self.marker(f"start {sid}")
             limit = compile_timeout if step["op"] == "compile" else timeout
+            limit = float(step.get("timeout_s") or limit)
             entry: dict[str, Any] = {"op": step["op"]}
             unmet = [
                 r
@@ -570,7 +603,7 @@ class Worker:
                 self.rec.flush()
                 continue
             started = time.monotonic()
-            with StepLog(log_path, self.real_fd) as log:
+            with StepLog(log_path, self.real_fd, bool(self.job.get("capture_stdout"))) as log:
                 faulthandler.dump_traceback_later(limit, exit=True)
                 try:
                     getattr(self, f"op_{step['op']}")(step, entry)
@@ -715,6 +748,52 @@ class Worker:
                 return
             entry["compare"] = compare_outputs(out, ref, self.job.get("rtol"), self.job.get("atol"))
 
+    # -- crash-triage ops (aotipre.triage)
+
+    def op_save_inputs(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """torch.save the run's inputs as `(args, kwargs)` on the CPU (for a repro bundle)."""
+        args, kwargs = self.get_inputs(entry)
+        cpu = pytree.tree_map(
+            lambda x: x.detach().cpu() if isinstance(x, torch.Tensor) else x, (args, kwargs)
+        )
+        os.makedirs(os.path.dirname(step["out"]) or ".", exist_ok=True)
+        torch.save(cpu, step["out"])
+        entry["inputs"] = [tensor_summary(t) for t in flat_tensors((args, kwargs))]
+        entry["out"] = step["out"]
+
+    def op_minify(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Run the AOTI minifier on the ExportedProgram with the failing inputs as its example
+        inputs (torch._dynamo.repro.aoti.run_repro, command `minify`); it writes repro.py into
+        `out_dir` (its working directory) and checkpoints under `out_dir`/debug."""
+        ep = self.get_ep()
+        args, kwargs = self.get_inputs(entry)
+        ep.example_inputs = (tuple(args), dict(kwargs))
+        out_dir = step["out_dir"]
+        os.makedirs(out_dir, exist_ok=True)
+        import torch._dynamo.config as dynamo_config
+        from torch._dynamo.repro.aoti import run_repro
+
+        dynamo_config.debug_dir_root = os.path.join(out_dir, "debug")
+        configs = {**dict(step.get("inductor_configs") or {}), "aot_inductor.package": True}
+        saved_argv, saved_cwd = sys.argv, os.getcwd()
+        sys.argv = sys.argv[:1]  # run_repro parses sys.argv when it holds more than the script
+        os.chdir(out_dir)
+        try:
+            self.phase(entry, "minify")
+            with torch.no_grad():
+                run_repro(
+                    ep,
+                    config_patches=configs,
+                    command="minify",
+                    save_dir=os.path.join(out_dir, "save"),
+                    check_str=step.get("check_str"),
+                )
+        finally:
+            sys.argv = saved_argv
+            os.chdir(saved_cwd)
+        repro = os.path.join(out_dir, "repro.py")
+        entry["repro"] = repro if os.path.isfile(repro) else None
+
     def ordered_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """kwargs in the order of the model's in_spec (the order AOTI flattens them in)."""
         if self.runner is None or not kwargs:
@@ -726,6 +805,130 @@ class Worker:
             return reorder_kwargs(kwargs, in_spec)
         except Exception:
             return kwargs
+
+    # -- host ops (aotipre doctor and the check canary)
+
+    def op_facts(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """What this torch process is: versions, build, CUDA, compiler choice, loaded libraries."""
+        entry["facts"] = host_facts(bool(step.get("cuda_devices")))
+
+    def op_canary_program(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Export the canary (a trivial model) and save it as an ExportedProgram-only .pt2."""
+        import tempfile
+
+        torch.manual_seed(0)
+        program = torch.export.export(CanaryModel().eval(), (torch.randn(2, 8),))
+        out = step["out"]
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".tmp-canary-", dir=os.path.dirname(out))
+        try:
+            path = os.path.join(tmp, os.path.basename(out))
+            torch.export.save(program, path)
+            os.replace(path, out)
+        finally:
+            with contextlib.suppress(OSError):
+                os.rmdir(tmp)
+        entry["package"] = out
+
+
+class CanaryModel(torch.nn.Module):
+    """The doctor's canary: a weight (constants inside the .so), an extern matmul, a fused kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(x)) + 1.0
+
+
+def host_facts(cuda_devices: bool) -> dict[str, Any]:
+    """Facts only a torch process knows; every probe is guarded, none may fail the step."""
+    facts: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "torch": {
+            "version": torch.__version__,
+            "file": torch.__file__,
+            "git_version": getattr(torch.version, "git_version", None),
+            "cuda": torch.version.cuda,
+            "hip": getattr(torch.version, "hip", None),
+            "debug": bool(getattr(torch.version, "debug", False)),
+            "cxx11_abi": _guard(lambda: bool(torch._C._GLIBCXX_USE_CXX11_ABI)),
+            "built_with": _guard(lambda: _build_compiler(torch.__config__.show())),
+        },
+    }
+    cuda: dict[str, Any] = {"available": _guard(torch.cuda.is_available)}
+    if cuda["available"]:
+        cuda["device_count"] = _guard(torch.cuda.device_count)
+        cuda["driver_api"] = _guard(lambda: torch._C._cuda_getDriverVersion())  # type: ignore[attr-defined]
+        if cuda_devices:
+            devices = []
+            for i in range(int(cuda["device_count"] or 0)):
+                props = torch.cuda.get_device_properties(i)
+                devices.append(
+                    {
+                        "index": i,
+                        "name": props.name,
+                        "capability": f"{props.major}.{props.minor}",
+                        "memory_bytes": int(props.total_memory),
+                    }
+                )
+            cuda["devices"] = devices
+    facts["cuda"] = cuda
+    compiler: dict[str, Any] = {"env_cxx": os.environ.get("CXX")}
+    with contextlib.suppress(Exception):
+        from torch._inductor import config as inductor_config
+
+        compiler["config_cxx"] = repr(inductor_config.cpp.cxx)
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        compiler["chosen"] = get_cpp_compiler()
+    except Exception as exc:
+        compiler["error"] = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
+    facts["compiler"] = compiler
+    facts["inductor_cache_dir"] = _guard(_inductor_cache_dir)
+    facts["tempdir"] = _guard(lambda: __import__("tempfile").gettempdir())
+    facts["loaded_libraries"] = _guard(_loaded_runtime_libraries)
+    return facts
+
+
+def _guard(fn: Any) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def _build_compiler(config_text: str) -> str | None:
+    """`GCC 13.3` (or the clang line) from torch.__config__.show()."""
+    for line in config_text.splitlines():
+        text = line.strip().lstrip("- ").strip()
+        if text.startswith(("GCC ", "clang ", "Clang ", "MSVC ")):
+            return text
+    return None
+
+
+def _inductor_cache_dir() -> str:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:  # torch < 2.6 layout
+        from torch._inductor.runtime.runtime_utils import cache_dir  # type: ignore[no-redef]
+    return str(cache_dir())
+
+
+def _loaded_runtime_libraries() -> list[str]:
+    """Paths of the C++ runtime libraries mapped into this process (libstdc++, libgcc_s)."""
+    found: list[str] = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split(None, 5)
+            path = parts[5].strip() if len(parts) == 6 else ""
+            name = os.path.basename(path)
+            if name.startswith(("libstdc++.so", "libgcc_s.so", "libc++.so")) and path not in found:
+                found.append(path)
+    return found
 
 
 def _has_leaves(tree: Any) -> bool:
@@ -751,6 +954,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"worker: job protocol {job.get('protocol')!r}, expected {PROTOCOL}\n")
         return 65
     faulthandler.enable(all_threads=True)
+    if job.get("capture_stdout"):
+        _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
     recorder.flush()
     with _real_stderr() as real_fd:

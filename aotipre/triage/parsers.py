@@ -1,0 +1,801 @@
+"""Pure parsers for crash triage: printer output, device asserts, cuBLAS and sanitizer errors,
+and the generated code (kernel sources, call sites, source-node comments, index checks)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aotipre.runner.classify import decisive_lines
+from aotipre.triage.diagnosis import IndexBound, TensorStats
+
+__all__ = [
+    "BlamedOp",
+    "FxNode",
+    "LaunchFault",
+    "SanitizerHit",
+    "blamed_op",
+    "device_assert_kernels",
+    "faulting_launch",
+    "first_error",
+    "fx_nodes",
+    "index_bounds",
+    "index_pointer",
+    "kernel_call_args",
+    "kernel_call_order",
+    "kernel_params",
+    "kernel_source",
+    "launches",
+    "match_nodes",
+    "parse_tensor_blocks",
+    "sanitizer_hits",
+    "source_node_comment",
+]
+
+# --------------------------------------------------------------------------------------------
+# The intermediate value printer (aot_inductor.debug_intermediate_value_printer)
+
+_LAUNCH = re.compile(r"^\[ (before_launch|after_launch): (\S+) \]\s*$")
+_BLOCK = re.compile(
+    r"^\[\s*(?:(?P<model>aoti_model_inputs)|(?P<when>before_launch|after_launch) - (?P<kernel>\S+))"
+    r" - (?P<name>[^\]:]+?)(?::\s*(?P<scalar>-?[\w.+-]+))?\s*\]:?(?P<rest>.*)$"
+)
+_TYPE_LINE = re.compile(
+    r"^\[ (?P<dev>CPU|CUDA|MPS|XPU|HIP|Meta)?(?P<type>\w+?)Type\{(?P<dims>[\d,]*)\} \]$"
+)
+_STAT = re.compile(
+    r"^(?P<key>Number of elements|Dtype|Mean value|Min value|Max value|Device|Size|Stride)"
+    r":\s*(?P<value>.*)$"
+)
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?|nan|inf)", re.IGNORECASE)
+_SCALE = re.compile(r"^\s*([-+]?\d+(?:\.\d*)?e[-+]?\d+)\s*\*\s*$", re.IGNORECASE)
+_NONFINITE = re.compile(r"\b(?:nan|inf)\b", re.IGNORECASE)
+_CPP_TYPES = {
+    "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8",
+    "Bool": "bool", "Float": "float32", "Double": "float64", "Half": "float16",
+    "BFloat16": "bfloat16",
+}  # fmt: skip
+_DTYPE_TEXT = {
+    "long int": "int64", "int": "int32", "short int": "int16", "signed char": "int8",
+    "unsigned char": "uint8", "bool": "bool", "float": "float32", "double": "float64",
+    "float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "c10::Half": "float16",
+    "c10::BFloat16": "bfloat16",
+}  # fmt: skip
+
+
+def launches(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """The level-3 printer's `[ before_launch: K ]` / `[ after_launch: K ]` events, in order."""
+    out = []
+    for line in lines:
+        m = _LAUNCH.match(line.strip())
+        if m:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
+@dataclass(frozen=True)
+class LaunchFault:
+    """The printer's verdict: the last kernel launched whose after_launch never came."""
+
+    kernel: str
+    previous: str | None
+    """The kernel launched before it (a likely producer of its inputs)."""
+    tail: tuple[str, ...]
+    """The last few launches, oldest first, ending with `kernel`."""
+    evidence: tuple[str, ...]
+
+
+def faulting_launch(events: list[tuple[str, str]], tail: int = 6) -> LaunchFault | None:
+    """The last `before_launch` without its `after_launch`; None when every launch finished."""
+    order: list[str] = []
+    pending: list[int] = []
+    for event, kernel in events:
+        if event == "before_launch":
+            order.append(kernel)
+            pending.append(len(order) - 1)
+        else:
+            for i in range(len(pending) - 1, -1, -1):
+                if order[pending[i]] == kernel:
+                    del pending[i]
+                    break
+    if not pending:
+        return None
+    at = pending[-1]
+    kernel = order[at]
+    previous = next((k for k in reversed(order[:at]) if k != kernel), None)
+    shown = tuple(order[max(0, at - tail + 1) : at + 1])
+    evidence = [f"[ after_launch: {k} ]" for k in order[at - 1 : at]] if at else []
+    evidence.append(f"[ before_launch: {kernel} ]  <- no after_launch: the faulting launch")
+    return LaunchFault(kernel, previous, shown, tuple(evidence))
+
+
+@dataclass
+class _Block:
+    name: str
+    kernel: str | None
+    when: str
+    scalar: float | None = None
+    stats: dict[str, str] = field(default_factory=dict)
+    type_line: tuple[str, str, tuple[int, ...]] | None = None
+    count: int = 0
+    lo: float = math.inf
+    hi: float = -math.inf
+    total: float = 0.0
+    nan: int = 0
+    inf: int = 0
+    scale: float = 1.0
+    values_ok: bool = True
+
+
+def parse_tensor_blocks(
+    lines: Iterable[str], kernels: Iterable[str] | None = None
+) -> list[TensorStats]:
+    """Level-2 printer blocks (`[  before_launch - K - arg1_1  ]:` + values + stats), streamed.
+
+    torch 2.13 prints statistics lines (Number of elements, Dtype, Mean/Min/Max value, Device,
+    Size, Stride); older versions print only the values and a `[ CPULongType{2,5} ]` line, so
+    min/max/mean and NaN/Inf counts are also computed from the values as they stream by.
+    `kernels`: keep only blocks of these kernels (and the model-input blocks).
+    """
+    wanted = {k.lower() for k in kernels} if kernels is not None else None
+    out: list[TensorStats] = []
+    block: _Block | None = None
+    for raw in lines:
+        line = raw.rstrip("\n")
+        stripped = line.strip()
+        m = _BLOCK.match(stripped)
+        if m:
+            if block is not None:
+                out.append(_finish(block))
+            kernel = m.group("kernel")
+            when = "model_input" if m.group("model") else m.group("when")
+            block = _Block(name=m.group("name").strip(), kernel=kernel, when=when)
+            if wanted is not None and kernel is not None and kernel.lower() not in wanted:
+                block = None
+            elif m.group("scalar") is not None:
+                block.scalar = _to_float(m.group("scalar"))
+                out.append(_finish(block))
+                block = None
+            elif m.group("rest").strip():
+                _values(block, m.group("rest"))
+            continue
+        if block is None:
+            continue
+        if _LAUNCH.match(stripped) or not stripped and block.stats:
+            out.append(_finish(block))
+            block = None
+            continue
+        t = _TYPE_LINE.match(stripped)
+        if t:
+            dims = tuple(int(d) for d in t.group("dims").split(",") if d)
+            block.type_line = (t.group("dev"), t.group("type"), dims)
+            continue
+        s = _STAT.match(stripped)
+        if s:
+            block.stats[s.group("key")] = s.group("value").strip()
+            continue
+        if stripped.startswith(("Layout:", "Is contiguous:", "Requires grad:")):
+            continue
+        _values(block, stripped)
+    if block is not None:
+        out.append(_finish(block))
+    return out
+
+
+def _values(block: _Block, text: str) -> None:
+    if not block.values_ok or block.stats:
+        return
+    sc = _SCALE.match(text)
+    if sc:
+        block.scale = float(sc.group(1))
+        return
+    if re.match(r"^\(\d+(?:,\d+)*,?[.,]*\) = ?$", text.replace(" ", "")) or text.startswith("("):
+        return  # `(1,.,.) =` slice headers of a 3-d print
+    if "Columns" in text:
+        return
+    for tok in _NUMBER.findall(text):
+        v = _to_float(tok)
+        if v is None:
+            continue
+        v *= block.scale
+        block.count += 1
+        if math.isnan(v):
+            block.nan += 1
+            continue
+        if math.isinf(v):
+            block.inf += 1
+        block.lo = min(block.lo, v)
+        block.hi = max(block.hi, v)
+        block.total += v
+
+
+def _finish(b: _Block) -> TensorStats:
+    if b.scalar is not None:
+        return TensorStats(name=b.name, kernel=b.kernel, when=b.when, scalar=b.scalar)
+    st = b.stats
+    dtype = None
+    device = None
+    shape: tuple[int, ...] | None = None
+    if b.type_line is not None:
+        dev, typ, dims = b.type_line
+        dtype = _CPP_TYPES.get(typ, typ.lower())
+        device = (
+            "cuda" if dev.upper().startswith("CUDA") else ("cpu" if dev.upper() == "CPU" else None)
+        )
+        shape = dims
+    if "Dtype" in st:
+        dtype = _DTYPE_TEXT.get(st["Dtype"], dtype or st["Dtype"])
+    if "Device" in st:
+        device = st["Device"]
+    if "Size" in st:
+        shape = _int_list(st["Size"]) or shape
+    stride = _int_list(st["Stride"]) if "Stride" in st else None
+    numel = _to_int(st.get("Number of elements"))
+    computed = b.count > 0
+    lo = (
+        _to_float(st["Min value"])
+        if "Min value" in st
+        else (b.lo if computed and b.lo <= b.hi else None)
+    )
+    hi = (
+        _to_float(st["Max value"])
+        if "Max value" in st
+        else (b.hi if computed and b.lo <= b.hi else None)
+    )
+    finite = b.count - b.nan
+    mean = (
+        _to_float(st["Mean value"])
+        if "Mean value" in st
+        else (b.total / finite if computed and finite > 0 else None)
+    )
+    if numel is None and computed:
+        numel = b.count
+    nonfinite = bool(b.nan or b.inf) or any(
+        v is not None and not math.isfinite(v) for v in (lo, hi, mean)
+    )
+    return TensorStats(
+        name=b.name,
+        kernel=b.kernel,
+        when=b.when,
+        dtype=dtype,
+        shape=shape,
+        stride=stride,
+        device=device,
+        numel=numel,
+        min=lo,
+        max=hi,
+        mean=mean,
+        nan=b.nan if computed else None,
+        inf=b.inf if computed else None,
+        has_nonfinite=nonfinite,
+    )
+
+
+def _to_float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    t = text.strip().rstrip("L").lower()
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def _to_int(text: str | None) -> int | None:
+    try:
+        return int(str(text).strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _int_list(text: str) -> tuple[int, ...] | None:
+    items = re.findall(r"-?\d+", text)
+    return tuple(int(i) for i in items) if items or text.strip() in ("[]", "") else None
+
+
+# --------------------------------------------------------------------------------------------
+# Errors in run logs
+
+
+_INDEX_CHECK = re.compile(r"index out of bounds: 0 <= (?P<var>\w+) < (?P<upper>\d+)L?")
+_TRITON_ASSERT = re.compile(
+    r"^(?P<file>\S+?):(?P<line>\d+): (?P<func>\w+): block: \[[\d,]+\], thread: \[[\d,]+\] "
+    r"Assertion `(?P<msg>.*)` failed\.?"
+)
+_ERROR_TIERS = (
+    # 0: the error message itself
+    re.compile(
+        r"CUDA (?:driver )?error:|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|^Error: |^\w*(?:Error|Exception): "
+        r"|what\(\):|^index out of bounds|Unknown exception|illegal memory access"
+    ),
+    # 1: device assertions and where an exception was raised
+    re.compile(r"Assertion `|Exception raised from|device-side assert"),
+    # 2: generic wrappers and crash banners
+    re.compile(r"API call failed|Segmentation fault|Fatal Python error|Aborted"),
+)
+_AOTI_OP = re.compile(r"\b(aoti_torch_(?:cuda|cpu)_\w+)")
+_RAISED_FROM = re.compile(r"Exception raised from (\w+) at ")
+_LATER_SYMPTOM = re.compile(
+    r"CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cublas\w*Error|unspecified launch failure"
+    r"|cudaErrorLaunchFailure|illegal memory access|device-side assert triggered"
+)
+_CALLING = re.compile(r"when calling `([^`]+)`")
+
+
+def first_error(*texts: str) -> str | None:
+    """The error a user sees first: the first error message (`Error: CUDA error: ...`,
+    `RuntimeError: ...`), else the first device assertion, else a generic wrapper line (torch
+    2.11's `run_func_(...) API call failed`) or a crash banner; verbatim, cut at 400 chars."""
+    best: tuple[int, str] | None = None
+    for text in texts:
+        for raw in (text or "").splitlines():
+            line = raw.strip()
+            if not line or line.startswith("@@aotipre"):
+                continue
+            for tier, pattern in enumerate(_ERROR_TIERS):
+                if pattern.search(line) and (best is None or tier < best[0]):
+                    if tier == 0 and _GENERIC.search(line):
+                        continue
+                    best = (tier, line)
+                    break
+            if best is not None and best[0] == 0:
+                break
+        if best is not None and best[0] == 0:
+            break
+    if best is None:
+        return None
+    line = best[1].replace(" (most recent call first):", "")
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
+_GENERIC = re.compile(r"API call failed")
+
+
+def index_bounds(text: str) -> list[IndexBound]:
+    """Every `index out of bounds: 0 <= tmpN < SIZE` check or message in the text."""
+    out: list[IndexBound] = []
+    seen: set[tuple[str, int]] = set()
+    for m in _INDEX_CHECK.finditer(text or ""):
+        key = (m.group("var"), int(m.group("upper")))
+        if key not in seen:
+            seen.add(key)
+            out.append(IndexBound(m.group("var"), int(m.group("upper")), m.group(0)))
+    return out
+
+
+def device_assert_kernels(text: str) -> list[str]:
+    """Kernel names of Triton device-assert lines (`file.py:24: triton_poi_...: block: ...`)."""
+    out: list[str] = []
+    for raw in (text or "").splitlines():
+        m = _TRITON_ASSERT.match(raw.strip())
+        if m and m.group("func") not in ("unknown", "") and m.group("func") not in out:
+            out.append(m.group("func"))
+    return out
+
+
+@dataclass(frozen=True)
+class BlamedOp:
+    """What the first error of a run points at."""
+
+    name: str
+    """A generated kernel (`cpp_fused_...`, `triton_...`) or an extern op (`aoti_torch_cuda_mm_out`)."""
+    line: str
+    """The error line that blames it."""
+    later_symptom: bool
+    """The error is of a kind that CUDA reports at a later call than the one that caused it
+    (cuBLAS/cuDNN status errors, illegal memory access, device-side assert triggered)."""
+
+
+def blamed_op(text: str) -> BlamedOp | None:
+    """What the run's error blames: the function named by `Exception raised from`, else the
+    first `aoti_torch_<device>_<op>` in the error and its stack, else a kernel the log names."""
+    from aotipre.runner.classify import kernel_names
+
+    text = text or ""
+    line = first_error(text) or ""
+    later = bool(_LATER_SYMPTOM.search(text))
+    for m in _RAISED_FROM.finditer(text):
+        name = m.group(1)
+        if name.startswith(("aoti_torch_", "cpp_", "triton_")):
+            return BlamedOp(name, line, later)
+    op = _AOTI_OP.search(text)
+    if op:
+        calling = _CALLING.search(text)
+        shown = line or (f"error when calling `{calling.group(1)}`" if calling else op.group(1))
+        return BlamedOp(op.group(1), shown, later)
+    names = device_assert_kernels(text) or kernel_names(text)
+    if names:
+        return BlamedOp(names[0], line, later)
+    return None
+
+
+@dataclass(frozen=True)
+class SanitizerHit:
+    """One compute-sanitizer error record."""
+
+    what: str
+    """`Invalid __global__ read of size 4 bytes`."""
+    kernel: str | None
+    lines: tuple[str, ...]
+
+
+_SAN_ERROR = re.compile(r"^=+ (Invalid __\w+__ (?:read|write|atomic).*|Out-of-range .*|.*Error.*)$")
+_SAN_AT = re.compile(r"^=+\s+at (?:0x[0-9a-f]+ in )?(?P<func>[\w:]+?)(?:\(|\+0x| in |$)")
+
+
+def sanitizer_hits(text: str, limit: int = 5) -> list[SanitizerHit]:
+    """compute-sanitizer's error records (memcheck): what, the kernel, the record's lines."""
+    out: list[SanitizerHit] = []
+    current: list[str] = []
+    what = ""
+    kernel: str | None = None
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line.startswith("="):
+            continue
+        m = _SAN_ERROR.match(line)
+        if m and "ERROR SUMMARY" not in line and not line.startswith("========= Program hit"):
+            if current:
+                out.append(SanitizerHit(what, kernel, tuple(current)))
+            what, kernel, current = m.group(1).strip(), None, [line]
+            continue
+        if current:
+            a = _SAN_AT.match(line)
+            if a and kernel is None:
+                kernel = a.group("func")
+            if len(current) < 6:
+                current.append(line)
+    if current:
+        out.append(SanitizerHit(what, kernel, tuple(current)))
+    return out[:limit]
+
+
+# --------------------------------------------------------------------------------------------
+# Generated code
+
+
+def kernel_source(text: str, kernel: str) -> str | None:
+    """The kernel's function in generated code: `extern "C" void <kernel>(...) {...}` in a
+    kernel.cpp, the `def <kernel>(...)` Triton function embedded in a wrapper.cpp comment (with
+    its decorators), or a top-level `def <kernel>` in a Triton .py file."""
+    if not text or kernel not in text:
+        return None
+    cpp = re.search(r'(?m)^extern "C"\s+\w[\w\s\*]*?\b' + re.escape(kernel) + r"\s*\(", text)
+    if cpp:
+        body = _braced(text, cpp.start())
+        if body:
+            return body
+    start = text.find(f"async_compile.triton('{kernel}'")
+    if start >= 0:
+        open_q = text.find("'''", start)
+        close_q = text.find("'''", open_q + 3) if open_q >= 0 else -1
+        if open_q >= 0 and close_q > open_q:
+            block = _dedent(text[open_q + 3 : close_q]).strip("\n")
+            m = re.search(r"(?m)^@|^def " + re.escape(kernel), block)
+            return block[m.start() :] if m else block
+    py = re.search(r"(?m)^(?P<indent>[ \t]*)def " + re.escape(kernel) + r"\(", text)
+    if py:
+        indent = py.group("indent")
+        before = text[: py.start()].splitlines(keepends=True)
+        j = len(before)
+        while j > 0:
+            prev = before[j - 1]
+            deeper = prev.startswith(indent) and prev[len(indent) : len(indent) + 1] in (" ", "\t")
+            if prev.strip().startswith(("@", ")")) or (deeper and prev.strip()):
+                j -= 1
+                continue
+            break
+        while j < len(before) and not before[j].strip().startswith("@"):
+            j += 1
+        begin = py.start() - sum(len(line) for line in before[j:])
+        end = len(text)
+        newline = text.find("\n", py.end())
+        after = len(text) if newline < 0 else newline + 1
+        for m in re.finditer(r"(?m)^(?P<i>[ \t]*)\S", text[after:]):
+            if len(m.group("i")) <= len(indent):
+                end = after + m.start()
+                break
+        return _dedent(text[begin:end]).strip("\n")
+    return None
+
+
+def _braced(text: str, start: int) -> str | None:
+    open_at = text.find("{", start)
+    if open_at < 0:
+        return None
+    depth = 0
+    for i in range(open_at, len(text)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(text)
+
+
+def kernel_params(source: str) -> list[str]:
+    """Parameter names of a cpp or Triton kernel function (`in_ptr0`, `out_ptr0`, `ks0`, ...)."""
+    m = re.search(r"\b(?:void\s+\w+|def\s+\w+)\s*\((?P<params>[^)]*)\)", source or "", re.S)
+    if not m:
+        return []
+    out = []
+    for part in _split_args(m.group("params")):
+        words = re.findall(r"\w+", part.split(":")[0])
+        if words:
+            out.append(words[-1])
+    return out
+
+
+def kernel_call_args(wrapper: str, kernel: str) -> list[str] | None:
+    """The arguments run_impl passes to the kernel, simplified to their names:
+    `cpp_fused_x((const int64_t*)(arg1_1.data_ptr()), ...)` -> `arg1_1`;
+    `call_triton_x(arg3_1, embed_weight, buf0, ...)` -> `arg3_1`, `embed_weight`, `buf0`."""
+    for pattern in (
+        r"\bcall_" + re.escape(kernel) + r"\(",
+        r"(?<![\w.])" + re.escape(kernel) + r"\(",
+    ):
+        for m in re.finditer(pattern, wrapper or ""):
+            line_start = wrapper.rfind("\n", 0, m.start()) + 1
+            prefix = wrapper[line_start : m.start()].strip()
+            if prefix and not prefix.endswith(("(", ",", "=")):
+                continue  # a declaration (`void k(`, `static inline void call_k(`) or a string
+            args = _call_args(wrapper, m.end() - 1)
+            if args is None:
+                continue
+            return [_arg_name(a) for a in args]
+    return None
+
+
+def _call_args(text: str, open_at: int) -> list[str] | None:
+    depth = 0
+    for i in range(open_at, min(len(text), open_at + 20000)):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return _split_args(text[open_at + 1 : i])
+    return None
+
+
+def _split_args(text: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for c in text:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _arg_name(arg: str) -> str:
+    m = re.search(r"\(\s*(\w+)\.data_ptr\(\)\s*\)", arg) or re.search(r"(\w+)\.data_ptr\(\)", arg)
+    if m:
+        return m.group(1)
+    m = re.search(
+        r"(?:copy_arrayref_tensor_to_tensor|convert_arrayref_tensor_to_tensor)\((\w+)\)", arg
+    )
+    if m:
+        return m.group(1)
+    return arg.strip()
+
+
+def index_pointer(source: str, variable: str) -> str | None:
+    """The kernel parameter an index temporary is loaded from: follows `tmpN` definitions
+    (`auto tmp2 = c10::convert<int64_t>(tmp1);`, `tmp4 = tl.where(tmp3, tmp2, tmp0)`) back to
+    the load (`in_ptr0[...]`, `tl.load(in_ptr0 + ...)`)."""
+    defs: dict[str, str] = {}
+    for m in re.finditer(
+        r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);?\s*$", source or ""
+    ):
+        defs.setdefault(m.group(1), m.group(2))
+    seen: set[str] = set()
+    queue = [variable]
+    while queue:
+        var = queue.pop(0)
+        if var in seen or var not in defs:
+            continue
+        seen.add(var)
+        rhs = defs[var]
+        ptr = re.search(r"\b(in_ptr\d+|in_out_ptr\d+)\b", rhs)
+        if ptr:
+            return ptr.group(1)
+        queue.extend(re.findall(r"\btmp\d+\b", rhs))
+    return None
+
+
+_CALL = re.compile(
+    r"^\s*(?:AOTI_TORCH_ERROR_CODE_CHECK\()?(?:call_)?(?P<name>cpp_fused_\w+|cpp_\w+|triton_\w+"
+    r"|aoti_torch_(?:cpu|cuda)_\w+)\(",
+    re.MULTILINE,
+)
+
+
+def kernel_call_order(wrapper: str) -> list[str]:
+    """Generated kernels and extern ops in the order run_impl calls them (a static launch order:
+    what the level-3 printer would print)."""
+    text = wrapper or ""
+    start = text.find("::run_impl(")
+    body = text[start:] if start >= 0 else text
+    out: list[str] = []
+    for m in _CALL.finditer(body):
+        name = m.group("name")
+        if name.startswith("aoti_torch_") and any(
+            w in name for w in ("_empty_strided", "_delete_", "_get_", "_new_", "_clone")
+        ):
+            continue
+        out.append(name)
+    return out
+
+
+_SOURCE_NODES = re.compile(
+    r"(?:Topologically Sorted |Unsorted )?Source Nodes: \[(?P<nodes>[^\]]*)\], "
+    r"Original ATen: \[(?P<aten>[^\]]*)\]"
+)
+
+
+def source_node_comment(wrapper: str, kernel: str) -> tuple[list[str], list[str]] | None:
+    """The `// Topologically Sorted Source Nodes: [...], Original ATen: [...]` comment that
+    inductor writes above a kernel's call in run_impl (CUDA wrappers; Triton sources carry it
+    too): the FX node names and ATen ops the kernel fuses."""
+    text = wrapper or ""
+    for pattern in (
+        r"\bcall_" + re.escape(kernel) + r"\(",
+        r"(?<![\w.'\"])" + re.escape(kernel) + r"\(",
+    ):
+        for m in re.finditer(pattern, text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            prefix = text[line_start : m.start()].strip()
+            if prefix and not prefix.endswith(("(", ",", "=")):
+                continue
+            window = text[max(0, line_start - 1500) : line_start]
+            found = list(_SOURCE_NODES.finditer(window))
+            if found:
+                last = found[-1]
+                return _names(last.group("nodes")), _names(last.group("aten"))
+    return None
+
+
+def _names(text: str) -> list[str]:
+    return [t.strip().strip("'\"") for t in text.split(",") if t.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# The ExportedProgram's graph (models/<name>.json), for the nodes a kernel fuses
+
+
+@dataclass(frozen=True)
+class FxNode:
+    """One call_function node of a serialized ExportedProgram graph."""
+
+    name: str
+    op: str
+    """`aten.embedding.default`."""
+    stack_trace: str | None = None
+
+    @property
+    def packet(self) -> str:
+        """`embedding` for `aten.embedding.default`."""
+        parts = self.op.split(".")
+        return (
+            parts[1]
+            if len(parts) >= 2 and parts[0] in ("aten", "prims", "quantized")
+            else parts[-1]
+        )
+
+    def source_line(self) -> str | None:
+        """The innermost frame of the model's own code: `models.py:125  return self.embed(...)`."""
+        if not self.stack_trace:
+            return None
+        frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', self.stack_trace)
+        if not frames:
+            return None
+        own = [f for f in frames if "/torch/" not in f[0] and "site-packages" not in f[0]]
+        path, line, func, code = (own or frames)[-1]
+        return f"{path}:{line} in {func}: {code.strip()}"
+
+
+def fx_nodes(model_json: str | bytes | dict[str, Any]) -> list[FxNode]:
+    """The call_function nodes of a serialized ExportedProgram (models/<name>.json)."""
+    data = json.loads(model_json) if isinstance(model_json, (str, bytes)) else model_json
+    graph = ((data or {}).get("graph_module") or {}).get("graph") or {}
+    out = []
+    for node in graph.get("nodes") or []:
+        target = str(node.get("target") or "")
+        name = None
+        for o in node.get("outputs") or []:
+            if isinstance(o, dict):
+                t = o.get("as_tensor") or {}
+                name = t.get("name") if isinstance(t, dict) else None
+                if name is None and isinstance(o.get("as_tensors"), list) and o["as_tensors"]:
+                    name = o["as_tensors"][0].get("name")
+            if name:
+                break
+        meta = node.get("metadata") or {}
+        op = target.removeprefix("torch.ops.")
+        out.append(FxNode(name or op, op, meta.get("stack_trace")))
+    return out
+
+
+_KERNEL_PREFIX = re.compile(
+    r"^(?:cpp_fused_|cpp_|triton_(?:poi|per|red|tem|for|spl|unk|mm|bmm)_fused_|triton_\w+?_fused_"
+    r"|triton_fused_)"
+)
+
+
+def match_nodes(
+    kernel: str, nodes: list[FxNode], names: list[str] | None = None, limit: int = 8
+) -> tuple[list[FxNode], str]:
+    """The graph nodes a kernel computes. With the source-node names inductor wrote (`names`),
+    those nodes; else the nodes whose ATen op names appear in the kernel's descriptive name
+    (`cpp_fused_embedding_sum_0` -> embedding, sum). Returns (nodes, how they were matched)."""
+    if names:
+        by_name = {n.name: n for n in nodes}
+        picked = [by_name[n] for n in names if n in by_name]
+        if picked:
+            return picked[:limit], "the source-node comment of the generated code"
+    core = _KERNEL_PREFIX.sub("", kernel)
+    core = re.sub(r"_\d+$", "", core)
+    tokens = core.split("_")
+    picked = []
+    for n in nodes:
+        op_tokens = n.packet.strip("_").split("_")
+        if _contains(tokens, op_tokens):
+            picked.append(n)
+    how = "the op names in the kernel's name"
+    if len(picked) > limit:
+        how += f" ({len(picked)} nodes match; the first {limit} shown)"
+    return picked[:limit], how
+
+
+def _contains(tokens: list[str], sub: list[str]) -> bool:
+    n = len(sub)
+    return any(tokens[i : i + n] == sub for i in range(len(tokens) - n + 1)) if n else False
+
+
+def with_input_names(stats: list[TensorStats], names: dict[str, str]) -> list[TensorStats]:
+    """Attach model-input names (`arg1_1` -> `ids`) to printer statistics."""
+    return [replace(s, input=names.get(s.name, s.input)) for s in stats]
+
+
+def read_lines(path: str, max_bytes: int = 256 * 1024 * 1024) -> Iterator[str]:
+    """A log file's lines, streamed (level-2 output of a big tensor can be large)."""
+    read = 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            read += len(line)
+            if read > max_bytes:
+                return
+            yield line
+
+
+def decisive(text: str, limit: int = 6) -> list[str]:
+    """classify.decisive_lines, without printer noise and C++ trace tails."""
+    cleaned = "\n".join(
+        line.replace(" (most recent call first):", "")
+        for line in (text or "").splitlines()
+        if not _LAUNCH.match(line.strip()) and not _BLOCK.match(line.strip())
+    )
+    return decisive_lines(cleaned, limit=limit)

@@ -1,0 +1,367 @@
+"""The ladder end to end with a fake worker replaying CUDA-style logs (no torch, no GPU):
+misattribution, speculation, skips with reasons, the sanitizer and minifier plumbing, bundles."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.pt2.spec import MemberInfo, ModelInfo, PackageInfo
+from aotipre.runner.stages import DynamicOptions, RunCrash, run_dynamic_stages
+from aotipre.triage import escalate as escalate_mod
+from aotipre.triage.escalate import Escalation, TriageOptions, escalate
+from tests.fakes.specs import token_model
+from tests.triage import cuda_logs as C
+
+FAKE = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_triage_worker.py")
+GENERIC_ERROR = {"type": "RuntimeError", "message": C.GENERIC}
+
+
+def cuda_scenario(**extra: Any) -> dict[str, Any]:
+    """TokenModel on CUDA with id 600: the async error blames cuBLAS, the printer the embedding."""
+    scenario: dict[str, Any] = {
+        "wrapper": C.WRAPPER_CPP,
+        "modes": {
+            "plain": {"log": C.PLAIN_LOG, "error": GENERIC_ERROR},
+            "sync": {"log": C.SYNC_LOG, "error": GENERIC_ERROR},
+            "printer-3": {"stdout": C.PRINTER3_STDOUT, "log": C.SYNC_LOG, "error": GENERIC_ERROR},
+            "printer-2": {"stdout": C.PRINTER2_STDOUT, "log": C.SYNC_LOG, "error": GENERIC_ERROR},
+        },
+    }
+    scenario.update(extra)
+    return scenario
+
+
+def write_cuda_package(path: Path, model: ModelInfo) -> PackageInfo:
+    """A minimal archive with the CUDA wrapper.cpp (and the program JSON when the model has one)."""
+    members: dict[str, bytes] = {"pkg/archive_format": b"pt2", "pkg/archive_version": b"0"}
+    if model.has_exported_program:
+        members[f"pkg/models/{model.name}.json"] = json.dumps({"graph_module": {}}).encode()
+        members["pkg/data/weights/weight_0"] = b"\x00" * 64
+    members[f"pkg/data/aotinductor/{model.name}/c0.wrapper.cpp"] = C.WRAPPER_CPP.encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return PackageInfo(
+        path=str(path),
+        kind="both" if model.has_exported_program else "aoti",
+        root="pkg",
+        archive_format="pt2",
+        archive_version="0",
+        models=(model,),
+        members=tuple(MemberInfo(n, len(d), len(d), 0) for n, d in members.items()),
+    )
+
+
+Crash = Callable[..., tuple[dict[str, StageResult], list[Finding], RunCrash | None]]
+
+
+@pytest.fixture
+def crash(tmp_path: Path) -> Crash:
+    """crash(scenario, model=..., **options) -> (stages by name, findings, the RunCrash)."""
+
+    def go(
+        scenario: dict[str, Any], model: ModelInfo | None = None, **opts: Any
+    ) -> tuple[dict[str, StageResult], list[Finding], RunCrash | None]:
+        model = model or token_model(device="cuda")
+        package = write_cuda_package(tmp_path / "pkg.pt2", model)
+        options = DynamicOptions(
+            worker_command=(sys.executable, FAKE),
+            extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
+            cache_dir=str(tmp_path / "cache"),
+            probe=False,
+            timeout_s=30.0,
+            **opts,
+        )
+        seen: list[RunCrash] = []
+        results, findings = run_dynamic_stages(
+            package, model, None, None, options, on_run_crash=seen.append
+        )
+        return {r.name: r for r in results}, findings, seen[0] if seen else None
+
+    return go
+
+
+def by_name(esc: Escalation) -> dict[str, StageResult]:
+    return {s.name: s for s in esc.stages}
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_misattributed_cublas_error_is_pinned_to_the_embedding_kernel(crash: Crash) -> None:
+    res, findings, run_crash = crash(cuda_scenario())
+    assert codes(findings) == ["AOT608"]
+    assert run_crash is not None and run_crash.failure.kind == "device_fault"
+
+    esc = escalate(run_crash, TriageOptions())
+    st = by_name(esc)
+    assert st["triage:sync-rerun"].status is StageStatus.PASSED
+    assert st["triage:sync-rerun"].env["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert st["triage:printer-3"].status is StageStatus.PASSED
+    assert C.KERNEL in st["triage:printer-3"].detail
+    assert st["triage:printer-3"].env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
+    assert st["triage:printer-3"].command[-1].endswith(".json")
+    assert st["triage:printer-2"].status is StageStatus.PASSED
+    assert "explain" in st["triage:nan-asserts"].detail
+    assert "--sanitizer" in st["triage:sanitizer"].detail
+    assert "--minify" in st["triage:minify"].detail
+
+    assert sorted(codes(esc.findings)) == ["AOT801", "AOT802", "AOT803"]
+    mis = next(f for f in esc.findings if f.code == "AOT802")
+    assert "aoti_torch_cuda_mm_out" in mis.message and C.KERNEL in mis.message
+    oob = next(f for f in esc.findings if f.code == "AOT803")
+    assert oob.input == "input_ids" and "600" in oob.message and "500" in oob.message
+
+    d = esc.diagnosis
+    assert d is not None
+    assert d.kernel == C.KERNEL and d.identified_by == "printer-3"
+    assert d.kind == "index_out_of_range"
+    assert d.misattributed is not None and "aoti_torch_cuda_mm_out" in d.misattributed
+    assert "CUBLAS_STATUS_INTERNAL_ERROR" in (d.first_error or "")
+    assert "later symptom" in d.verdict and "input_ids" in d.verdict
+    assert d.fused_nodes == ("embedding", "unsqueeze", "mul")
+    assert d.aten_ops == ("aten.embedding", "aten.unsqueeze", "aten.mul")
+    assert d.kernel_source is not None and "tl.device_assert" in d.kernel_source
+    assert d.bound is not None and (d.bound.pointer, d.bound.argument) == ("in_ptr0", "arg3_1")
+    shown = {t.name: t for t in d.inputs}
+    assert "buf0" not in shown  # an output buffer before launch holds garbage
+    assert shown["arg3_1"].input == "input_ids" and shown["arg3_1"].max == 600
+    assert "kernel_named" in esc.timings and esc.timings["done"] >= esc.timings["kernel_named"]
+    assert json.dumps(d.to_dict())  # JSON-ready
+
+
+def test_a_kernel_named_by_the_first_error_starts_printer_2_early(crash: Crash) -> None:
+    named = C.PLAIN_LOG.replace("unknown", C.KERNEL)
+    scenario = cuda_scenario()
+    scenario["modes"]["plain"]["log"] = named
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(parallel=3))
+    d = esc.diagnosis
+    assert d is not None and d.kernel == C.KERNEL
+    assert not any("discarded" in n for n in d.notes)
+    assert by_name(esc)["triage:printer-2"].status is StageStatus.PASSED
+
+
+def test_a_wrong_early_guess_is_discarded_and_rerun(crash: Crash) -> None:
+    other = "triton_poi_fused_add_7"  # a kernel the wrapper does not call: no known producer
+    scenario = cuda_scenario()
+    scenario["modes"]["plain"]["log"] = C.PLAIN_LOG.replace("unknown", other)
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(parallel=3))
+    d = esc.diagnosis
+    assert d is not None and d.kernel == C.KERNEL
+    assert any("discarded" in n and other in n for n in d.notes)
+    assert d.kind == "index_out_of_range"
+
+
+def test_aoti_only_package_says_it_needs_the_exported_program(
+    crash: Crash, pkg: Callable[[str], Path]
+) -> None:
+    model = token_model(device="cuda", ep=False)
+    _, _, run_crash = crash(cuda_scenario(), model=model)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions())
+    st = by_name(esc)
+    assert "--exported-program FILE" in st["triage:printer-3"].detail
+    assert st["triage:sync-rerun"].status is StageStatus.PASSED
+    assert "AOT806" in codes(esc.findings)
+    # without the printer, the assertion's message still points at the one kernel holding it
+    d = esc.diagnosis
+    assert d is not None and d.kernel == C.KERNEL and d.identified_by == "assert-message"
+
+    with_ep = escalate(run_crash, TriageOptions(exported_program=str(pkg("ep_only"))))
+    assert with_ep.diagnosis is not None and with_ep.diagnosis.kernel == C.KERNEL
+    assert "AOT806" not in codes(with_ep.findings)
+
+
+def test_a_crash_that_does_not_reproduce_is_inconclusive(crash: Crash) -> None:
+    ima = "Error: CUDA error: an illegal memory access was encountered\n"
+    scenario = cuda_scenario()
+    scenario["modes"]["plain"] = {"log": ima, "error": GENERIC_ERROR}
+    scenario["modes"]["printer-3"] = {
+        "stdout": C.PRINTER3_STDOUT + f"[ after_launch: {C.KERNEL} ]\n"
+    }
+    scenario["modes"]["sync"] = {}
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions())
+    assert "AOT805" in codes(esc.findings)
+    f = next(f for f in esc.findings if f.code == "AOT805")
+    assert "did not reproduce" in f.message
+    assert "did not reproduce" in by_name(esc)["triage:printer-3"].detail
+
+
+def test_no_escalate_and_non_crashes(crash: Crash) -> None:
+    _, _, run_crash = crash(cuda_scenario())
+    assert run_crash is not None
+    off = escalate(run_crash, TriageOptions(escalate=False))
+    assert [(s.name, s.status) for s in off.stages] == [("triage", StageStatus.SKIPPED)]
+    assert off.findings == [] and off.diagnosis is None
+
+    check = {
+        "type": "RuntimeError",
+        "message": "input_handles[0]: unmatched dtype, expected: 4(at::kLong), but got: 6",
+    }
+    _, findings, none = crash({"modes": {"plain": {"error": check}}})
+    assert none is None and codes(findings) == ["AOT201"]
+
+
+def test_sanitizer_runs_when_asked_and_installed(
+    crash: Crash, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = tmp_path / "compute-sanitizer"
+    report = (
+        "========= Invalid __global__ read of size 4 bytes\\n"
+        f"=========     at {C.KERNEL}+0x1c0 in /tmp/x.py:24\\n"
+        "=========     Address 0x7f0000004b00 is out of bounds\\n"
+    )
+    tool.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "args = sys.argv[1:]\n"
+        "log = args[args.index('--log-file') + 1]\n"
+        f"open(log, 'w').write('{report}')\n"
+        "rest = args[args.index('--log-file') + 2:]\n"
+        "os.execv(rest[0], rest)\n"
+    )
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(escalate_mod, "_find_sanitizer", lambda: str(tool))
+    _, _, run_crash = crash(cuda_scenario())
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(sanitizer=True))
+    st = by_name(esc)["triage:sanitizer"]
+    assert st.status is StageStatus.PASSED
+    assert st.command[0] == str(tool) and "memcheck" in st.command
+    assert "Invalid __global__ read" in st.detail
+    assert "AOT808" in codes(esc.findings)
+
+
+def cpu_exception_scenario() -> dict[str, Any]:
+    error = {"type": "RuntimeError", "message": "Unknown exception"}
+    return {
+        "modes": {
+            "plain": {"log": "Unknown exception occurred.\n", "error": error},
+            "printer-3": {
+                "stdout": "[ before_launch: aoti_torch_cpu_addmm_out ]\n"
+                "[ after_launch: aoti_torch_cpu_addmm_out ]\n[ before_launch: cpp_fused_relu_0 ]\n",
+                "log": "Unknown exception occurred.\n",
+                "error": error,
+            },
+            "printer-2": {"error": error},
+            "nan-asserts": {"error": error},
+        },
+        "kernel": 'extern "C" void cpp_fused_relu_0(const float* in_ptr0, float* out_ptr0)\n{\n'
+        "    auto tmp0 = in_ptr0[0]; throw 1;\n}\n",
+        "minify": {"nodes": [9, 6, 3]},
+    }
+
+
+def test_minifier_and_bundle_for_a_cpu_exception(crash: Crash, tmp_path: Path) -> None:
+    _, findings, run_crash = crash(cpu_exception_scenario(), model=token_model(device="cpu"))
+    assert codes(findings) == ["AOT602"] and run_crash is not None
+    bundle = tmp_path / "bundle"
+    esc = escalate(run_crash, TriageOptions(minify=True, artifacts=str(bundle)))
+    st = by_name(esc)
+    assert "synchronously" in st["triage:sync-rerun"].detail
+    assert st["triage:minify"].status is StageStatus.PASSED, st["triage:minify"].detail
+    assert "9 -> 3 nodes" in st["triage:minify"].detail
+    assert "'Unknown exception'" in st["triage:minify"].detail  # the check_str
+    assert st["triage:nan-asserts"].status is StageStatus.PASSED  # nothing explained the fault
+    d = esc.diagnosis
+    assert d is not None and d.kernel == "cpp_fused_relu_0" and d.kind == "kernel_error"
+    assert d.previous_kernel == "aoti_torch_cpu_addmm_out"
+    assert d.kernel_source is not None and "throw 1" in d.kernel_source
+    assert "eagerly" in d.verdict  # the fake eager step succeeds: the generated code is at fault
+    assert "AOT807" in codes(esc.findings)
+
+    out = bundle / "model"
+    names = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    for expected in (
+        "README.md",
+        "diagnosis.json",
+        "environment.json",
+        "commands.sh",
+        "run_package.py",
+        "package.pt2",
+        "inputs.pt",
+        "repro.py",
+        "repro_exported_program.pt2",
+        "steps/printer-3.json",
+        "steps/printer-3.run.log",
+        "steps/minify.json",
+    ):
+        assert expected in names, (expected, sorted(names))
+    job = json.loads((out / "steps/printer-3.json").read_text())
+    assert job["package"] == "package.pt2" and job["workdir"] == "work"
+    assert job["steps"][0]["op"] == "compile" and job["steps"][0]["out"].startswith("work/")
+    assert not any(s["op"] == "save_inputs" for s in job["steps"])
+    commands = (out / "commands.sh").read_text()
+    assert "steps/printer-3.json" in commands and "AOTI_RUNTIME_CHECK_INPUTS=1" in commands
+    assert os.access(out / "commands.sh", os.X_OK)
+    assert "repro_exported_program.pt2" in (out / "repro.py").read_text()
+    assert "cpp_fused_relu_0" in (out / "README.md").read_text()
+    assert json.loads((out / "environment.json").read_text())["device"] == "cpu"
+
+
+def test_api_check_reports_the_diagnosis(pkg: Callable[[str], Path], tmp_path: Path) -> None:
+    """aotipre.check on the real embedding_oob package, with the fake worker replaying what the
+    real one printed: the report carries the triage stages, the findings and the diagnosis."""
+    from aotipre import CheckOptions, check
+    from aotipre.report import render_report
+
+    data = Path(__file__).parent / "data" / "cpu_printer2.log"
+    error = {
+        "type": "RuntimeError",
+        "message": "index out of bounds: 0 <= tmp2 < 500L\nException raised from "
+        "cpp_fused_embedding_sum_0 at /tmp/k.kernel.cpp:27 (most recent call first):",
+    }
+    scenario = {
+        "modes": {
+            "plain": {"error": error},
+            "printer-3": {
+                "stdout": "[ before_launch: cpp_fused_embedding_sum_0 ]\n",
+                "error": error,
+            },
+            "printer-2": {"stdout": data.read_text(), "error": error},
+        },
+        "eager": {"error": {"type": "IndexError", "message": "index out of range in self"}},
+    }
+    dynamic = DynamicOptions(
+        worker_command=(sys.executable, FAKE),
+        extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
+        cache_dir=str(tmp_path / "cache"),
+        probe=False,
+    )
+    report = check(
+        pkg("embedding_oob"),
+        CheckOptions(inputs=str(pkg("embedding_oob_inputs")), dynamic=dynamic),
+    )
+    assert [d.kernel for d in report.diagnosis] == ["cpp_fused_embedding_sum_0"]
+    assert {"AOT602", "AOT801", "AOT803"} <= {f.code for f in report.findings}
+    assert any(s.name == "triage:printer-3" for s in report.stages)
+    data_out = report.to_dict()
+    (diag,) = data_out["diagnosis"]
+    assert diag["kernel"] == "cpp_fused_embedding_sum_0"
+    assert diag["inputs"][0]["input"] == "ids" and diag["inputs"][0]["max"] == 600
+    assert diag["bound"]["upper"] == 500
+    assert "cpp_fused_embedding_sum_0(const int64_t* in_ptr0" in diag["kernel_source"]
+    assert "models.py" in diag["source_lines"][0]
+    table = render_report(report, "table")
+    assert "diagnosis (model): cpp_fused_embedding_sum_0 (named by printer-3)" in table
+    assert "ids (arg1_1): int64[2, 5] on cpu, min 124, max 600" in table
+    assert "minifier needs eager values" in next(
+        s.detail for s in report.stages if s.name == "triage:minify"
+    ) or "--minify" in next(s.detail for s in report.stages if s.name == "triage:minify")
