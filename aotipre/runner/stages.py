@@ -817,9 +817,9 @@ class _Session:
                 self._add(
                     "AOT515",
                     f"loading {target} crashed with {crash.signal} in this environment and "
-                    f"succeeded with LD_PRELOAD={self.libstdcxx}: the Python environment's "
-                    "libstdc++ is older than the one the compiled code needs (an environment "
-                    "problem, not a model bug); the other stages ran with the preload"
+                    f"succeeded with LD_PRELOAD={self.libstdcxx}: a libstdc++ mismatch between "
+                    "the toolchain that built the compiled code and this process's runtime (an "
+                    "environment problem, not a model bug); the other stages ran with the preload"
                     + (
                         " (diagnosed on an earlier model of this check)"
                         if self._preload_earlier
