@@ -154,8 +154,11 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
                 probe_cuda=any((m.device_type or "").startswith("cuda") for m in models)
             )
         )
-    except UsageError as exc:
-        _cannot_check(report, exc, "AOT009" if "model" in str(exc) else "AOT001")
+    except _SelectionError as exc:
+        _cannot_check(report, exc, exc.code)
+        return report
+    except UsageError as exc:  # a bad --target: no finding to report, only why it cannot check
+        report.error = str(exc)
         return report
     report.host = host.to_dict()
 
@@ -258,18 +261,29 @@ def _host_canary(report: Report, model: ModelInfo, opts: CheckOptions) -> None:
     report.stages.extend(extra)
 
 
+class _SelectionError(UsageError):
+    """--model does not select a model of this package (a finding code says which way)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def _select_models(package: PackageInfo, opts: CheckOptions) -> list[ModelInfo]:
     if not package.models:
-        raise UsageError(f"{package.path}: the archive holds no model")
+        raise _SelectionError("AOT010", f"{package.path}: the archive holds no model")
     if opts.model is not None:
         found = package.model(opts.model)
         if found is None:
             present = ", ".join(m.name for m in package.models)
-            raise UsageError(f"model '{opts.model}' is not in the package (models: {present})")
+            raise _SelectionError(
+                "AOT009", f"model '{opts.model}' is not in the package (models: {present})"
+            )
         return [found]
     if opts.inputs is not None and len(package.models) > 1:
         present = ", ".join(m.name for m in package.models)
-        raise UsageError(
+        raise _SelectionError(
+            "AOT009",
             f"the package holds several models ({present}); say which one --inputs is for "
             "with --model"
         )
