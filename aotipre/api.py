@@ -285,7 +285,7 @@ def _select_models(package: PackageInfo, opts: CheckOptions) -> list[ModelInfo]:
         raise _SelectionError(
             "AOT009",
             f"the package holds several models ({present}); say which one --inputs is for "
-            "with --model"
+            "with --model",
         )
     return list(package.models)
 
