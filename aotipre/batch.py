@@ -14,6 +14,7 @@ from aotipre.baseline import Baseline, apply_baseline, load_baseline, write_base
 from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
 from aotipre.errors import UsageError
 from aotipre.findings import Report
+from aotipre.runner.proc import allow_new_children, kill_all_children
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -153,8 +154,20 @@ def run(jobs: Sequence[PackageJob], workers: int = 1) -> list[Report]:
     processes). Reports come back in the jobs' order whatever finishes first."""
     if workers <= 1 or len(jobs) <= 1:
         return [api.check(job.package, job.options) for job in jobs]
-    with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
+    refused = False
+    try:
         return list(pool.map(lambda job: api.check(job.package, job.options), jobs))
+    except BaseException:
+        # Ctrl-C (or a bug) here: stop the workers the other threads wait on and start no more,
+        # or shutting the pool down would wait for them (for a hung worker: its whole timeout)
+        kill_all_children(refuse_new=True)
+        refused = True
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        if refused:
+            allow_new_children()
 
 
 def check_packages(

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from aotipre.errors import PackageError
 
@@ -25,7 +27,15 @@ BOMB_MIN_BYTES = 256 * 1024 * 1024
 MAX_MEMBER_BYTES = 1 << 40
 """No real member is a terabyte; a header that says so is forged."""
 """Only members at least this large (declared) can be refused as bombs."""
+MAX_CENTRAL_DIRECTORY_BYTES = 32 * 1024 * 1024
+"""A central directory larger than this is refused before zipfile parses it (it builds one
+ZipInfo, ~0.5 KB, per record before any other limit can apply)."""
 _CHUNK = 1 << 20
+_EOCD = b"PK\x05\x06"
+_EOCD64_LOCATOR = b"PK\x06\x07"
+_EOCD64 = b"PK\x06\x06"
+_CENTRAL_RECORD = b"PK\x01\x02"
+_LOCAL_HEADER_BYTES = 30
 
 
 class CodedPackageError(PackageError):
@@ -137,8 +147,19 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise CodedPackageError("AOT001", f"{p}: cannot open: {exc.strerror}") from None
     try:
         head = fh.read(4)
+        _check_central_directory(p, fh, st.st_size)
         zf = zipfile.ZipFile(fh)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as exc:
+    except CodedPackageError:
+        fh.close()
+        raise
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        OSError,
+        ValueError,
+        NotImplementedError,  # e.g. "zip file version 6.4" from a damaged directory record
+    ) as exc:
         fh.close()
         if head == b"PK\x03\x04":
             raise CodedPackageError(
@@ -166,7 +187,8 @@ def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
     members: dict[str, Member] = {}
     for info in infos:
         name = info.filename
-        problem = unsafe_member_name(name)
+        # zipfile cuts a name at its first NUL byte: judge the name as stored
+        problem = unsafe_member_name(info.orig_filename) or unsafe_member_name(name)
         if problem is None and _is_symlink(info):
             problem = "is a symbolic link"
         if problem is not None:
@@ -177,6 +199,11 @@ def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
             )
         if name in members:
             raise CodedPackageError("AOT003", f"{path}: duplicate member {name!r}")
+        if info.flag_bits & 0x1:
+            raise CodedPackageError(
+                "AOT004",
+                f"{path}: member {name!r} is encrypted; torch never writes (nor reads) those",
+            )
         if info.is_dir():
             continue
         if info.file_size > MAX_MEMBER_BYTES or (
@@ -197,7 +224,82 @@ def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
             crc=info.CRC,
             compress_type=info.compress_type,
         )
+    _check_overlap(path, infos)
+    _check_total_inflation(path, infos)
     return members
+
+
+def _check_central_directory(path: Path, fh: BinaryIO, file_size: int) -> None:
+    """Refuse a central directory too large or with too many records, before zipfile parses it.
+
+    Reads the end-of-central-directory record (zip64 too) and counts the record signatures in
+    the directory (zipfile requires one at the start of each record, so the count bounds what it
+    would build). Returns quietly when no end record is found: zipfile then says what is wrong.
+    """
+    tail_len = min(file_size, 22 + 0xFFFF)
+    fh.seek(file_size - tail_len)
+    tail = fh.read(tail_len)
+    at = tail.rfind(_EOCD)
+    if at < 0 or len(tail) - at < 22:
+        fh.seek(0)
+        return
+    eocd_pos = file_size - tail_len + at
+    cd_size, cd_end = int.from_bytes(tail[at + 12 : at + 16], "little"), eocd_pos
+    locator = eocd_pos - 20
+    if locator >= 56:
+        fh.seek(locator)
+        loc = fh.read(20)
+        if loc[:4] == _EOCD64_LOCATOR:
+            fh.seek(locator - 56)
+            rec = fh.read(56)
+            if rec[:4] == _EOCD64:
+                cd_size, cd_end = int.from_bytes(rec[40:48], "little"), locator - 56
+    fh.seek(0)
+    if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
+        raise CodedPackageError(
+            "AOT007",
+            f"{path}: the zip directory is {cd_size} bytes, more than aotipre reads "
+            f"({MAX_CENTRAL_DIRECTORY_BYTES}); too many members (zip bomb?)",
+        )
+    start = max(0, cd_end - cd_size)
+    fh.seek(start)
+    records = fh.read(cd_end - start).count(_CENTRAL_RECORD)
+    fh.seek(0)
+    if records > MAX_MEMBERS:
+        raise CodedPackageError(
+            "AOT007", f"{path}: {records} members, more than aotipre accepts ({MAX_MEMBERS})"
+        )
+
+
+def _check_overlap(path: Path, infos: list[zipfile.ZipInfo]) -> None:
+    """Refuse members whose data overlap (two directory entries sharing bytes: a zip bomb that
+    makes a small file read as many large ones); a zip written once never has them."""
+    spans = sorted(
+        (info for info in infos if not info.is_dir()), key=lambda info: info.header_offset
+    )
+    for first, second in zip(spans, spans[1:]):
+        if second.header_offset < first.header_offset + _LOCAL_HEADER_BYTES + first.compress_size:
+            raise CodedPackageError(
+                "AOT007",
+                f"{path}: members {first.filename!r} and {second.filename!r} overlap "
+                "(their data share bytes of the file: zip bomb?)",
+                "torch never writes such archives; do not deploy this file",
+            )
+
+
+def _check_total_inflation(path: Path, infos: list[zipfile.ZipInfo]) -> None:
+    """Refuse many compressed members that each stay under the bomb bound but together inflate
+    past it (reading them all to verify CRCs would take minutes)."""
+    packed = [i for i in infos if i.compress_type != zipfile.ZIP_STORED and not i.is_dir()]
+    total = sum(i.file_size for i in packed)
+    compressed = sum(i.compress_size for i in packed)
+    if total >= BOMB_MIN_BYTES and total > MAX_RATIO * max(compressed, 1):
+        raise CodedPackageError(
+            "AOT007",
+            f"{path}: {len(packed)} compressed members inflate from {compressed} to {total} "
+            "bytes in all (zip bomb?)",
+            "torch writes .pt2 members uncompressed; this file was not written by torch",
+        )
 
 
 def unsafe_member_name(name: str) -> str | None:
@@ -206,6 +308,9 @@ def unsafe_member_name(name: str) -> str | None:
         return "empty name"
     if "\x00" in name:
         return "contains a NUL byte"
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        # a newline or an escape sequence would break or forge every message that names it
+        return "contains a control character"
     if "\\" in name:
         return "contains a backslash"
     if name.startswith("/"):

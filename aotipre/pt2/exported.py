@@ -133,7 +133,17 @@ def tensor_spec(meta: dict[str, Any]) -> TensorSpec:
 
 
 def parse_exported(data: Any) -> ExportedContract:
-    """Parse a decoded models/<name>.json. Raises ContractError naming what is missing."""
+    """Parse a decoded models/<name>.json. Raises ContractError naming what is missing, or what
+    Python tripped on in JSON of an unexpected shape (a list where an object belongs, ...)."""
+    try:
+        return _parse_exported(data)
+    except ContractError:
+        raise
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError, RecursionError) as exc:
+        raise ContractError(f"unexpected structure ({type(exc).__name__}: {exc})") from None
+
+
+def _parse_exported(data: Any) -> ExportedContract:
     if not isinstance(data, dict) or "graph_module" not in data:
         raise ContractError("model JSON has no graph_module")
     gm = data["graph_module"]

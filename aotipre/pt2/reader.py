@@ -14,6 +14,10 @@ from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
 from aotipre.pt2.wrapper_contract import contract_from_wrapper
 
 SUPPORTED_ARCHIVE_VERSIONS = ("0",)
+MAX_JSON_CONTAINERS = 4_000_000
+"""A metadata JSON with more `{`/`[` than this is refused unparsed: each object or array costs
+~70 bytes in Python, so 64 MiB of `[{},{},...]` would take 1.5 GB (in real model JSON, 3% of the
+bytes are `{`/`[`)."""
 
 
 def read_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> PackageInfo:
@@ -237,6 +241,13 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
 
 def _load_json(archive: Archive, member: str) -> object:
     text = archive.read(member)
+    containers = text.count(b"{") + text.count(b"[")
+    if containers > MAX_JSON_CONTAINERS:
+        raise CodedPackageError(
+            "AOT007",
+            f"{archive.path}: {member} holds {containers} JSON objects and arrays, more than "
+            f"aotipre parses ({MAX_JSON_CONTAINERS})",
+        )
     try:
         return json.loads(text)
     except (ValueError, RecursionError):

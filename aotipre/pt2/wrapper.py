@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Callable
@@ -96,6 +97,8 @@ _C10_CODES: dict[str, int] = {name: code for code, name in C10_DTYPES.items()}
 
 MAX_WARNINGS = 200
 """Warnings beyond this many are summarized in one line (a hostile file cannot flood a report)."""
+MAX_SPEC_ASSIGNMENTS = 16
+"""in_spec_/out_spec_ assignments read (torch writes each once)."""
 
 # Every pattern below is linear: no nested quantifiers, and free-text spans are length-capped.
 _NUM = r"(-?\d{1,25})[lL]{0,2}"
@@ -117,8 +120,9 @@ _HANDLE_RE = re.compile(
     r"(?:ConstantHandle\s+(\w{1,200})\s*=\s*ConstantHandle\(\s*input_handles\[(\d{1,9})\]\s*\)"
     r"|auto\s+(\w{1,200})\s*=\s*input_handles\[(\d{1,9})\])\s*;"
 )
-_EXPECTED_DTYPE_RE = re.compile(r"(\w{1,200})_expected_dtype\s*=\s*([^;\n]{0,200});")
-_EXPECTED_DEVICE_RE = re.compile(r"(\w{1,200})_expected_device_type\s*=\s*([^;\n]{0,200});")
+# \b: start only at a word's first character (a long word would otherwise cost 200 steps per byte)
+_EXPECTED_DTYPE_RE = re.compile(r"\b(\w{1,200})_expected_dtype\s*=\s*([^;\n]{0,200});")
+_EXPECTED_DEVICE_RE = re.compile(r"\b(\w{1,200})_expected_device_type\s*=\s*([^;\n]{0,200});")
 _IF_RE = re.compile(r"\bif\s*\(([^\n{};]{0,300})\)\s*\{")
 _MSG_HANDLE_RE = re.compile(r"\"input_handles\[(\d{1,9})\]: ")
 _MSG_DTYPE_RE = re.compile(r"\"\((at::k\w{1,40})\), \"")
@@ -554,9 +558,15 @@ def _parse_constants(text: str, w: _Warnings) -> tuple[WrapperConstant, ...]:
 def _parse_spec(text: str, which: str, w: _Warnings) -> str | None:
     """Concatenate the `R"(...)"` chunks assigned to in_spec_/out_spec_ (scanned, not regexed)."""
     values: list[str] = []
+    assignments = 0
     for m in _SPEC_RE.finditer(text):
         if m.group(1) != which:
             continue
+        assignments += 1
+        if assignments > MAX_SPEC_ASSIGNMENTS:
+            # each one is scanned to its end: a flood of unterminated ones would be quadratic
+            w.add(f"{which}_spec_ is assigned more than {MAX_SPEC_ASSIGNMENTS} times; rest ignored")
+            break
         pos, chunks, ok = m.end(), [], False
         while True:
             while pos < len(text) and text[pos] in " \t\r\n":
@@ -626,7 +636,8 @@ def _check_regions(
     regions: list[tuple[int | None, int, int, bool]] = []
     if defs:
         for m in defs:
-            end = next((s for s in stops if s > m.end()), None)
+            at = bisect.bisect_right(stops, m.end())
+            end = stops[at] if at < len(stops) else None
             regions.append(
                 (int(m.group(1)), m.end(), len(text) if end is None else end, end is not None)
             )

@@ -17,10 +17,12 @@ from typing import Any
 # Layout: `<cache_dir>/<key>/model.pt2` plus `<key>/entry.json` (what was compiled, when, how
 # big). An entry is built in `<cache_dir>/.tmp-<key>-<random>/` and renamed into place in one
 # step, so a reader sees either a complete entry or none: a half-written one (an interrupted
-# compile) only ever exists under a `.tmp-` name and is never used. Stale temporary folders are
-# removed after a day. The default location is `${XDG_CACHE_HOME:-~/.cache}/aotipre/compile`.
+# compile) only ever exists under a `.tmp-` name and is never used. entry.json records the
+# package's size and sha256; an entry whose package no longer matches them (damaged on disk) is
+# treated as absent, and the next compile replaces it. Stale temporary folders are removed after
+# a day. The default location is `${XDG_CACHE_HOME:-~/.cache}/aotipre/compile`.
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Bumped whenever the key or the entry layout changes."""
 ENTRY_FILE = "entry.json"
 PACKAGE_FILE = "model.pt2"
@@ -58,6 +60,15 @@ def hash_members(path: str, members: Iterable[str]) -> str:
             with zf.open(info) as member:
                 while chunk := member.read(_CHUNK):
                     digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str) -> str:
+    """sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
     return digest.hexdigest()
 
 
@@ -126,16 +137,19 @@ class CompileCache:
         self.directory = os.path.abspath(directory or default_cache_dir())
 
     def lookup(self, key: str) -> CacheEntry | None:
-        """The complete entry for `key`, or None. An entry whose package is missing or whose
-        size differs from the recorded one is treated as absent."""
+        """The complete entry for `key`, or None. An entry whose package is missing, or whose
+        size or sha256 differs from the recorded one (damaged on disk), is treated as absent."""
         directory = os.path.join(self.directory, key)
+        package = os.path.join(directory, PACKAGE_FILE)
         try:
             with open(os.path.join(directory, ENTRY_FILE)) as f:
                 meta = json.load(f)
-            size = os.path.getsize(os.path.join(directory, PACKAGE_FILE))
+            size = os.path.getsize(package)
+            if not isinstance(meta, dict) or meta.get("size") != size or meta.get("key") != key:
+                return None
+            if meta.get("sha256") != file_sha256(package):
+                return None
         except (OSError, ValueError):
-            return None
-        if not isinstance(meta, dict) or meta.get("size") != size or meta.get("key") != key:
             return None
         return CacheEntry(key, directory)
 
@@ -148,7 +162,13 @@ class CompileCache:
     def commit(self, pending: PendingEntry, info: Mapping[str, Any] | None = None) -> CacheEntry:
         """Publish a pending entry whose package was written; first writer wins a race."""
         size = os.path.getsize(pending.package)
-        meta = {"key": pending.key, "size": size, "created": time.time(), **dict(info or {})}
+        meta = {
+            "key": pending.key,
+            "size": size,
+            "sha256": file_sha256(pending.package),
+            "created": time.time(),
+            **dict(info or {}),
+        }
         tmp = os.path.join(pending.directory, ENTRY_FILE + ".tmp")
         with open(tmp, "w") as f:
             json.dump(meta, f, indent=1, sort_keys=True, default=str)
@@ -166,7 +186,15 @@ class CompileCache:
                 return existing
             with contextlib.suppress(OSError):
                 shutil.rmtree(final)
-            os.rename(pending.directory, final)
+            try:
+                os.rename(pending.directory, final)
+            except OSError:
+                # another process replaced the damaged entry in between: use its entry
+                existing = self.lookup(pending.key)
+                if existing is None:
+                    raise
+                self.discard(pending)
+                return existing
         return CacheEntry(pending.key, final)
 
     def discard(self, pending: PendingEntry) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_RESULT_BYTES",
     "RESULT_PATH_ENV",
     "ProcessOutcome",
+    "allow_new_children",
     "children_guard",
     "decode_signal",
     "kill_all_children",
@@ -204,6 +205,8 @@ class _LiveChild:
 # killpg() below targets a group whose leader is unreaped and whose id cannot have been reused.
 _live_lock = threading.RLock()
 _live: dict[int, _LiveChild] = {}
+_refusing = False
+"""Set by `kill_all_children(refuse_new=True)`: `run_process` starts no child (under _live_lock)."""
 
 
 def _signal_group(child: _LiveChild, sig: int, *, record: bool = True) -> None:
@@ -232,18 +235,31 @@ def live_children() -> list[int]:
         return list(_live)
 
 
-def kill_all_children(sig: int = _signal.SIGKILL) -> int:
+def kill_all_children(sig: int = _signal.SIGKILL, *, refuse_new: bool = False) -> int:
     """Send `sig` (default SIGKILL) to the process group of every live child; return how many.
 
     Safe to call from a signal handler or from another thread. Each `run_process` call whose child
-    this kills returns an outcome with `interrupted=True` (it does not raise).
+    this kills returns an outcome with `interrupted=True` (it does not raise). With
+    `refuse_new=True` (a program shutting down, e.g. on Ctrl-C) every later `run_process` call, in
+    any thread, also returns such an outcome at once without starting its child, until
+    `allow_new_children()`.
     """
+    global _refusing
     with _live_lock:
+        if refuse_new:
+            _refusing = True
         children = list(_live.values())
         for child in children:
             child.interrupted = True
             _signal_group(child, sig)
     return len(children)
+
+
+def allow_new_children() -> None:
+    """Lift `kill_all_children(refuse_new=True)`: `run_process` starts children again."""
+    global _refusing
+    with _live_lock:
+        _refusing = False
 
 
 @contextlib.contextmanager
@@ -388,6 +404,8 @@ def run_process(
     out, err = _Tail(max_capture_bytes), _Tail(max_capture_bytes)
     start = time.monotonic()
     try:
+        if _refusing:
+            raise _Refused()
         proc = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -398,7 +416,7 @@ def run_process(
             start_new_session=True,
             close_fds=True,
         )
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, subprocess.SubprocessError, _Refused) as exc:
         why = _start_error_text(args[0], cwd, exc)
         return ProcessOutcome(
             argv=args,
@@ -414,12 +432,16 @@ def run_process(
             stderr_total_bytes=0,
             result=None,
             result_error=f"no result: the process did not start ({why})",
+            interrupted=isinstance(exc, _Refused),
             start_error=why,
         )
 
     child = _LiveChild(proc.pid)
     with _live_lock:
         _live[proc.pid] = child
+        if _refusing:  # kill_all_children(refuse_new=True) ran while this child was starting
+            child.interrupted = True
+            _signal_group(child, _signal.SIGKILL)
     splitter = _LineSplitter(on_output, max_capture_bytes) if on_output is not None else None
     try:
         timed_out, returncode = _supervise(
@@ -602,7 +624,13 @@ def _grow_pipe(fd: int) -> None:
             fcntl.fcntl(fd, set_size, _PIPE_SIZE)
 
 
+class _Refused(Exception):
+    """run_process was called after kill_all_children(refuse_new=True)."""
+
+
 def _start_error_text(program: str, cwd: str | None, exc: BaseException) -> str:
+    if isinstance(exc, _Refused):
+        return "not started: the program is shutting down (interrupted)"
     if isinstance(exc, OSError):
         target = exc.filename if exc.filename is not None else program
         if cwd is not None and target == cwd:
@@ -622,7 +650,7 @@ def _read_result(path: str) -> tuple[dict[str, Any] | None, str | None]:
         if size > MAX_RESULT_BYTES:
             return None, f"result file {path} is too large ({size} bytes > {MAX_RESULT_BYTES})"
         with open(path, "rb") as f:
-            raw = f.read(MAX_RESULT_BYTES + 1)
+            raw = f.read(min(size, MAX_RESULT_BYTES) + 1)  # read(n) allocates n bytes first
     except FileNotFoundError:
         return None, f"the process wrote no result file ({path})"
     except OSError as exc:

@@ -1,0 +1,282 @@
+"""Fault injection in the worker layer: workers that die by SIGKILL (the OOM killer), SIGSEGV or
+SIGABRT, hang, flood stdout, exit without a result, and Ctrl-C on aotipre itself. Each goes
+through the real run_dynamic_stages (or the real CLI), yields the right finding, and leaves no
+process, temporary folder or half-written cache entry behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.runner import stages as stages_mod
+from aotipre.runner.proc import DEFAULT_MAX_CAPTURE_BYTES, ProcessOutcome, run_process
+from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
+from tests.fakes.specs import token_model, write_package
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+HOSTILE = str(FAKES / "hostile_worker.py")
+CLI = str(FAKES / "cli_with_fake_worker.py")
+GiB = 1 << 30
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def recorded_pids(folder: Path) -> list[int]:
+    return [int(p.name.split("-")[1]) for p in folder.iterdir()]
+
+
+def wait_gone(pids: list[int], timeout_s: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+class Faulty:
+    """Runs the dynamic stages with hostile_worker.py; checks that nothing is left behind."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.root = tmp_path
+        self.pids = tmp_path / "pids"
+        self.pids.mkdir()
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir()
+        self.cache = tmp_path / "cache"
+        monkeypatch.setattr(tempfile, "tempdir", str(self.tmp))
+
+    def run(
+        self,
+        script: dict[str, Any] | None = None,
+        hostile: dict[str, Any] | None = None,
+        *,
+        ep_only: bool = False,
+        **opts: Any,
+    ) -> tuple[dict[str, StageResult], list[Finding]]:
+        model = token_model(aoti=not ep_only)
+        package = write_package(self.root / "pkg.pt2", model)
+        config = {"pids": str(self.pids), "grandchild": True, **(hostile or {})}
+        options = DynamicOptions(
+            worker_command=(sys.executable, HOSTILE),
+            extra_env={
+                "AOTIPRE_FAKE_SCRIPT": json.dumps(script or {}),
+                "AOTIPRE_HOSTILE": json.dumps(config),
+            },
+            cache_dir=str(self.cache),
+            **{"timeout_s": 30.0, **opts},
+        )
+        results, findings = run_dynamic_stages(package, model, None, None, options)
+        self.assert_nothing_left()
+        return {r.name: r for r in results}, findings
+
+    def assert_nothing_left(self) -> None:
+        pids = recorded_pids(self.pids)
+        assert pids, "the hostile worker recorded no pid"
+        assert wait_gone(pids, 2.0) == [], "a worker or its child outlived the run"
+        assert list(self.tmp.iterdir()) == [], "the private temporary folder was not removed"
+        if self.cache.exists():
+            assert not [p for p in self.cache.iterdir() if p.name.startswith(".tmp-")]
+
+
+@pytest.fixture
+def faulty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Faulty:
+    return Faulty(tmp_path, monkeypatch)
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+SEGV_LOG = "Fatal Python error: Segmentation fault\n"
+ABORT_LOG = "terminate called after throwing an instance of 'c10::Error'\n  what():  boom\n"
+
+SIGNAL_FAULTS = [
+    # id, script, compile needed, finding, stage whose status is FAILED
+    ("oom_sigkill_in_run", {"run": {"crash": "SIGKILL"}}, False, "AOT605", "run"),
+    ("sigsegv_in_run", {"run": {"crash": "SIGSEGV", "log": SEGV_LOG}}, False, "AOT604", "run"),
+    ("sigabrt_in_run", {"run": {"crash": "SIGABRT", "log": ABORT_LOG}}, False, "AOT603", "run"),
+    ("sigsegv_in_load", {"load": {"crash": "SIGSEGV", "log": SEGV_LOG}}, False, "AOT514", "load"),
+    ("sigkill_in_compile", {"compile": {"crash": "SIGKILL"}}, True, "AOT502", "compile"),
+    ("sigsegv_in_a_probe", {"probe:s0:max": {"crash": "SIGSEGV"}}, False, "AOT610", "probe"),
+]
+
+
+@pytest.mark.parametrize(
+    "script, ep_only, code, stage",
+    [f[1:] for f in SIGNAL_FAULTS],
+    ids=[f[0] for f in SIGNAL_FAULTS],
+)
+def test_worker_killed_by_a_signal(
+    faulty: Faulty, script: dict[str, Any], ep_only: bool, code: str, stage: str
+) -> None:
+    res, findings = faulty.run(script, ep_only=ep_only)
+    assert code in codes(findings)
+    assert res[stage].status is StageStatus.FAILED
+
+
+HANG_FAULTS = [
+    # id, script, compile needed, finding, stage
+    ("hang_in_run_stopped_by_the_watchdog", {"run": {"hang": True}}, False, "AOT606", "run"),
+    ("hang_in_run_past_the_watchdog", {"run": {"hang_hard": True}}, False, "AOT606", "run"),
+    ("hang_in_load", {"load": {"hang_hard": True}}, False, "AOT516", "load"),
+    ("hang_in_compile", {"compile": {"hang_hard": True}}, True, "AOT503", "compile"),
+]
+
+
+@pytest.mark.parametrize(
+    "script, ep_only, code, stage", [f[1:] for f in HANG_FAULTS], ids=[f[0] for f in HANG_FAULTS]
+)
+def test_hung_worker_is_killed_with_its_whole_process_group(
+    faulty: Faulty,
+    monkeypatch: pytest.MonkeyPatch,
+    script: dict[str, Any],
+    ep_only: bool,
+    code: str,
+    stage: str,
+) -> None:
+    monkeypatch.setattr(stages_mod, "STARTUP_SLACK_S", 0.5)
+    started = time.monotonic()
+    res, findings = faulty.run(
+        script, ep_only=ep_only, timeout_s=1.0, compile_timeout_s=1.0, probe=False
+    )
+    assert code in codes(findings)
+    assert res[stage].status is StageStatus.FAILED
+    assert time.monotonic() - started < 15
+
+
+def test_gigabytes_on_stdout_are_read_in_bounded_memory(
+    faulty: Faulty, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcomes: list[ProcessOutcome] = []
+
+    def recording(*args: Any, **kwargs: Any) -> ProcessOutcome:
+        outcomes.append(run_process(*args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(stages_mod, "run_process", recording)
+    tracemalloc.start()
+    try:
+        res, findings = faulty.run(hostile={"stdout_bytes": 4 * GiB}, probe=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert findings == []
+    assert res["run"].status is StageStatus.PASSED
+    (outcome,) = outcomes
+    assert outcome.stdout_total_bytes == 4 * GiB and outcome.stdout_truncated
+    assert len(outcome.stdout_tail) <= DEFAULT_MAX_CAPTURE_BYTES
+    assert peak < 8 * 1024 * 1024, f"{peak / 2**20:.0f} MiB of Python memory for 4 GiB of stdout"
+
+
+@pytest.mark.parametrize("how", ["no_result", "garbage_result"])
+def test_exit_0_without_a_usable_result_is_an_error_not_a_pass(faulty: Faulty, how: str) -> None:
+    res, findings = faulty.run(hostile={how: True})
+    assert res["load"].status is StageStatus.ERROR
+    assert "worker failed" in res["load"].detail
+    assert res["run"].status is StageStatus.SKIPPED
+    why = "wrote no result" if how == "no_result" else "not valid JSON"
+    assert why in res["load"].detail
+
+
+def test_nonzero_exit_mid_step_is_an_error(faulty: Faulty) -> None:
+    res, findings = faulty.run({"run": {"exit": 3, "log": "bye\n"}})
+    assert res["run"].status is StageStatus.ERROR
+    assert "exited with code 3" in res["run"].detail
+
+
+# --- Ctrl-C on the aotipre command ------------------------------------------------------------
+
+
+def _interrupt(
+    tmp_path: Path,
+    args: list[str],
+    script: dict[str, Any],
+    workers: int,
+) -> subprocess.CompletedProcess[str]:
+    """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
+    run, and check it exits promptly with 130 and one line, leaving nothing behind."""
+    pids, tmp = tmp_path / "pids", tmp_path / "tmp"
+    pids.mkdir()
+    tmp.mkdir()
+    env = dict(
+        os.environ,
+        TMPDIR=str(tmp),
+        AOTIPRE_FAKE_SCRIPT=json.dumps(script),
+        AOTIPRE_HOSTILE=json.dumps({"pids": str(pids), "grandchild": True}),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, CLI, HOSTILE, "check", "--no-config", *args],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(pids.glob("grandchild-*"))) < workers:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.05)
+        time.sleep(0.3)  # let them reach the hanging step
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert err == "aotipre: interrupted\n"
+    assert took < 5, f"took {took:.1f} s to stop"
+    assert wait_gone(recorded_pids(pids)) == [], "a worker or its child outlived aotipre"
+    assert list(tmp.iterdir()) == [], "temporary folders were left behind"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_ctrl_c_stops_the_hung_worker_and_cleans_up(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs"))]
+    _interrupt(tmp_path, args, {"load": {"hang_hard": True}}, workers=1)
+
+
+def test_ctrl_c_with_parallel_checks_stops_every_worker(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    first, second = tmp_path / "first.pt2", tmp_path / "second.pt2"
+    first.write_bytes(pkg("aoti").read_bytes())
+    second.write_bytes(pkg("aoti").read_bytes())
+    args = [str(first), str(second), "-j", "2"]  # inputs synthesized from the contract
+    _interrupt(tmp_path, args, {"run": {"hang_hard": True}}, workers=2)
+
+
+def test_ctrl_c_during_a_compile_leaves_no_half_written_cache_entry(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    cache = tmp_path / "cache"
+    args = [str(pkg("ep_only")), "--cache-dir", str(cache)]
+    _interrupt(tmp_path, args, {"compile": {"hang_hard": True}}, workers=1)
+    assert cache.is_dir() and list(cache.iterdir()) == []
