@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import traceback
 from enum import Enum
 from pathlib import Path
@@ -373,6 +375,10 @@ def _say_error(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: returns the exit code, never a traceback for user errors."""
+    global _terminated
+    _terminated = False
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         result = app(args=argv, prog_name="aotipre", standalone_mode=False)
     except typer.Exit as exc:
@@ -381,12 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         _say_error(str(exc))
         return int(ExitCode.CANNOT_CHECK)
     except KeyboardInterrupt:
-        sys.stderr.write("aotipre: interrupted\n")
-        return 130
+        return _interrupted()
     except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into exit 3
         if type(exc).__name__ == "Abort":
-            sys.stderr.write("aotipre: interrupted\n")
-            return 130
+            return _interrupted()
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click usage errors
             exc.show()
             return int(ExitCode.CANNOT_CHECK)
@@ -396,8 +400,26 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         return int(ExitCode.INTERNAL)
     if result == 130:  # typer turns a Ctrl-C into a silent 130 (no command returns 130 itself)
-        sys.stderr.write("aotipre: interrupted\n")
+        return _interrupted()
     return int(result) if isinstance(result, int) else 0
+
+
+_terminated = False
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM unwinds like Ctrl-C (workers killed, temp dirs removed), then exits 143."""
+    global _terminated
+    _terminated = True
+    raise KeyboardInterrupt
+
+
+def _interrupted() -> int:
+    if _terminated:
+        sys.stderr.write("aotipre: terminated\n")
+        return 143
+    sys.stderr.write("aotipre: interrupted\n")
+    return 130
 
 
 if __name__ == "__main__":

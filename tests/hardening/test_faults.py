@@ -213,6 +213,7 @@ def _interrupt(
     args: list[str],
     script: dict[str, Any],
     workers: int,
+    sig: int = signal.SIGINT,
 ) -> subprocess.CompletedProcess[str]:
     """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
     run, and check it exits promptly with 130 and one line, leaving nothing behind."""
@@ -241,15 +242,16 @@ def _interrupt(
             time.sleep(0.05)
         time.sleep(0.3)  # let them reach the hanging step
         sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=10)
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 130, err
-    assert err == "aotipre: interrupted\n"
+    code, line = (143, "terminated") if sig == signal.SIGTERM else (130, "interrupted")
+    assert proc.returncode == code, err
+    assert err == f"aotipre: {line}\n"
     assert took < 5, f"took {took:.1f} s to stop"
     assert wait_gone(recorded_pids(pids)) == [], "a worker or its child outlived aotipre"
     assert list(tmp.iterdir()) == [], "temporary folders were left behind"
@@ -261,6 +263,13 @@ def test_ctrl_c_stops_the_hung_worker_and_cleans_up(
 ) -> None:
     args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs"))]
     _interrupt(tmp_path, args, {"load": {"hang_hard": True}}, workers=1)
+
+
+def test_sigterm_stops_the_hung_worker_and_cleans_up(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs"))]
+    _interrupt(tmp_path, args, {"run": {"hang_hard": True}}, workers=1, sig=signal.SIGTERM)
 
 
 def test_ctrl_c_with_parallel_checks_stops_every_worker(
