@@ -11,11 +11,10 @@ from pathlib import Path
 
 import typer
 
-from aotipre import __version__, api, batch, codes, config
+from aotipre import __version__, api, codes, config
 from aotipre.errors import AotipreError
 from aotipre.findings import ExitCode
 from aotipre.report import (
-    github,
     json_format,
     parse_report_spec,
     render_report,
@@ -220,6 +219,8 @@ def check(
         }
     )
     show_progress = fmt is Format.table and output is None and sys.stderr.isatty()
+    from aotipre import batch  # imported here: only `check` runs packages (start-up time)
+
     reports = batch.check_packages(
         [str(p) for p in packages or []],
         settings,
@@ -240,6 +241,8 @@ def check(
     for name, path in specs:
         _emit(render(name), Path(path))
     if fmt is Format.github or any(name == "github" for name, _ in specs):
+        from aotipre.report import github
+
         github.append_step_summary(reports)
     for report in reports:
         if report.error is not None:

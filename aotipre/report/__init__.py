@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from aotipre.errors import UsageError
 from aotipre.findings import Report
-from aotipre.report import github, json_format, junit, markdown, sarif, table
 
-CHECK_RENDERERS: dict[str, Callable[[Report], str]] = {
-    "table": table.render_report,
-    "json": json_format.render_report,
-    "junit": junit.render_report,
-    "sarif": sarif.render_report,
-    "github": github.render_report,
-    "markdown": markdown.render_report,
-}
+_FORMATS = ("table", "json", "junit", "sarif", "github", "markdown")
+_MODULES = {"json": "json_format"}
+
+
+class _Renderers(Mapping[str, Callable[..., str]]):
+    """format -> renderer, importing a renderer's module on first use (keeps start-up fast)."""
+
+    def __init__(self, function: str) -> None:
+        self._function = function
+
+    def __getitem__(self, fmt: str) -> Callable[..., str]:
+        if fmt not in _FORMATS:
+            raise KeyError(fmt)
+        module = importlib.import_module(f"aotipre.report.{_MODULES.get(fmt, fmt)}")
+        render: Any = getattr(module, self._function)
+        return render  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_FORMATS)
+
+    def __len__(self) -> int:
+        return len(_FORMATS)
+
+
+CHECK_RENDERERS: Mapping[str, Callable[[Report], str]] = _Renderers("render_report")
 """Formats of `aotipre check --format`; each renderer is a pure function Report -> str."""
 
-BATCH_RENDERERS: dict[str, Callable[[Sequence[Report]], str]] = {
-    "table": table.render_reports,
-    "json": json_format.render_reports,
-    "junit": junit.render_reports,
-    "sarif": sarif.render_reports,
-    "github": github.render_reports,
-    "markdown": markdown.render_reports,
-}
+BATCH_RENDERERS: Mapping[str, Callable[[Sequence[Report]], str]] = _Renderers("render_reports")
 """The same formats for one combined report over many packages (same keys as CHECK_RENDERERS)."""
 
 
