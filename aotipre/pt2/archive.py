@@ -24,9 +24,9 @@ MAX_JSON_BYTES = 64 * 1024 * 1024
 MAX_RATIO = 200
 """A compressed member inflating more than this many times is treated as a zip bomb."""
 BOMB_MIN_BYTES = 256 * 1024 * 1024
+"""Only members at least this large (declared) can be refused as bombs."""
 MAX_MEMBER_BYTES = 1 << 40
 """No real member is a terabyte; a header that says so is forged."""
-"""Only members at least this large (declared) can be refused as bombs."""
 MAX_CENTRAL_DIRECTORY_BYTES = 32 * 1024 * 1024
 """A central directory larger than this is refused before zipfile parses it (it builds one
 ZipInfo, ~0.5 KB, per record before any other limit can apply)."""
