@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
 from aotipre.findings import Report, Severity
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.report.common import combined_counts, combined_verdict, counts_text, worst_exit_code
-from aotipre.triage.diagnosis import Diagnosis
+
+if TYPE_CHECKING:
+    from aotipre.triage.diagnosis import Diagnosis
 
 _MSG_WIDTH = 70
 

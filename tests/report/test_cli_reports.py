@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aotipre.cli import Format, main
+from aotipre.app import Format
+from aotipre.cli import main
 from aotipre.report import BATCH_RENDERERS, CHECK_RENDERERS, parse_report_spec
 
 Pkg = Callable[[str], Path]

@@ -1,0 +1,269 @@
+"""The typer app: every command and option; each command hands its parsed values to
+aotipre/commands.py and exits with what that returns. Run through aotipre/cli.py's `main`."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from aotipre import commands
+from aotipre.commands import Format, InfoFormat
+
+app = typer.Typer(
+    add_completion=True,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Deployment preflight checks for PyTorch AOTInductor (.pt2) packages.",
+)
+
+
+class FailOn(str, Enum):
+    error = "error"
+    warning = "warning"
+
+
+@app.command()
+def check(
+    packages: list[Path] | None = typer.Argument(
+        None,
+        help="The .pt2 package(s) to check.",
+        show_default=False,
+        readable=False,  # aotipre reports an unreadable file itself (AOT001, in every format)
+    ),
+    inputs: Path | None = typer.Option(
+        None,
+        "--inputs",
+        "-i",
+        help="Sample inputs: a torch.save of a tensor, args, kwargs or "
+        "(args, kwargs). Loaded weights-only; never executes code.",
+        readable=False,  # reported as AOT020 by the reader
+    ),
+    model: str | None = typer.Option(None, "--model", "-m", help="Model name in the package."),
+    target: str | None = typer.Option(
+        None,
+        "--target",
+        help="Deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'. Default: this machine.",
+    ),
+    static_only: bool | None = typer.Option(
+        None,
+        "--static-only/--no-static-only",
+        help="Only read and check; compile, load and run nothing.",
+        show_default=False,
+    ),
+    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the report to this file instead of stdout."
+    ),
+    reports_to: list[str] | None = typer.Option(
+        None,
+        "--report",
+        help="Also write a report as FORMAT:PATH (e.g. junit:out.xml); repeatable.",
+        show_default=False,
+    ),
+    fail_on: FailOn | None = typer.Option(
+        None, "--fail-on", help="Lowest severity that fails the gate (exit 1). (default: error)"
+    ),
+    select: list[str] | None = typer.Option(
+        None,
+        "--select",
+        help="Report only codes with these prefixes (AOT3,AOT201).",
+        show_default=False,
+    ),
+    ignore: list[str] | None = typer.Option(
+        None, "--ignore", help="Never report codes with these prefixes.", show_default=False
+    ),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="Accept the findings listed in this baseline file."
+    ),
+    write_baseline: Path | None = typer.Option(
+        None, "--write-baseline", help="Write every current finding to this baseline file."
+    ),
+    jobs: int | None = typer.Option(
+        None, "--jobs", "-j", help="Packages checked in parallel. (default: 1)"
+    ),
+    manifest: Path | None = typer.Option(
+        None, "--manifest", help="TOML file listing packages with their inputs and options."
+    ),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="Configuration file. Default: aotipre.toml or pyproject.toml."
+    ),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
+    device: str | None = typer.Option(
+        None, "--device", help="cpu, cuda or cuda:N for the runs. Default: the package's device."
+    ),
+    recompile: bool | None = typer.Option(
+        None,
+        "--recompile/--no-recompile",
+        help="Compile the ExportedProgram even if AOTI code is packaged.",
+        show_default=False,
+    ),
+    timeout: float | None = typer.Option(
+        None, "--timeout", help="Seconds allowed for each load, run and probe step. (default: 300)"
+    ),
+    compile_timeout: float | None = typer.Option(
+        None, "--compile-timeout", help="Seconds allowed for a compile. (default: 1800)"
+    ),
+    rtol: float | None = typer.Option(None, "--rtol", help="Relative tolerance vs eager."),
+    atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance vs eager."),
+    probe: bool | None = typer.Option(
+        None,
+        "--probe/--no-probe",
+        help="Run each dynamic dim at its min, max and max+1. (default: probe)",
+        show_default=False,
+    ),
+    probe_budget: int | None = typer.Option(
+        None, "--probe-budget", help="Most elements an input may have in a probe run."
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of synthesized and probe inputs."),
+    cache: bool | None = typer.Option(
+        None,
+        "--cache/--no-cache",
+        help="Use the compile cache (see --cache-dir). (default: cache)",
+        show_default=False,
+    ),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Compile cache. Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
+    ),
+    escalate: bool | None = typer.Option(
+        None,
+        "--escalate/--no-escalate",
+        help="After a crash inside the model, run the triage ladder to name the faulting "
+        "kernel. (default: escalate)",
+        show_default=False,
+    ),
+    minify: bool | None = typer.Option(
+        None,
+        "--minify/--no-minify",
+        help="Crash triage: also run the AOTI minifier for a minimal repro.py (slow).",
+        show_default=False,
+    ),
+    sanitizer: bool | None = typer.Option(
+        None,
+        "--sanitizer/--no-sanitizer",
+        help="Crash triage: also run compute-sanitizer memcheck when installed (CUDA, slow).",
+        show_default=False,
+    ),
+    artifacts: Path | None = typer.Option(
+        None,
+        "--artifacts",
+        help="Crash triage: write a repro bundle (package, inputs, environment, commands, "
+        "logs) into this folder.",
+    ),
+    exported_program: Path | None = typer.Option(
+        None,
+        "--exported-program",
+        help="Crash triage: the ExportedProgram (.pt2) of an AOTI-only package, to recompile "
+        "it with the debug printer.",
+    ),
+) -> None:
+    """Check packages (and sample inputs) before deployment. Flags override the config file."""
+    flags = {
+        "fail-on": fail_on.value if fail_on is not None else None,
+        "target": target,
+        "static-only": static_only,
+        "select": select,
+        "ignore": ignore,
+        "device": device,
+        "recompile": recompile,
+        "timeout": timeout,
+        "compile-timeout": compile_timeout,
+        "rtol": rtol,
+        "atol": atol,
+        "probe": probe,
+        "probe-budget": probe_budget,
+        "seed": seed,
+        "cache": cache,
+        "cache-dir": None if cache_dir is None else str(cache_dir),
+        "baseline": None if baseline is None else str(baseline),
+        "jobs": jobs,
+        "escalate": escalate,
+        "minify": minify,
+        "sanitizer": sanitizer,
+        "artifacts": None if artifacts is None else str(artifacts),
+        "exported-program": None if exported_program is None else str(exported_program),
+    }
+    raise typer.Exit(
+        commands.check(
+            [str(p) for p in packages or []],
+            flags=flags,
+            fmt=fmt.value,
+            output=output,
+            reports_to=reports_to or (),
+            inputs=str(inputs) if inputs is not None else None,
+            model=model,
+            config_file=config_file,
+            no_config=no_config,
+            manifest=manifest,
+            write_baseline=write_baseline,
+        )
+    )
+
+
+@app.command()
+def inspect(
+    package: Path = typer.Argument(..., help="The .pt2 package to inspect.", readable=False),
+    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+) -> None:
+    """Describe a package: models, devices, input contracts, dynamic dims. Loads no code."""
+    raise typer.Exit(commands.inspect(package, fmt.value))
+
+
+@app.command("codes")
+def list_codes(
+    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+) -> None:
+    """List every finding code with its severity, category and summary."""
+    raise typer.Exit(commands.list_codes(fmt.value))
+
+
+@app.command()
+def doctor(
+    devices: list[str] | None = typer.Option(
+        None,
+        "--device",
+        help="cpu, cuda or cuda:N to prove with the canary; repeatable. "
+        "Default: cpu, plus cuda when torch can use it.",
+        show_default=False,
+    ),
+    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+    reports_to: list[str] | None = typer.Option(
+        None,
+        "--report",
+        help="Also write the report as FORMAT:PATH (table or json); repeatable.",
+        show_default=False,
+    ),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds for each load and run step."),
+    cache_dir: Path | None = typer.Option(
+        None,
+        "--cache-dir",
+        help="Compile cache (the canary compiles once per host and torch version). "
+        "Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
+    ),
+    progress: bool | None = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="Say what is running on stderr. (default: when stderr is a terminal)",
+        show_default=False,
+    ),
+) -> None:
+    """Check this host can compile, load and run AOTI packages: facts plus a canary model."""
+    raise typer.Exit(
+        commands.doctor(
+            devices or (),
+            fmt=fmt.value,
+            reports_to=reports_to or (),
+            timeout=timeout,
+            cache_dir=cache_dir,
+            show_progress=progress,
+        )
+    )
+
+
+@app.command()
+def version() -> None:
+    """Print aotipre's version."""
+    raise typer.Exit(commands.version())

@@ -1,0 +1,177 @@
+"""What each CLI command does once its options are parsed: call the library, render, return the
+exit code. Shared by the typer app (aotipre/app.py) and the static fast lane (aotipre/cli.py), so
+neither holds behaviour of its own; nothing here imports typer."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from aotipre import __version__, api, codes, config
+from aotipre.errors import AotipreError
+from aotipre.report import json_format, parse_report_spec, render_report, render_reports, table
+from aotipre.report.common import worst_exit_code
+
+
+class Format(str, Enum):
+    """Formats of `check` (`--format` and `--report FORMAT:PATH`)."""
+
+    table = "table"
+    json = "json"
+    junit = "junit"
+    sarif = "sarif"
+    github = "github"
+    markdown = "markdown"
+
+
+class InfoFormat(str, Enum):
+    """Formats of `inspect`, `codes` and `doctor`."""
+
+    table = "table"
+    json = "json"
+
+
+CHECK_FORMATS = tuple(f.value for f in Format)
+INFO_FORMATS = tuple(f.value for f in InfoFormat)
+
+
+def check(
+    packages: Sequence[str],
+    *,
+    flags: Mapping[str, Any],
+    fmt: str = "table",
+    output: Path | None = None,
+    reports_to: Sequence[str] = (),
+    inputs: str | None = None,
+    model: str | None = None,
+    config_file: Path | None = None,
+    no_config: bool = False,
+    manifest: Path | None = None,
+    write_baseline: Path | None = None,
+) -> int:
+    """`aotipre check`. `flags`: command-line values by flag name without `--` (None or absent:
+    not given); they override the config file."""
+    specs = [parse_report_spec(spec) for spec in reports_to]
+    settings = config.load_config(config_file, isolated=no_config)
+    parsed = config.parse_flags(flags)
+    show_progress = fmt == "table" and output is None and sys.stderr.isatty()
+    from aotipre import batch  # imported here: only `check` runs packages (start-up time)
+
+    reports = batch.check_packages(
+        list(packages),
+        settings,
+        manifest=batch.load_manifest(manifest) if manifest is not None else None,
+        flags=parsed,
+        inputs=inputs,
+        model=model,
+        write_baseline_to=str(write_baseline) if write_baseline is not None else None,
+        progress=progress if show_progress else None,
+    )
+    single = manifest is None and len(reports) == 1
+
+    def render(name: str) -> str:
+        return render_report(reports[0], name) if single else render_reports(reports, name)
+
+    if not single or reports[0].error is None or fmt != "table" or output is not None:
+        emit(render(fmt), output)
+    for name, path in specs:
+        emit(render(name), Path(path))
+    if fmt == "github" or any(name == "github" for name, _ in specs):
+        from aotipre.report import github
+
+        github.append_step_summary(reports)
+    for report in reports:
+        if report.error is not None:
+            named = single or report.error.startswith(report.package_path)
+            say_error(report.error if named else f"{report.package_path}: {report.error}")
+    return int(worst_exit_code(reports))
+
+
+def inspect(package: Path, fmt: str = "table") -> int:
+    """`aotipre inspect`: describe a package; loads no code."""
+    info = api.inspect(package)
+    emit(json_format.render_package(info) if fmt == "json" else table.render_package(info), None)
+    return 0
+
+
+def list_codes(fmt: str = "table") -> int:
+    """`aotipre codes`: every finding code with its severity, category and summary."""
+    keys = ["code", "name", "severity", "category", "summary"]
+    rows = [
+        [c.code, c.name, c.severity.value, c.category.value, c.summary] for c in codes.ALL_CODES
+    ]
+    if fmt == "json":
+        emit(json_format.dumps([dict(zip(keys, r)) for r in rows]), None)
+        return 0
+    from tabulate import tabulate
+
+    emit(tabulate(rows, headers=keys, maxcolwidths=[None, None, None, None, 60]) + "\n", None)
+    return 0
+
+
+def doctor(
+    devices: Sequence[str] = (),
+    *,
+    fmt: str = "table",
+    reports_to: Sequence[str] = (),
+    timeout: float = 300.0,
+    cache_dir: Path | None = None,
+    show_progress: bool | None = None,
+) -> int:
+    """`aotipre doctor`: host facts plus a canary model compiled, loaded and run per device."""
+    from aotipre.doctor import DoctorOptions, run_doctor
+    from aotipre.doctor.render import render as render_doctor
+    from aotipre.runner.stages import DynamicOptions
+
+    specs = [_doctor_report_spec(spec) for spec in reports_to]
+    show = sys.stderr.isatty() if show_progress is None else show_progress
+    dynamic = DynamicOptions(
+        timeout_s=timeout, cache_dir=str(cache_dir) if cache_dir is not None else None
+    )
+    result = run_doctor(
+        DoctorOptions(devices=tuple(devices), dynamic=dynamic, progress=progress if show else None)
+    )
+    emit(render_doctor(result, fmt), None)
+    for name, path in specs:
+        emit(render_doctor(result, name), Path(path))
+    if result.error is not None:
+        say_error(result.error)
+    return int(result.exit_code)
+
+
+def _doctor_report_spec(spec: str) -> tuple[str, str]:
+    name, sep, path = spec.partition(":")
+    if not sep or not path or name not in INFO_FORMATS:
+        raise AotipreError(f"--report {spec!r}: use FORMAT:PATH with FORMAT table or json")
+    return name, path
+
+
+def version() -> int:
+    """`aotipre version`."""
+    emit(f"aotipre {__version__}\n", None)
+    return 0
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Write a rendered report to stdout, or to `output` (parents created)."""
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise AotipreError(f"cannot write {output}: {exc.strerror}") from None
+
+
+def progress(message: str) -> None:
+    sys.stderr.write(f"aotipre: {message}\n")
+    sys.stderr.flush()
+
+
+def say_error(message: str) -> None:
+    sys.stderr.write(f"aotipre: error: {message}\n")
