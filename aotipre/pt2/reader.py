@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
-from aotipre.pt2.exported import ContractError, parse_exported
+from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
 from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
 from aotipre.pt2.wrapper_contract import contract_from_wrapper
 
@@ -122,24 +122,34 @@ def _aoti_model_names(names: list[str], prefix: str) -> list[str]:
 
 
 def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: bool) -> ModelInfo:
-    notes: list[str] = []
+    """One model's contract: the ExportedProgram's (with the AOTI wrapper's dim bounds merged in)
+    when it is packaged, else the one wrapper.cpp's generated checks spell out, else none."""
     aoti = _read_aoti(archive, root, name) if has_aoti else None
+    contract = (
+        _read_exported(archive, f"{root}/{layout.MODELS_DIR}/{name}.json") if has_ep else None
+    )
+    wrapper = None
+    if aoti is not None and aoti.wrapper_cpp is not None:
+        wrapper = contract_from_wrapper(archive.read_text(aoti.wrapper_cpp))
     sample = f"{root}/{layout.SAMPLE_INPUTS_DIR}/{name}.pt"
-    sample_member = sample if sample in archive.members else None
-
-    if has_ep:
-        member = f"{root}/{layout.MODELS_DIR}/{name}.json"
-        data = _load_json(archive, member)
-        try:
-            contract = parse_exported(data)
-        except ContractError as exc:
-            raise CodedPackageError(
-                "AOT006", f"{archive.path}: {member} is not a valid ExportedProgram: {exc}"
-            ) from None
-        model = ModelInfo(
-            name=name,
-            has_exported_program=True,
-            aoti=aoti,
+    model = ModelInfo(
+        name=name,
+        has_exported_program=has_ep,
+        aoti=aoti,
+        torch_version=None,
+        schema_version=None,
+        inputs=(),
+        outputs=(),
+        symbols=(),
+        signature=None,
+        contract_source="none",
+        sample_inputs_member=sample if sample in archive.members else None,
+        weights_location=_weights_location(aoti, has_ep),
+        notes=tuple(wrapper.notes) if wrapper is not None else (),
+    )
+    if contract is not None:
+        model = replace(
+            model,
             torch_version=contract.torch_version,
             schema_version=contract.schema_version,
             inputs=contract.inputs,
@@ -147,55 +157,34 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
             symbols=contract.symbols,
             signature=contract.signature,
             contract_source="exported_program",
-            sample_inputs_member=sample_member,
             export_device=contract.device,
         )
-        if aoti is not None and aoti.wrapper_cpp is not None:
-            wrapper = contract_from_wrapper(archive.read_text(aoti.wrapper_cpp))
-            model = _merge_wrapper_bounds(model, wrapper.inputs)
-            notes.extend(wrapper.notes)
-    elif aoti is not None and aoti.wrapper_cpp is not None:
-        wrapper = contract_from_wrapper(archive.read_text(aoti.wrapper_cpp))
-        notes.extend(wrapper.notes)
-        model = ModelInfo(
-            name=name,
-            has_exported_program=False,
-            aoti=aoti,
-            torch_version=None,
-            schema_version=None,
+        return _merge_wrapper_bounds(model, wrapper.inputs) if wrapper is not None else model
+    if wrapper is not None:
+        return replace(
+            model,
             inputs=wrapper.inputs,
-            outputs=(),
             symbols=wrapper.symbols,
             signature=wrapper.signature,
             contract_source="wrapper_cpp" if wrapper.inputs or wrapper.signature else "none",
-            sample_inputs_member=sample_member,
         )
-    else:
-        model = ModelInfo(
-            name=name,
-            has_exported_program=False,
-            aoti=aoti,
-            torch_version=None,
-            schema_version=None,
-            inputs=(),
-            outputs=(),
-            symbols=(),
-            signature=None,
-            contract_source="none",
-            sample_inputs_member=sample_member,
-        )
-        notes.append("no wrapper.cpp is packaged, so the input contract is unknown")
+    notes = (*model.notes, "no wrapper.cpp is packaged, so the input contract is unknown")
+    return replace(model, notes=notes)
 
-    weights = (
-        "on_disk"
-        if aoti is not None and aoti.weights_on_disk
-        else "in_so"
-        if aoti is not None
-        else "exported_program"
-        if has_ep
-        else "none"
-    )
-    return replace(model, weights_location=weights, notes=tuple(model.notes) + tuple(notes))
+
+def _read_exported(archive: Archive, member: str) -> ExportedContract:
+    try:
+        return parse_exported(_load_json(archive, member))
+    except ContractError as exc:
+        raise CodedPackageError(
+            "AOT006", f"{archive.path}: {member} is not a valid ExportedProgram: {exc}"
+        ) from None
+
+
+def _weights_location(aoti: AotiPart | None, has_ep: bool) -> str:
+    if aoti is not None:
+        return "on_disk" if aoti.weights_on_disk else "in_so"
+    return "exported_program" if has_ep else "none"
 
 
 def _merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:
