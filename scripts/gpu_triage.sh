@@ -10,10 +10,12 @@
 #   --artifacts: a Triton device-side assert; the asynchronous error may blame cuBLAS in
 #   aoti_torch_cuda_mm_out (AOT802 when it does);
 # - illegal_memory_access: EmbeddingOnly (embedding_oob.pt2) compiled with
-#   assert_indirect_indexing=False, id 1e12: a real illegal memory access.
-# Writes under $OUT (7 files, no folders): gpu_triage.log (host facts, pytest output, the CLI's
+#   assert_indirect_indexing=False, id 1e12: a real illegal memory access, with --sanitizer
+#   (compute-sanitizer memcheck) and a repro bundle.
+# Writes under $OUT (8 files, no folders): gpu_triage.log (host facts, pytest output, the CLI's
 # log, timings), device_assert.json/.txt, illegal_memory_access.json/.txt, bundle.tar.gz (the
-# repro bundle without the packages and inputs); `bench` writes bench_gpu.json and its log.
+# repro bundle without the packages and inputs), ima-sanitizer.*.log (memcheck's own log);
+# `bench` writes bench_gpu.json and its log. PYTEST_LIMIT_S (default 420) caps the tests.
 # Loading any AOTI package on that machine needs the system libstdc++ preloaded: exported here
 # (aotipre would otherwise find it itself, after one crashed load per model: AOT515).
 set -u
@@ -49,10 +51,11 @@ fi
 
 started=$SECONDS
 echo "=== $(stamp) pytest -m gpu tests/triage/test_triage_gpu.py" >> "$LOG"
-timeout -k 10 390 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/triage/test_triage_gpu.py \
+limit=${PYTEST_LIMIT_S:-420}
+timeout -k 10 "$limit" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/triage/test_triage_gpu.py \
   -rA --durations=5 >> "$LOG" 2>&1
 rc=$?
-echo "=== $(stamp) pytest exit $rc after $((SECONDS - started)) s (124: killed at 390 s)" >> "$LOG"
+echo "=== $(stamp) pytest exit $rc after $((SECONDS - started)) s (124: killed at $limit s)" >> "$LOG"
 
 for name in device_assert.json device_assert.txt illegal_memory_access.json illegal_memory_access.txt; do
   [ -f "$AOTIPRE_EVIDENCE_DIR/$name" ] && cp "$AOTIPRE_EVIDENCE_DIR/$name" "$OUT/"
@@ -60,6 +63,9 @@ done
 if [ -f "$AOTIPRE_EVIDENCE_DIR/device_assert.cli.log" ]; then
   { echo "=== the CLI run of device_assert"; cat "$AOTIPRE_EVIDENCE_DIR/device_assert.cli.log"; } >> "$LOG"
 fi
+for log in "$AOTIPRE_EVIDENCE_DIR"/bundle-ima/*/steps/sanitizer.*.log; do
+  [ -f "$log" ] && cp "$log" "$OUT/ima-$(basename "$log")"
+done
 if [ -d "$AOTIPRE_EVIDENCE_DIR/bundle" ]; then
   tar -C "$AOTIPRE_EVIDENCE_DIR" --exclude='*.pt2' --exclude='*.pt' --exclude='work' \
     -czf "$OUT/bundle.tar.gz" bundle

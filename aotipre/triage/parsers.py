@@ -424,6 +424,8 @@ class SanitizerHit:
 
 
 _SAN_ERROR = re.compile(r"^=+ (Invalid __\w+__ (?:read|write|atomic).*|Out-of-range .*|.*Error.*)$")
+_SAN_TOOL_STATUS = re.compile(r"^=+ (?:ERROR SUMMARY|Program hit |Error: |Target application )")
+"""The tool's own status lines (API errors after the fault, the exit, the count): no records."""
 _SAN_AT = re.compile(r"^=+\s+at (?:0x[0-9a-f]+ in )?(?P<func>[\w:]+?)(?:\(|\+0x| in |$)")
 
 
@@ -438,7 +440,7 @@ def sanitizer_hits(text: str, limit: int = 5) -> list[SanitizerHit]:
         if not line.startswith("="):
             continue
         m = _SAN_ERROR.match(line)
-        if m and "ERROR SUMMARY" not in line and not line.startswith("========= Program hit"):
+        if m and not _SAN_TOOL_STATUS.match(line):
             if current:
                 out.append(SanitizerHit(what, kernel, tuple(current)))
             what, kernel, current = m.group(1).strip(), None, [line]

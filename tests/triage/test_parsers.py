@@ -254,3 +254,14 @@ def test_nodes_by_kernel_name_and_their_source_lines() -> None:
     )
     named, how = parsers.match_nodes(CPU_KERNEL, nodes, ["mul"])
     assert [n.name for n in named] == ["mul"] and "comment" in how
+
+
+def test_sanitizer_hits_in_a_real_memcheck_log() -> None:
+    # compute-sanitizer memcheck on an H100 (torch 2.11, the EmbeddingOnly model with id 1e12
+    # compiled without index asserts); two of its eight records kept, then the API errors and
+    # the summary that follow the first bad launch
+    hits = parsers.sanitizer_hits((DATA / "h100_memcheck.log").read_text())
+    assert [(h.what, h.kernel) for h in hits] == [
+        ("Invalid __global__ read of size 4 bytes", "triton_per_fused_embedding_sum_0")
+    ] * 2
+    assert "out of bounds" in hits[0].lines[3]

@@ -1,6 +1,7 @@
 """Crash triage on a CUDA GPU (gpu marker; skipped without CUDA): a device-side assert from an
 out-of-range embedding (whose asynchronous error can blame a later cuBLAS call), and a real
-illegal memory access from an unchecked indirect load. Both run at once (every step is its own
+illegal memory access from an unchecked indirect load, confirmed by compute-sanitizer. Both
+run at once (every step is its own
 worker process), from the CPU fixtures recompiled for CUDA; the first through the CLI (with a
 repro bundle), the second through the library.
 
@@ -80,7 +81,9 @@ def gpu_reports(
                     recompile=True,
                     inductor_configs={"assert_indirect_indexing": False},
                 ),
-                triage=TriageOptions(parallel=4),
+                triage=TriageOptions(
+                    parallel=4, sanitizer=True, artifacts=str(evidence / "bundle-ima")
+                ),
             ),
         )
         (evidence / "illegal_memory_access.json").write_text(render_report(report, "json"))
@@ -134,3 +137,8 @@ def test_illegal_memory_access_names_the_kernel(gpu_reports: dict[str, Any]) -> 
     assert kernel.startswith("triton_") and "embedding" in kernel, _summary(report)
     assert d["identified_by"] in ("printer-3", "sync-rerun"), _summary(report)
     assert any(t["input"] == "ids" and t["max"] == 10**12 for t in d["inputs"]), d["inputs"]
+    # compute-sanitizer memcheck (asked for here) confirms it from its own report
+    sanitizer = {s["name"]: s for s in report["stages"]}["triage:sanitizer"]
+    assert sanitizer["status"] == "passed", sanitizer
+    assert "Invalid __global__ read" in sanitizer["detail"], sanitizer
+    assert kernel in sanitizer["detail"], sanitizer
