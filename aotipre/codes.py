@@ -492,10 +492,12 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.ENVIRONMENT,
         "Loading crashes in this environment, and loads with the system libstdc++ preloaded: "
-        "the Python environment ships an older libstdc++ than the one the .so needs. Not a "
-        "model bug.",
-        "preload the system libstdc++ (LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6) "
-        "or update the environment's libstdc++",
+        "a libstdc++ mismatch between the toolchain that built the .so and the process's "
+        "runtime (an older libstdc++ in the Python environment, or libstdc++ template code such "
+        "as std::regex instantiated in both). Not a model bug.",
+        "preload the system libstdc++ (LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6), or "
+        "match the toolchains: compile the package with the compiler and libstdc++ torch was "
+        "built with",
     ),
     Code(
         "AOT516",
