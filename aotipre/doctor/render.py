@@ -10,6 +10,7 @@ from aotipre.doctor.dirs import human_bytes
 from aotipre.doctor.report import DoctorReport
 from aotipre.findings import Severity
 from aotipre.report.json_format import dumps
+from aotipre.report.table import findings_table
 
 FORMATS = ("table", "json")
 _WIDTH = 96
@@ -95,17 +96,7 @@ def render_table(report: DoctorReport) -> str:
         lines.extend(f"note: {n}" for n in report.notes)
     lines.append("")
     if report.findings:
-        frows = []
-        for fi in sorted(report.findings, key=lambda x: -x.severity.rank):
-            text = fi.message + (f"\nhint: {fi.hint}" if fi.hint else "")
-            frows.append([fi.code, fi.severity.value, fi.subject, text])
-        lines.append(
-            tabulate(
-                frows,
-                headers=["code", "severity", "subject", "message"],
-                maxcolwidths=[None, None, 24, 72],
-            )
-        )
+        lines.append(findings_table(report.findings, subject_width=24, message_width=72))
         lines.append("")
     counts = report.counts()
     summary = ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(list(Severity)))

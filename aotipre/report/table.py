@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
-from aotipre.findings import Report, Severity
+from aotipre.findings import Finding, Report, Severity
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.report.common import combined_counts, combined_verdict, counts_text, worst_exit_code
 
@@ -15,6 +15,21 @@ if TYPE_CHECKING:
     from aotipre.triage.diagnosis import Diagnosis
 
 _MSG_WIDTH = 70
+
+
+def findings_table(
+    findings: Sequence[Finding], *, subject_width: int = 28, message_width: int = _MSG_WIDTH
+) -> str:
+    """Findings, most severe first, each message followed by its hint (`check` and `doctor`)."""
+    rows = [
+        [f.code, f.severity.value, f.subject, f.message + (f"\nhint: {f.hint}" if f.hint else "")]
+        for f in sorted(findings, key=lambda f: -f.severity.rank)
+    ]
+    return tabulate(
+        rows,
+        headers=["code", "severity", "subject", "message"],
+        maxcolwidths=[None, None, subject_width, message_width],
+    )
 
 
 def render_report(report: Report) -> str:
@@ -44,17 +59,7 @@ def render_report(report: Report) -> str:
         )
     lines.append("")
     if report.findings:
-        rows = []
-        for f in sorted(report.findings, key=lambda f: -f.severity.rank):
-            text = f.message + (f"\nhint: {f.hint}" if f.hint else "")
-            rows.append([f.code, f.severity.value, f.subject, text])
-        lines.append(
-            tabulate(
-                rows,
-                headers=["code", "severity", "subject", "message"],
-                maxcolwidths=[None, None, 28, _MSG_WIDTH],
-            )
-        )
+        lines.append(findings_table(report.findings))
         lines.append("")
     for diagnosis in report.diagnosis:
         lines.extend(_diagnosis_lines(diagnosis))
