@@ -340,7 +340,7 @@ class _Context:
                 counts = ", ".join(f"{u.flag.upper()} {u.count}" for u in used)
                 self.add(
                     "AOT436",
-                    f"{_base(so.member)} holds instructions of CPU extensions the target lacks "
+                    f"{_base(so.member)} holds instructions of CPU extensions {self.where} lacks "
                     f"({counts}): the process dies with SIGILL when they run (e.g. "
                     f"{used[0].example})",
                     expected=[u.flag for u in used],
