@@ -72,9 +72,9 @@ def read_wheel(path: Path) -> dict:
 
 
 def read_installed(folder: Path) -> dict:
-    version = re.search(
-        r"__version__\s*=\s*'([^']+)'", (folder / "version.py").read_text()
-    ).group(1)
+    version = re.search(r"__version__\s*=\s*'([^']+)'", (folder / "version.py").read_text()).group(
+        1
+    )
     shim: set[str] = set()
     libs = []
     for lib in LIBRARIES:
@@ -164,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                     have = {n for n in have if "_cuda" not in n}
                 if have != want:
                     status = 1
-                    print(f"  {key}: {len(want - have)} in the table only, {len(have - want)} here only")
+                    print(
+                        f"  {key}: {len(want - have)} in the table only, {len(have - want)} here only"
+                    )
                     for name in sorted(want ^ have)[:20]:
                         print(f"    {'table' if name in want else 'here '}: {name}")
                 else:

@@ -86,6 +86,8 @@ class IsaScan:
 
     instructions: int
     uses: tuple[FeatureUse, ...] = ()
+    evex: int = 0
+    """EVEX-encoded (AVX-512) instructions, whatever their register width."""
     """Extensions beyond baseline x86-64, most used first."""
     scanned_bytes: int = 0
     text_bytes: int = 0
@@ -103,6 +105,7 @@ class IsaScan:
     def to_dict(self) -> dict[str, object]:
         return {
             "instructions": self.instructions,
+            "evex": self.evex,
             "scanned_bytes": self.scanned_bytes,
             "text_bytes": self.text_bytes,
             "uses": {u.flag: u.count for u in self.uses},
@@ -138,10 +141,13 @@ def scan_elf(elf: ElfFile) -> IsaScan:
     per_code: dict[int, tuple[str, ...]] = {}
     counts: dict[str, int] = {}
     first: dict[str, int] = {}
-    n = 0
+    n = evex = 0
+    evex_kind = iced_x86.EncodingKind.EVEX
     decoder = iced_x86.Decoder(64, code, ip=text.addr)
     for ins in decoder:
         n += 1
+        if ins.encoding == evex_kind:
+            evex += 1
         c = ins.code
         feats = per_code.get(c)
         if feats is None:
@@ -163,7 +169,7 @@ def scan_elf(elf: ElfFile) -> IsaScan:
     notes = ()
     if size < text.size:
         notes = (f"scanned the first {size} of {text.size} bytes of .text",)
-    return IsaScan(n, uses, scanned_bytes=size, text_bytes=text.size, notes=notes)
+    return IsaScan(n, uses, evex, scanned_bytes=size, text_bytes=text.size, notes=notes)
 
 
 def _examples(
