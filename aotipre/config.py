@@ -197,13 +197,15 @@ def _string(value: Any, base: Path) -> str:
 
 
 def _target(value: Any, base: Path) -> str:
-    from aotipre.host import parse_targets
+    from aotipre.host import is_target_name, parse_targets
 
     text = _string(value, base)
-    try:
-        parse_targets(text)
-    except UsageError as exc:
-        raise ValueError(exc.message) from None
+    specs = ";".join(i for i in text.split(";") if i.strip() and not is_target_name(i))
+    if specs:  # names of [tool.aotipre.targets] are resolved with the table, later
+        try:
+            parse_targets(specs)
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
     return text
 
 
@@ -412,7 +414,22 @@ def load_config(
     base = found.resolve().parent
     values = parse_values(table, where, base, extra=(INPUTS_TABLE,))
     values["inputs"] = _inputs_table(table.get(INPUTS_TABLE, {}), f"{where} {INPUTS_TABLE}", base)
+    _check_target_names(values, where)
     return Settings(**values, source=display_path(found))
+
+
+def _check_target_names(values: Mapping[str, Any], where: str) -> None:
+    """A `target` naming targets must name ones of this file's `[targets]` table."""
+    from aotipre.host import is_target_name
+
+    text = values.get("target")
+    named = dict(values.get("targets", ()))
+    for item in (i.strip() for i in (text or "").split(";")):
+        if item and is_target_name(item) and item not in named:
+            raise UsageError(
+                f'{where}: target = "{text}": --target {item!r} is neither a target spec nor a '
+                f"name in the targets table ({', '.join(named) or 'none'})"
+            )
 
 
 def _inputs_table(table: Any, where: str, base: Path) -> tuple[tuple[str, str], ...]:

@@ -273,11 +273,25 @@ def parse_targets(text: str | None, named: Mapping[str, str] | None = None) -> l
             continue
         if item in named:
             out.append(replace(parse_target(named[item]), name=item))
+        elif is_target_name(item):
+            known = ", ".join(named) or "none is configured"
+            raise UsageError(
+                f"--target {item!r} is neither a target spec (e.g. 'cuda,cc=9.0') nor a name "
+                f"in [tool.aotipre.targets] ({known})"
+            )
         else:
             out.append(parse_target(item))
     if not out:
         raise UsageError("--target is empty; use e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'")
     return out
+
+
+def is_target_name(item: str) -> bool:
+    """A bare word that is not a device type: a name from `[tool.aotipre.targets]`."""
+    word = item.strip()
+    return re.fullmatch(r"[A-Za-z0-9_.-]+", word) is not None and word.lower().split(":")[
+        0
+    ] not in ("cpu", "cuda", "xpu", "mps")
 
 
 def parse_target(text: str) -> HostInfo:

@@ -205,3 +205,44 @@ def test_inspect_table_per_target(fixture_dir: Path) -> None:
         ("cpu,torch=2.11", "encoder", "loads"),
     ]
     assert {f.code for f in findings} >= {"AOT051", "AOT436"}
+
+
+# ------------------------------------------------------------------ hostile members, CLI, config
+
+
+@pytest.mark.parametrize("cut", [10, 100, 4000, -5000])
+def test_truncated_so_member_is_one_finding(fixture_dir: Path, tmp_path: Path, cut: int) -> None:
+    pkg = rewrite(
+        fixture_dir / "aoti.pt2",
+        tmp_path / "truncated_so.pt2",
+        lambda n, d: d[:cut] if n.endswith(".wrapper.so") else d,
+    )
+    report = _check(pkg, "cpu,isa=avx2")
+    (f,) = [f for f in report.findings if f.code == "AOT050"]
+    assert f.severity is Severity.ERROR and "\n" not in f.message
+    assert report.error is None and report.verdict is Verdict.FAIL
+
+
+def test_cli_inspect_and_config_targets(
+    fixture_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    from aotipre.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "aotipre.toml").write_text(
+        '[targets]\nold-cpus = "cpu,isa=avx2"\nserving = "cpu,isa=avx512,torch=2.11"\n'
+    )
+    pkg = str(fixture_dir / "aoti.pt2")
+    for fast in (True, False):
+        assert main(["inspect", pkg], fast_lane=fast) == 0
+        out = capsys.readouterr().out
+        assert "target: old-cpus" in out and "target: serving" in out and "cannot run" in out
+    assert main(["inspect", pkg, "--target", "serving", "--format", "json"]) == 0
+    data = __import__("json").loads(capsys.readouterr().out)
+    assert [r["target"] for r in data["targets"]] == ["serving"]
+    assert main(["check", pkg, "--static-only"]) == 1  # old-cpus: SIGILL
+    assert "AOT436" in capsys.readouterr().out
+    assert main(["check", pkg, "--static-only", "--target", "serving"]) == 0
+    (tmp_path / "aotipre.toml").write_text('[targets]\nbad = "cpu,isa=avx9000!"\n')
+    assert main(["check", pkg, "--static-only"]) == 2
+    assert "targets" in capsys.readouterr().err
