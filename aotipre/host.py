@@ -180,13 +180,18 @@ def _local_flags() -> frozenset[str] | None:
 
 
 def _local_torch() -> TorchRuntime | None:
-    """The torch installed next to aotipre, from its metadata (torch is not imported)."""
-    from importlib import metadata
+    """The torch installed next to aotipre: its torch/version.py, read as text (torch is not
+    imported; importlib.metadata would take ~45 ms to scan the environment)."""
+    import importlib.util
 
     try:
-        return TorchRuntime(metadata.version("torch"), "installed here")
-    except metadata.PackageNotFoundError:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
         return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    version = _libtorch_version(list(spec.submodule_search_locations)[0])
+    return None if version is None else TorchRuntime(version, "installed here")
 
 
 def _local_glibc() -> str | None:

@@ -159,7 +159,7 @@ def read_fatbin(source: Source) -> tuple[GpuImage, ...]:
             f"the fatbin header says {header_size}+{entries_size} bytes, the member has "
             f"{source.size} (truncated?)"
         )
-    out = []
+    out: list[GpuImage] = []
     offset = header_size
     end = header_size + entries_size
     while offset < end:

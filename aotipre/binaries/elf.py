@@ -303,7 +303,7 @@ class ElfFile:
         if sec is None:
             return []
         data = self.section_bytes(sec, limit)
-        out = []
+        out: list[tuple[str, int, bytes]] = []
         offset = 0
         while offset + 12 <= len(data) and len(out) < 1000:
             namesz, descsz, ntype = struct.unpack_from("<III", data, offset)

@@ -166,7 +166,7 @@ def scan_elf(elf: ElfFile) -> IsaScan:
         FeatureUse(cpuinfo_flag(f), count, examples.get(f, ""))
         for f, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
-    notes = ()
+    notes: tuple[str, ...] = ()
     if size < text.size:
         notes = (f"scanned the first {size} of {text.size} bytes of .text",)
     return IsaScan(n, uses, evex, scanned_bytes=size, text_bytes=text.size, notes=notes)

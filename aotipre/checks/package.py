@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aotipre import codes
+from aotipre.binaries.facts import GpuMember, SharedObject
 from aotipre.checks.target import KNOWN_DEVICES
 from aotipre.findings import Finding
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
@@ -134,7 +135,11 @@ def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:
         return []
     name = model.name
     out = []
-    for bad in [*(s for s in facts.shared_objects if s.error), *(g for g in facts.gpu if g.error)]:
+    bad_members: list[SharedObject | GpuMember] = [
+        *(s for s in facts.shared_objects if s.error),
+        *(g for g in facts.gpu if g.error),
+    ]
+    for bad in bad_members:
         kind = "shared object" if bad.member.endswith(".so") else "GPU code member"
         out.append(
             codes.get("AOT050").finding(

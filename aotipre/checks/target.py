@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre import codes
 from aotipre.binaries.elf import version_key
 from aotipre.binaries.facts import GCC_FLAGS, SharedObject
-from aotipre.binaries.x86 import IsaScan
 from aotipre.findings import Finding, Severity
 from aotipre.host import ISA_FLAGS, ISA_RANK, HostInfo
 from aotipre.pt2.spec import AotiPart, ModelInfo
+
+if TYPE_CHECKING:
+    from aotipre.binaries.x86 import IsaScan
 
 KNOWN_DEVICES = ("cpu", "cuda", "xpu", "mps")
 CANNOT_RUN = {"AOT433", "AOT434", "AOT436", "AOT403", "AOT402"}
@@ -27,7 +29,7 @@ CANNOT_RUN = {"AOT433", "AOT434", "AOT436", "AOT403", "AOT402"}
 EXTENSIONS = frozenset(GCC_FLAGS.values())
 NOTABLE = frozenset(f for f in EXTENSIONS if f.startswith(("avx", "amx")) or f in ("fma", "f16c"))
 """The extensions an AOTI_CPU_ISA mismatch is about (vector and matrix units)."""
-Scan = Callable[[str], IsaScan]
+Scan = Callable[[str], "IsaScan"]
 """member name -> the instruction scan of that .so (cached by the caller)."""
 
 
