@@ -141,6 +141,9 @@ class ElfFile:
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
 
+    def _of_type(self, kind: int) -> Section | None:
+        return next((s for s in self.sections if s.type == kind), None)
+
     def section_bytes(self, section: Section, limit: int = MAX_TABLE_BYTES) -> bytes:
         """The contents of a section (empty for NOBITS); ElfError when larger than `limit`."""
         if section.type == SHT_NOBITS or section.size == 0:
@@ -162,7 +165,7 @@ class ElfFile:
     # ---------------------------------------------------------------- dynamic
 
     def dynamic_entries(self) -> list[tuple[int, int]]:
-        sec = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
+        sec = self._of_type(SHT_DYNAMIC)
         if sec is None:
             return []
         if sec.size > MAX_DYNAMIC * _DYN.size:
@@ -177,7 +180,7 @@ class ElfFile:
 
     def needed(self) -> tuple[str, ...]:
         """DT_NEEDED: the libraries the dynamic loader must find."""
-        sec = next((s for s in self.sections if s.type == SHT_DYNAMIC), None)
+        sec = self._of_type(SHT_DYNAMIC)
         if sec is None:
             return ()
         strings = self._linked(sec)
@@ -196,7 +199,7 @@ class ElfFile:
 
     def _verneed(self) -> list[tuple[str, str, int]]:
         """(library, version name, version index) of each SHT_GNU_verneed entry."""
-        sec = next((s for s in self.sections if s.type == SHT_GNU_VERNEED), None)
+        sec = self._of_type(SHT_GNU_VERNEED)
         if sec is None:
             return []
         data, strings = self.section_bytes(sec), self._linked(sec)
@@ -219,7 +222,7 @@ class ElfFile:
 
     def _verdef(self) -> list[tuple[str, int]]:
         """(version name, version index) of each SHT_GNU_verdef entry."""
-        sec = next((s for s in self.sections if s.type == SHT_GNU_VERDEF), None)
+        sec = self._of_type(SHT_GNU_VERDEF)
         if sec is None:
             return []
         data, strings = self.section_bytes(sec), self._linked(sec)
@@ -241,7 +244,7 @@ class ElfFile:
 
     def dynamic_symbols(self) -> list[Symbol]:
         """Every .dynsym entry (index 0 skipped), with its version name when versioned."""
-        sec = next((s for s in self.sections if s.type == SHT_DYNSYM), None)
+        sec = self._of_type(SHT_DYNSYM)
         if sec is None:
             return []
         versions = self._version_names(sec)
@@ -249,7 +252,7 @@ class ElfFile:
 
     def static_symbols(self) -> list[Symbol]:
         """.symtab entries (absent from a stripped file)."""
-        sec = next((s for s in self.sections if s.type == SHT_SYMTAB), None)
+        sec = self._of_type(SHT_SYMTAB)
         return [] if sec is None else self._symbols(sec, None)
 
     def _symbols(self, sec: Section, versions: list[str | None] | None) -> list[Symbol]:
@@ -281,7 +284,7 @@ class ElfFile:
         return out
 
     def _version_names(self, dynsym: Section) -> list[str | None] | None:
-        versym = next((s for s in self.sections if s.type == SHT_GNU_VERSYM), None)
+        versym = self._of_type(SHT_GNU_VERSYM)
         if versym is None:
             return None
         index = self._version_index()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -63,7 +64,12 @@ def test_this_machine_is_read_without_torch() -> None:
     assert host.glibc is not None and host.glibc.startswith("2.")
     if Path("/proc/cpuinfo").is_file():
         assert host.cpu_flags and "sse2" in host.cpu_flags
-    assert "torch" not in sys.modules
+    probe = (
+        "import sys; from aotipre.host import detect_local; h = detect_local(probe_cuda=False); "
+        "assert h.torch is not None; assert 'torch' not in sys.modules, 'imported torch'"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_libtorch_folder_exports_are_read() -> None:
