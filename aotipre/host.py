@@ -392,18 +392,6 @@ def isa_flags(value: str) -> frozenset[str]:
     return frozenset(flags)
 
 
-def isa_up_to(best: str) -> frozenset[str]:
-    """The ISA words implied by a best ISA (AVX512_VNNI implies AVX512 and AVX2)."""
-    if best in ISA_RANK:
-        return frozenset(ISA_RANK[: ISA_RANK.index(best) + 1])
-    if best in ISA_FLAGS:
-        return frozenset([best])
-    raise UsageError(
-        f"--target isa {best.lower()!r} is unknown (use one of "
-        f"{', '.join(w.lower() for w in ISA_FLAGS)})"
-    )
-
-
 def read_libtorch(path: str) -> TorchRuntime:
     """A libtorch distribution, a torch package folder or a site-packages folder: its version
     and the `aoti_*` functions its libraries export (their dynamic symbol tables)."""

@@ -85,27 +85,24 @@ def row_for(model: ModelInfo, host: HostInfo, findings: list[Finding]) -> Target
     if errors:
         load = [f for f in errors if f.code not in CANNOT_RUN]
         status = "cannot load" if load else "cannot run"
-        return TargetRow(host.label, model.name, status, tuple(_short(f) for f in errors))
+        return TargetRow(
+            host.label, model.name, status, tuple(_short(f, model.name) for f in errors)
+        )
     if warnings:
         return TargetRow(
             host.label,
             model.name,
             "needs " + "; ".join(f.hint or f.code for f in warnings[:2]),
-            tuple(_short(f) for f in warnings),
+            tuple(_short(f, model.name) for f in warnings),
         )
-    notes = tuple(_short(f) for f in mine)
+    notes = tuple(_short(f, model.name) for f in mine)
     return TargetRow(host.label, model.name, "loads", notes)
 
 
-def _short(f: Finding) -> str:
+def _short(f: Finding, model: str) -> str:
     """The message without the `target X: model 'm': ` the table already says."""
-    text = f.message
-    for prefix in ("target ", "model "):
-        if text.startswith(prefix) and ": " in text:
-            text = text.split(": ", 1)[1] if prefix == "model " else text
-    if text.startswith("target "):
-        text = text.split(": model ", 1)[-1].split(": ", 1)[-1]
-    return f"{f.code}: {text}"
+    marker = f"model '{model}': "
+    return f"{f.code}: {f.message.split(marker, 1)[-1]}"
 
 
 class _Context:

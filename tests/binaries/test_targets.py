@@ -252,3 +252,17 @@ def test_cli_inspect_and_config_targets(
     (tmp_path / "aotipre.toml").write_text('[targets]\nbad = "cpu,isa=avx9000!"\n')
     assert main(["check", pkg, "--static-only"]) == 2
     assert "targets" in capsys.readouterr().err
+
+
+def test_reports_carry_the_target_table(fixture_dir: Path) -> None:
+    from aotipre.report import markdown, table
+
+    report = _check(fixture_dir / "aoti.pt2", "cpu,isa=avx2;cpu,isa=avx512")
+    md = markdown.render_report(report)
+    assert "| target | model | status |" in md
+    assert (
+        "| cpu,isa=avx2 | model | cannot run |" in md and "| cpu,isa=avx512 | model | loads |" in md
+    )
+    text = table.render_report(report)
+    assert "target: cpu,isa=avx2" in text and "target: cpu,isa=avx512" in text
+    assert [r["status"] for r in report.to_dict()["targets"]] == ["cannot run", "loads"]
