@@ -16,7 +16,7 @@ from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
-from aotipre.host import detect_local, parse_target
+from aotipre.host import HostInfo, detect_local, parse_targets
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.program import is_path, write_program
@@ -25,6 +25,7 @@ from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
+    from aotipre.checks.target import TargetRow
     from aotipre.runner.stages import DynamicOptions, RunCrash
     from aotipre.triage.escalate import TriageOptions
 
@@ -36,6 +37,9 @@ class CheckOptions:
     inputs: str | None = None
     model: str | None = None
     target: str | None = None
+    """One or more deployment targets (`;` between them) or names from `targets`."""
+    targets: tuple[tuple[str, str], ...] = ()
+    """Named targets (`[tool.aotipre.targets]`): checked all when `target` is None."""
     static_only: bool = False
     fail_on: Severity = Severity.ERROR
     dynamic: DynamicOptions | None = None
@@ -59,6 +63,21 @@ class CheckOptions:
 def inspect(path: str | os.PathLike[str]) -> PackageInfo:
     """Read a .pt2 without loading any code. Raises PackageError with one clear line."""
     return read_package(path)
+
+
+def compatibility(
+    package: PackageInfo, target: str | None = None, targets: tuple[tuple[str, str], ...] = ()
+) -> tuple[list[Finding], list[TargetRow]]:
+    """What the package's binaries are, and whether each target (default: this machine) can
+    load every model: the findings and one row per model and target. Raises UsageError for a
+    bad target."""
+    from aotipre.checks import check_targets
+    from aotipre.checks.package import check_package
+
+    models = list(package.models)
+    hosts = resolve_hosts(CheckOptions(target=target, targets=targets), models)
+    found, rows = check_targets(package, models, hosts, soft=False)
+    return [*check_package(package, models), *found], rows
 
 
 def check(
@@ -147,20 +166,14 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 
     try:
         models = _select_models(package, opts)
-        host = (
-            parse_target(opts.target)
-            if opts.target
-            else detect_local(
-                probe_cuda=any((m.device_type or "").startswith("cuda") for m in models)
-            )
-        )
+        hosts = resolve_hosts(opts, models)
     except _SelectionError as exc:
         _cannot_check(report, exc, exc.code)
         return report
     except UsageError as exc:  # a bad --target: no finding to report, only why it cannot check
         report.error = str(exc)
         return report
-    report.host = host.to_dict()
+    report.host = hosts[0].to_dict()
 
     started = time.monotonic()
     samples: dict[str, SampleInputs | None] = {}
@@ -177,9 +190,10 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     )
 
     started = time.monotonic()
-    soft = opts.static_only and opts.target is None
-    findings = run_static_checks(package, models, samples, host, soft_host=soft)
+    soft = opts.static_only and not hosts[0].is_target
+    findings, rows = run_static_checks(package, models, samples, hosts, soft_host=soft)
     report.findings.extend(findings)
+    report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
     report.stages.append(
         _stage(
@@ -194,6 +208,13 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     for model in models:
         _dynamic(report, package, model, opts, blocked=_static_blockers(findings, model))
     return report
+
+
+def resolve_hosts(opts: CheckOptions, models: list[ModelInfo]) -> list[HostInfo]:
+    """The targets to check against: --target / named targets, else this machine."""
+    if opts.target or opts.targets:
+        return parse_targets(opts.target, dict(opts.targets))
+    return [detect_local(probe_cuda=any((m.device_type or "").startswith("cuda") for m in models))]
 
 
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:

@@ -188,6 +188,43 @@ ALL_CODES: tuple[Code, ...] = (
         "need them.",
         "pass --inputs FILE (a torch.save of (args, kwargs))",
     ),
+    Code(
+        "AOT050",
+        "binary-unreadable",
+        E,
+        C.PACKAGE,
+        "A compiled member (.so, .cubin, .fatbin) is not a readable ELF shared object, cubin or "
+        "fatbin (truncated, damaged, or not a binary): the loader fails on it.",
+        "rebuild the package; a copy or upload probably damaged it",
+    ),
+    Code(
+        "AOT051",
+        "cpu-compiled-for",
+        I,
+        C.ENVIRONMENT,
+        "The CPU target the .so was compiled for (its resolved -march and extensions, from the "
+        "compiler command line recorded in the .so).",
+        "a target lacking an extension the code uses dies with SIGILL; check with "
+        "--target cpu,isa=...",
+    ),
+    Code(
+        "AOT052",
+        "producer-torch",
+        I,
+        C.VERSION,
+        "The torch releases that could have produced the AOTI code (an AOTI-only package records "
+        "no version), from the entry points and shim imports of its .so.",
+        "load it with a torch at least as new as the producer's shim needs; --target torch=X checks",
+    ),
+    Code(
+        "AOT053",
+        "gpu-code",
+        I,
+        C.ENVIRONMENT,
+        "The GPU code the cubins and fatbins carry: SASS architectures, PTX targets and PTX ISA "
+        "versions.",
+        "a GPU needs SASS for its architecture or PTX no newer than it; --target cuda,cc=... checks",
+    ),
     # 1: call structure
     Code(
         "AOT101",
@@ -326,7 +363,8 @@ ALL_CODES: tuple[Code, ...] = (
         "compute-capability",
         E,
         C.ENVIRONMENT,
-        "The target GPU's compute capability differs from the one the package was compiled for.",
+        "The target GPU's compute capability differs from the one the package was compiled on "
+        "(metadata only: used when its cubins cannot be read).",
         "recompile on (or for) the deployment GPU architecture",
     ),
     Code(
@@ -334,8 +372,8 @@ ALL_CODES: tuple[Code, ...] = (
         "cpu-isa",
         E,
         C.ENVIRONMENT,
-        "The target CPU lacks an instruction set the package was compiled for (-march=native); "
-        "it can die with SIGILL.",
+        "The target CPU lacks an extension the package was compiled with (-march=native) and its "
+        "machine code could not be scanned to tell whether it is used; it can die with SIGILL.",
         "compile on a host no newer than the deployment CPU",
     ),
     Code(
@@ -418,6 +456,90 @@ ALL_CODES: tuple[Code, ...] = (
         "this host: the host is at fault, not the model.",
         "run `aotipre doctor` on this host for the diagnosis (compiler, libstdc++, directories), "
         "then check the package again",
+    ),
+    Code(
+        "AOT430",
+        "shim-symbol-missing",
+        E,
+        C.VERSION,
+        "The .so imports torch C shim functions the target torch does not export: dlopen fails "
+        "with `undefined symbol`.",
+        "load it with a torch that exports them (at least the release that produced it), or "
+        "recompile with the target's torch",
+    ),
+    Code(
+        "AOT431",
+        "glibc-too-old",
+        E,
+        C.ENVIRONMENT,
+        "The .so needs a newer glibc symbol version than the target has: dlopen fails with "
+        "`version GLIBC_x not found`.",
+        "compile on a system with the deployment's glibc (or older), or deploy on a newer one",
+    ),
+    Code(
+        "AOT432",
+        "libstdcxx-too-old",
+        E,
+        C.ENVIRONMENT,
+        "The .so needs a newer libstdc++ symbol version (GLIBCXX_/CXXABI_) than the target's "
+        "libstdc++ defines: dlopen fails with `version GLIBCXX_x not found`.",
+        "compile with a g++ no newer than the deployment's libstdc++, or ship a newer libstdc++ "
+        "in the image",
+    ),
+    Code(
+        "AOT433",
+        "no-gpu-code-for-arch",
+        E,
+        C.ENVIRONMENT,
+        "For a GPU of the target, the cubins/fatbins hold neither SASS for its architecture nor "
+        "PTX the driver can JIT: kernels fail to launch (no kernel image for the device).",
+        "compile for every GPU of the fleet, e.g. with aot_inductor.emit_multi_arch_kernel",
+    ),
+    Code(
+        "AOT434",
+        "driver-too-old",
+        E,
+        C.ENVIRONMENT,
+        "The GPU code needs a newer NVIDIA driver than the target has (PTX of a newer ISA cannot "
+        "be JIT-compiled; SASS from a newer CUDA major is refused).",
+        "upgrade the driver, or compile with a CUDA toolkit the driver supports",
+    ),
+    Code(
+        "AOT435",
+        "ptx-jit",
+        I,
+        C.ENVIRONMENT,
+        "On a GPU of the target, kernels run from PTX that the driver JIT-compiles when the "
+        "package loads (no SASS for that architecture; slower first load).",
+        "add SASS for that architecture to skip the JIT",
+    ),
+    Code(
+        "AOT436",
+        "cpu-instructions-unsupported",
+        E,
+        C.ENVIRONMENT,
+        "The .so contains instructions of a CPU extension the target lacks (counted by decoding "
+        "its machine code): the process dies with SIGILL when they run.",
+        "compile on (or for) the oldest CPU of the fleet, or deploy on CPUs with the extension",
+    ),
+    Code(
+        "AOT437",
+        "cpu-extension-unused",
+        I,
+        C.ENVIRONMENT,
+        "The package was compiled with a CPU extension enabled that the target lacks, but no "
+        "instruction in its code uses it: it loads (torch only warns about AOTI_CPU_ISA).",
+        "nothing to do; torch's 'Device information mismatch' warning is harmless here",
+    ),
+    Code(
+        "AOT439",
+        "target-torch-unknown",
+        I,
+        C.VERSION,
+        "The target's torch release is not in aotipre's export table, so the shim functions the "
+        ".so imports were not checked against it.",
+        "give the target as libtorch=PATH (its exports are read), or regenerate the table "
+        "(scripts/build_torch_table.py)",
     ),
     # 5: compile and load
     Code(

@@ -7,6 +7,7 @@ import os
 import posixpath
 from dataclasses import replace
 
+from aotipre.binaries.facts import read_binary_facts
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
@@ -213,6 +214,8 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
         metadata = {str(k): str(v) for k, v in data.items()}
     wrappers = sorted(n for n in files if n.endswith(layout.WRAPPER_CPP_SUFFIX))
     isa = metadata.get("AOTI_CPU_ISA", "")
+    shared = tuple(sorted(n for n in files if n.endswith(".so")))
+    gpu = tuple(sorted(n for n in files if n.endswith((".cubin", ".fatbin", ".spv"))))
     return AotiPart(
         directory=directory,
         device_type=metadata.get("AOTI_DEVICE_KEY") or None,
@@ -222,9 +225,10 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
         compute_capability=metadata.get("AOTI_COMPUTE_CAPABILITY") or None,
         metadata=metadata,
         wrapper_cpp=wrappers[0] if wrappers else None,
-        shared_objects=tuple(sorted(n for n in files if n.endswith(".so"))),
-        cubins=tuple(sorted(n for n in files if n.endswith((".cubin", ".fatbin", ".spv")))),
+        shared_objects=shared,
+        cubins=gpu,
         weights_on_disk=posixpath.join(directory, layout.AOTI_WEIGHTS_CONFIG) in archive.members,
+        binaries=read_binary_facts(archive, shared, gpu),
     )
 
 

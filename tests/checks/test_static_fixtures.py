@@ -54,7 +54,8 @@ def test_stored_sample_inputs_are_used(pkg: Pkg) -> None:
 
 def test_no_inputs_is_info_not_pass_of_inputs(pkg: Pkg) -> None:
     report = _check(pkg, "aoti")
-    assert _codes(report, Severity.INFO) == ["AOT022"]
+    # AOT051: the CPU target it was compiled for; AOT052: the producing torch (AOTI-only)
+    assert _codes(report, Severity.INFO) == ["AOT022", "AOT051", "AOT052"]
 
 
 def test_dtype_mismatch(pkg: Pkg) -> None:
@@ -158,7 +159,8 @@ def test_corrupt_so(pkg: Pkg) -> None:
 def test_cuda_target_on_a_cpu_package(pkg: Pkg) -> None:
     report = _check(pkg, "aoti", "aoti_inputs", target="cuda,cc=9.0")
     (f,) = [f for f in report.findings if f.code == "AOT406"]
-    assert f.severity is Severity.WARNING
+    assert f.severity is Severity.ERROR and report.verdict is Verdict.FAIL  # the code table's
+    assert report.targets[0]["status"] == "cannot load"
 
 
 def test_target_isa_weaker_than_package(pkg: Pkg) -> None:
@@ -167,7 +169,9 @@ def test_target_isa_weaker_than_package(pkg: Pkg) -> None:
     if not any(w.upper().startswith(("AVX512", "AMX")) for w in isa):
         pytest.skip(f"this machine compiled for {isa}; nothing weaker to target")
     report = _check(pkg, "aoti", "aoti_inputs", target="cpu,isa=avx2")
-    assert "AOT403" in _codes(report)
+    (f,) = [f for f in report.findings if f.code == "AOT436"]  # decoded, not compared
+    assert f.severity is Severity.ERROR and "avx512f" in f.expected and "SIGILL" in f.message
+    assert report.targets[0]["status"] == "cannot run"
 
 
 @pytest.mark.parametrize(
