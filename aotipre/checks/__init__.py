@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from aotipre.checks.contract import check_loading, check_specialized, check_unplaced_specialized
 from aotipre.checks.inputs import check_inputs
 from aotipre.checks.package import check_host, check_package
 from aotipre.findings import Finding
@@ -17,12 +18,17 @@ def run_static_checks(
     host: HostInfo,
     *,
     soft_host: bool,
+    compile_at_deploy: bool = False,
 ) -> list[Finding]:
-    """Package checks, then host compatibility, then each model's sample inputs, in that order."""
+    """Package checks, then how a deployment loads it, then host compatibility, then each
+    model's call contract and sample inputs, in that order."""
     findings = check_package(package, models)
+    findings.extend(check_loading(package, models, compile_at_deploy=compile_at_deploy))
     for model in models:
         findings.extend(check_host(model, host, soft=soft_host))
         sample = samples.get(model.name)
+        findings.extend(check_specialized(model, sample))
+        findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
             findings.extend(check_inputs(model, sample))
     return findings

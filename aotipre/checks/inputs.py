@@ -453,15 +453,27 @@ def _check_scalar(ctx: _Ctx, spec: InputSpec, value: Any) -> None:
                 actual=repr(value),
             )
         return
-    if spec.kind in _VALUE_KINDS and spec.value is not None and value != spec.value:
+    if spec.kind in _VALUE_KINDS and spec.value is not None and not _same_value(value, spec.value):
         ctx.add(
             "AOT105",
-            f"input '{spec.name}' is {value!r}, but the model was specialized to {spec.value!r} "
-            f"at export",
+            f"input '{spec.name}' is {value!r}, but export specialized it to {spec.value!r}: the "
+            f"compiled model ignores the value passed and silently computes with "
+            f"{spec.value!r} (the ExportedProgram's module() refuses it: Guard failed: "
+            f"{spec.name} == {spec.value!r})",
             spec,
             expected=spec.value,
             actual=value,
         )
+
+
+def _same_value(value: Any, exported: Any) -> bool:
+    """Equal as export's guard compares them (`alpha == 0.5`: Python ==), lists and tuples
+    alike."""
+    if isinstance(exported, (list, tuple)) and isinstance(value, (list, tuple)):
+        return len(value) == len(exported) and all(
+            _same_value(v, e) for v, e in zip(value, exported)
+        )
+    return bool(value == exported)
 
 
 def _describe_spec(spec: InputSpec) -> str:

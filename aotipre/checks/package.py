@@ -158,7 +158,6 @@ def check_host(model: ModelInfo, host: HostInfo, *, soft: bool) -> list[Finding]
                 actual=device,
                 hint=f"recompile the ExportedProgram for {host.primary_device}, or target "
                 f"{device} on purpose",
-                severity=Severity.WARNING,
             )
         )
     cc = aoti.compute_capability

@@ -167,6 +167,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
             symbols=wrapper.symbols,
             signature=wrapper.signature,
             contract_source="wrapper_cpp" if wrapper.inputs or wrapper.signature else "none",
+            call_leaves=wrapper.call_leaves,
         )
     notes = (*model.notes, "no wrapper.cpp is packaged, so the input contract is unknown")
     return replace(model, notes=notes)
