@@ -51,6 +51,9 @@ class CheckOptions:
     triage: TriageOptions | None = None
     """Crash triage after a run that crashed inside the model (aotipre.triage); None: its
     defaults (escalate, no minifier, no sanitizer, no bundle)."""
+    compile_at_deploy: bool = False
+    """The deployment compiles an ExportedProgram-only archive at deploy time, so an archive
+    without AOTI code (AOT015) is not an error there."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -99,6 +102,8 @@ def check(
         )
         if written.inputs is not None and opts.inputs is None:
             opts = dataclasses.replace(opts, inputs=written.inputs)
+        # an in-memory program is checked by compiling it: no AOTI code is expected in it
+        opts = dataclasses.replace(opts, compile_at_deploy=True)
         report = _check_package(written.package, opts)
     report.package_path = written.label
     if report.package is not None:
@@ -178,7 +183,9 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 
     started = time.monotonic()
     soft = opts.static_only and opts.target is None
-    findings = run_static_checks(package, models, samples, host, soft_host=soft)
+    findings = run_static_checks(
+        package, models, samples, host, soft_host=soft, compile_at_deploy=opts.compile_at_deploy
+    )
     report.findings.extend(findings)
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
     report.stages.append(

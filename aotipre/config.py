@@ -60,6 +60,8 @@ class Settings:
     sanitizer: bool = False
     artifacts: str | None = None
     exported_program: str | None = None
+    compile_at_deploy: bool = False
+    """The deployment compiles ExportedProgram-only archives at deploy time (AOT015 is info)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -128,6 +130,7 @@ class Settings:
             select=self.select,
             ignore=self.ignore,
             baseline=baseline,
+            compile_at_deploy=self.compile_at_deploy,
         )
 
 
@@ -264,6 +267,12 @@ KEYS: tuple[Key, ...] = (
         "exported_program",
         _path,
         "crash triage: the ExportedProgram (.pt2) of an AOTI-only package",
+    ),
+    Key(
+        "compile-at-deploy",
+        "compile_at_deploy",
+        _bool,
+        "the deployment compiles ExportedProgram-only archives at deploy time",
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from aotipre.checks.contract import check_loading, check_specialized, check_unplaced_specialized
+from aotipre.checks.contract import (
+    check_checkpoint,
+    check_loading,
+    check_specialized,
+    check_unplaced_specialized,
+)
 from aotipre.checks.inputs import check_inputs
 from aotipre.checks.package import check_host, check_package
 from aotipre.findings import Finding
@@ -27,6 +32,10 @@ def run_static_checks(
     for model in models:
         findings.extend(check_host(model, host, soft=soft_host))
         sample = samples.get(model.name)
+        checkpoint = check_checkpoint(model, sample) if sample is not None else []
+        if checkpoint:  # one clear finding, not one per parameter name
+            findings.extend(checkpoint)
+            continue
         findings.extend(check_specialized(model, sample))
         findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":

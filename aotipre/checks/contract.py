@@ -188,3 +188,70 @@ def _at_path(sample: SampleInputs, path: str) -> tuple[bool, Any]:
         except (ValueError, SyntaxError, KeyError, IndexError, TypeError):
             return False, None
     return True, node
+
+
+_CHECKPOINT_KEYS = frozenset(
+    {
+        "state_dict",
+        "model",
+        "model_state_dict",
+        "module",
+        "optimizer",
+        "optimizer_state_dict",
+        "optim",
+        "scheduler",
+        "lr_scheduler",
+        "epoch",
+        "global_step",
+        "step",
+        "scaler",
+        "ema",
+    }
+)
+_PARAM_SUFFIXES = (
+    "weight",
+    "bias",
+    "running_mean",
+    "running_var",
+    "num_batches_tracked",
+    "inv_freq",
+    "embeddings",
+)
+
+
+def checkpoint_kind(model: ModelInfo, sample: SampleInputs) -> str | None:
+    """Describe `sample` when it is a state_dict or a training checkpoint saved in place of the
+    model's inputs (read as keyword arguments because it is a dict with string keys); None when
+    it is not, or when the model takes keyword arguments of those names."""
+    if sample.args or not sample.kwargs:
+        return None
+    expected = {k for k, _ in model.signature.kwargs} if model.signature is not None else set()
+    keys = [str(k) for k in sample.kwargs]
+    if expected & set(keys):
+        return None
+    if set(keys) & _CHECKPOINT_KEYS and any(isinstance(v, dict) for v in sample.kwargs.values()):
+        shown = ", ".join(repr(k) for k in keys[:6])
+        return f"a training checkpoint (a dict with keys {shown})"
+    tensors = [k for k, v in sample.kwargs.items() if isinstance(v, TensorMeta)]
+    named = [k for k in tensors if "." in k or k.rsplit(".", 1)[-1] in _PARAM_SUFFIXES]
+    if len(tensors) == len(keys) and named and len(named) * 2 >= len(keys):
+        shown = ", ".join(repr(k) for k in keys[:3])
+        return f"a state_dict ({len(keys)} tensors named like parameters: {shown}, ...)"
+    return None
+
+
+def check_checkpoint(model: ModelInfo, sample: SampleInputs) -> list[Finding]:
+    """One clear finding when the sample inputs are a state_dict or a checkpoint."""
+    kind = checkpoint_kind(model, sample)
+    if kind is None:
+        return []
+    return [
+        codes.get("AOT109").finding(
+            f"{sample.source or 'the sample inputs'} holds {kind}, not inputs for model "
+            f"'{model.name}': weights are inside the package; the sample inputs are what the "
+            "model is called with",
+            model=model.name,
+            stage="static",
+            actual=kind,
+        )
+    ]

@@ -47,9 +47,22 @@ def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
 
 
 def test_stored_sample_inputs_are_used(pkg: Pkg) -> None:
-    report = _check(pkg, "ep_only")
+    report = _check(pkg, "ep_only", compile_at_deploy=True)
     assert report.inputs_source == "archive"
     assert report.verdict is Verdict.PASS
+
+
+def test_exported_program_only_cannot_be_loaded_by_aoti_load_package(pkg: Pkg) -> None:
+    """torch 2.13: aoti_load_package on a torch.export.save file raises "Failed to find a
+    generated cpp file or so file for model 'model'" (tests/data/real/README.md)."""
+    report = _check(pkg, "ep_only")
+    (f,) = [f for f in report.findings if f.code == "AOT015"]
+    assert f.severity is Severity.ERROR and f.model == "model"
+    assert "aoti_load_package cannot load it" in f.message
+    assert report.verdict is Verdict.FAIL
+    deploy = _check(pkg, "ep_only", compile_at_deploy=True)
+    (g,) = [f for f in deploy.findings if f.code == "AOT015"]
+    assert g.severity is Severity.INFO and "compiles it at deploy time" in g.message
 
 
 def test_no_inputs_is_info_not_pass_of_inputs(pkg: Pkg) -> None:
@@ -158,7 +171,8 @@ def test_corrupt_so(pkg: Pkg) -> None:
 def test_cuda_target_on_a_cpu_package(pkg: Pkg) -> None:
     report = _check(pkg, "aoti", "aoti_inputs", target="cuda,cc=9.0")
     (f,) = [f for f in report.findings if f.code == "AOT406"]
-    assert f.severity is Severity.WARNING
+    assert f.severity is Severity.ERROR  # as the code table says: the gate fails
+    assert report.verdict is Verdict.FAIL
 
 
 def test_target_isa_weaker_than_package(pkg: Pkg) -> None:
