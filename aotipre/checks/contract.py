@@ -42,7 +42,7 @@ def check_loading(
                 codes.get("AOT016").finding(
                     f"the package holds {len(names)} models ({', '.join(names)}) and none is "
                     f"named '{DEFAULT_MODEL}': a plain aoti_load_package(path) fails with "
-                    f"\"Failed to find a generated cpp file or so file for model "
+                    f'"Failed to find a generated cpp file or so file for model '
                     f"'{DEFAULT_MODEL}'\"; load them with torch._inductor.package.{calls}",
                     stage="static",
                     expected=DEFAULT_MODEL,
@@ -54,7 +54,7 @@ def check_loading(
             continue
         message = (
             f"model '{model.name}' is an ExportedProgram without compiled AOTI code (a "
-            "torch.export.save file): aoti_load_package cannot load it (\"Failed to find a "
+            'torch.export.save file): aoti_load_package cannot load it ("Failed to find a '
             f"generated cpp file or so file for model '{model.name}'\")"
         )
         if compile_at_deploy:

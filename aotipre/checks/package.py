@@ -101,7 +101,7 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                 if not narrower or (want.expr, side) in seen:
                     continue
                 seen.add((want.expr, side))
-                zero_one = side == "min" and aoti_v == 2 and export_v <= 1
+                zero_one = side == "min" and aoti_v == 2 and export_v is not None and export_v <= 1
                 out.append(
                     codes.get("AOT013").finding(
                         f"model '{model.name}': dynamic dim {want.expr} has {side} {export_v} in "
@@ -114,7 +114,7 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                         expected=export_v,
                         actual=aoti_v,
                         stage="static",
-                        **({"hint": zero_one_hint(export_v)} if zero_one else {}),
+                        **({"hint": zero_one_hint(export_v or 0)} if zero_one else {}),
                     )
                 )
     return out

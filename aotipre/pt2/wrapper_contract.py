@@ -47,9 +47,7 @@ def contract_from_wrapper(text: str) -> WrapperView:
         positions = tensor_leaf_positions(contract, len(leaves))
         if positions is not None:
             inputs = _inputs(contract, [leaves[p] for p in positions], notes, positions)
-            specialized = tuple(
-                leaves[i] for i in range(len(leaves)) if i not in set(positions)
-            )
+            specialized = tuple(leaves[i] for i in range(len(leaves)) if i not in set(positions))
             inputs = _with_specialized(inputs, specialized, leaves)
         else:
             unplaced = tuple(leaves)
