@@ -378,6 +378,16 @@ ALL_CODES: tuple[Code, ...] = (
         "An input's stride differs from the static stride the package was compiled for.",
         "pass a contiguous tensor (x.contiguous()) or the exported layout",
     ),
+    Code(
+        "AOT308",
+        "index-out-of-range",
+        E,
+        C.SHAPE,
+        "An integer sample input holds a value outside the rows of the embedding or table the "
+        "package indexes with it (e.g. a token id past the vocabulary).",
+        "validate or clamp the ids before calling the model (tokenizer and model vocabularies "
+        "must match), or re-export with the larger table",
+    ),
     # 4: host and version compatibility
     Code(
         "AOT401",

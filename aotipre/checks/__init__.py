@@ -8,6 +8,7 @@ from aotipre.checks.contract import (
     check_specialized,
     check_unplaced_specialized,
 )
+from aotipre.checks.indices import check_index_values
 from aotipre.checks.inputs import check_inputs
 from aotipre.checks.package import check_host, check_package
 from aotipre.findings import Finding
@@ -40,4 +41,5 @@ def run_static_checks(
         findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
             findings.extend(check_inputs(model, sample))
+            findings.extend(check_index_values(package, model, sample))
     return findings

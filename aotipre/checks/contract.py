@@ -142,7 +142,7 @@ def check_unplaced_specialized(model: ModelInfo, sample: SampleInputs | None) ->
     named: list[str] = []
     if sample is not None:
         for name, path in model.call_leaves:
-            found, value = _at_path(sample, path)
+            found, value = at_path(sample, path)
             if found and not isinstance(value, TensorMeta):
                 named.append(f"{name}={value!r}" if name == path else f"{name} ({path})={value!r}")
     if named and len(named) == count:
@@ -155,7 +155,7 @@ def check_unplaced_specialized(model: ModelInfo, sample: SampleInputs | None) ->
 
 
 def _differs(spec: InputSpec, sample: SampleInputs) -> bool:
-    found, value = _at_path(sample, spec.path)
+    found, value = at_path(sample, spec.path)
     return found and not isinstance(value, TensorMeta) and value != spec.value
 
 
@@ -168,13 +168,13 @@ def _sample_values(fixed: list[InputSpec], sample: SampleInputs | None) -> str:
         return ""
     shown = []
     for spec in fixed:
-        found, value = _at_path(sample, spec.path)
+        found, value = at_path(sample, spec.path)
         if found and not isinstance(value, TensorMeta):
             shown.append(f"{spec.name}={value!r}")
     return ", ".join(shown)
 
 
-def _at_path(sample: SampleInputs, path: str) -> tuple[bool, Any]:
+def at_path(sample: SampleInputs, path: str) -> tuple[bool, Any]:
     """The sample's value at a leaf path such as `args[1]` or `kwargs['mask'][0]`."""
     node: Any = {"args": list(sample.args), "kwargs": sample.kwargs}
     head = path.split("[", 1)[0]
