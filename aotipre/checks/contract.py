@@ -147,11 +147,30 @@ def check_unplaced_specialized(model: ModelInfo, sample: SampleInputs | None) ->
                 named.append(f"{name}={value!r}" if name == path else f"{name} ({path})={value!r}")
     if named and len(named) == count:
         message += f"; in the sample inputs these are {', '.join(named)}"
-    return [
+    out = [
         codes.get("AOT108").finding(
             message, model=model.name, stage="static", actual=named or count
         )
     ]
+    n_args = len(
+        {path.split("]", 1)[0] for _, path in model.call_leaves if path.startswith("args[")}
+    )
+    if sample is not None and len(sample.args) > n_args:
+        extra = sample.args[n_args:]
+        if not any(isinstance(v, TensorMeta) for v in extra):
+            shown = ", ".join(repr(v) for v in extra[:4])
+            out.append(
+                codes.get("AOT101").finding(
+                    f"{len(sample.args)} positional arguments given, the model was exported with "
+                    f"{n_args}; the compiled model silently ignores the extra non-tensor "
+                    f"value(s) {shown} and computes with the defaults export used",
+                    model=model.name,
+                    stage="static",
+                    expected=n_args,
+                    actual=len(sample.args),
+                )
+            )
+    return out
 
 
 def _differs(spec: InputSpec, sample: SampleInputs) -> bool:

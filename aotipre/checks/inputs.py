@@ -357,7 +357,8 @@ def _check_range(
     if eff_lo is not None and got < eff_lo:
         narrower = aoti_lo is not None and (lo is None or aoti_lo > lo) and got >= (lo or 0)
         hint = {}
-        if narrower and aoti_lo == 2 and got in (0, 1):
+        if aoti_lo == 2 and eff_lo == 2 and got in (0, 1):
+            # AOTI compiles dynamic dims for sizes >= 2 whatever the Dim min (0/1 specialization)
             hint = {"hint": zero_one_hint(got)}
         ctx.add(
             "AOT303",

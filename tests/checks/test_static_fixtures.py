@@ -36,7 +36,7 @@ def _codes(report: Report, severity: Severity = Severity.ERROR) -> list[str]:
         ("dtypes", "dtypes_inputs"),
         ("kwargs", "kwargs_inputs"),
         ("strides", "strides_inputs"),
-        ("embedding_oob", "embedding_oob_inputs"),  # out-of-range VALUES are not static facts
+        ("embedding_oob", "embedding_oob_inputs_good"),
     ],
 )
 def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
@@ -44,6 +44,14 @@ def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
     assert _codes(report) == [], report.findings
     assert report.verdict is Verdict.PASS
     assert report.exit_code == 0
+
+
+def test_index_values_past_the_embedding_are_static_facts(pkg: Pkg) -> None:
+    """The sample holds the token ids: one past the 500 rows is found before anything runs."""
+    report = _check(pkg, "embedding_oob", "embedding_oob_inputs")
+    f = [f for f in report.findings if f.code == "AOT308"][0]
+    assert (f.input, f.actual, f.expected) == ("ids", 600, "0..499")
+    assert "at position [1, 3]" in f.message
 
 
 def test_stored_sample_inputs_are_used(pkg: Pkg) -> None:
