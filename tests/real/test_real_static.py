@@ -162,3 +162,22 @@ def test_torchscript_zip_named_pt2(real_dir: Path, plain_torch: dict[str, Any]) 
     assert report.verdict is Verdict.ERROR
     assert report.error is not None and "TorchScript archive (torch.jit.save)" in report.error
     assert [f.code for f in report.findings] == ["AOT004"]
+
+
+def test_dim_names_are_not_recorded(real_dir: Path) -> None:
+    """The encoder was exported with Dim("batch") and Dim("seq"), scalars_ep with Dim("batch"):
+    torch 2.13 keeps only its own symbols (range_constraints keys, wrapper.cpp bounds), so the
+    report names dynamic dims s<N> plus the inputs and dims that carry them."""
+    import json
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(real_dir / "scalars_ep.pt2") as zf:
+        (member,) = [n for n in zf.namelist() if n.endswith("models/model.json")]
+        data = json.loads(zf.read(member))
+    assert data["range_constraints"] and all(
+        re.fullmatch(r"s\d+", k) for k in data["range_constraints"]
+    )
+    report = _check(real_dir, "encoder")
+    dims = report.package["models"][0]["dynamic_dims"]  # type: ignore[index]
+    assert dims and all(re.fullmatch(r"s\d+", d["symbol"]) and d["name"] is None for d in dims)
