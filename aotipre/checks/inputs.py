@@ -76,7 +76,7 @@ def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, A
         ctx.add(
             "AOT101",
             f"{len(sample.args)} positional arguments given, the model was exported with "
-            f"{len(sig.args)} ({names})" + _arg_count_effect(sample.args, sig.args),
+            f"{len(sig.args)} ({names})" + _arg_count_effect(sample.args, sig.args, model),
             expected=len(sig.args),
             actual=len(sample.args),
         )
@@ -126,9 +126,25 @@ def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, A
     return [(inp, found[inp.path]) for inp in model.inputs if inp.path in found]
 
 
-def _arg_count_effect(given: tuple[Any, ...], exported: tuple[TreeSpec, ...]) -> str:
+def _arg_count_effect(
+    given: tuple[Any, ...], exported: tuple[TreeSpec, ...], model: ModelInfo
+) -> str:
     """What the compiled model does with a wrong number of positional arguments, when only
     non-tensors differ: torch's AOTICompiledModel drops every non-tensor leaf, so it runs."""
+    if len(given) < len(exported):
+        missing = [
+            i
+            for i in model.inputs
+            if any(i.path.startswith(f"args[{n}]") for n in range(len(given), len(exported)))
+        ]
+        if missing and all(i.tensor is None for i in missing):
+            shown = ", ".join(
+                f"{i.name}={i.value!r}" if i.value is not None else i.name for i in missing
+            )
+            return (
+                f"; the compiled model runs without the missing non-tensor argument(s) and "
+                f"computes with what export specialized ({shown})"
+            )
     if len(given) > len(exported):
         extra = _flatten(list(given[len(exported) :]))
         if extra and not any(isinstance(v, TensorMeta) for v in extra):

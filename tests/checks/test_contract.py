@@ -156,3 +156,20 @@ def test_foreign_zips_are_named() -> None:
     sd = ["sd/data.pkl", "sd/data/0", "sd/version"]
     assert "a torch.save file" in (describe_foreign_zip(sd, "sd") or "")
     assert describe_foreign_zip(["x/readme.txt"], "x") is None
+
+
+def test_missing_and_extra_positional_scalars_say_what_the_compiled_model_does() -> None:
+    """Measured (torch 2.13, AOTI package of forward(x, alpha, top_k=3, *, normalize)): omitting
+    alpha, or passing top_k=5 positionally, runs and returns the exported-value output."""
+    from aotipre.checks.inputs import check_inputs
+    from aotipre.pt2.spec import Dim, TensorSpec
+
+    x = InputSpec(
+        "x", 0, "args[0]", "tensor", TensorSpec("float32", (Dim(3), Dim(8)), None, "cpu"), 0
+    )
+    sig = CallSignature(args=(LEAF, LEAF), kwargs=(("normalize", LEAF),), arg_names=("x", "alpha"))
+    model = _model((x, ALPHA, NORMALIZE), signature=sig)
+    (f,) = check_inputs(model, SampleInputs((X,), {"normalize": True}))
+    assert f.code == "AOT101" and "computes with what export specialized (alpha=0.5)" in f.message
+    (g,) = check_inputs(model, SampleInputs((X, 0.5, 5), {"normalize": True}))
+    assert g.code == "AOT101" and "silently ignores the extra non-tensor value(s) 5" in g.message
