@@ -203,13 +203,20 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     return report
 
 
+_NOT_BLOCKING = ("AOT015",)
+"""Errors that do not stop the dynamic stages: an archive without AOTI code (AOT015) is still
+checked by compiling its ExportedProgram, which is what the compile stage does."""
+
+
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
     """Error findings that make running `model` pointless or unsafe (bad inputs, wrong host)."""
     return sorted(
         {
             f.code
             for f in findings
-            if f.severity is Severity.ERROR and (f.model in (None, model.name))
+            if f.severity is Severity.ERROR
+            and f.model in (None, model.name)
+            and f.code not in _NOT_BLOCKING
         }
     )
 

@@ -173,3 +173,16 @@ def test_missing_and_extra_positional_scalars_say_what_the_compiled_model_does()
     assert f.code == "AOT101" and "computes with what export specialized (alpha=0.5)" in f.message
     (g,) = check_inputs(model, SampleInputs((X, 0.5, 5), {"normalize": True}))
     assert g.code == "AOT101" and "silently ignores the extra non-tensor value(s) 5" in g.message
+
+
+def test_no_compiled_code_does_not_stop_the_compile_stage() -> None:
+    """AOT015 is an error of the deployment, but the dynamic stages still check the
+    ExportedProgram by compiling it; other errors (bad inputs) still block them."""
+    from aotipre import codes
+    from aotipre.api import _static_blockers
+
+    model = _model(())
+    no_code = codes.get("AOT015").finding("x", model="model")
+    bad_dtype = codes.get("AOT201").finding("y", model="model")
+    assert _static_blockers([no_code], model) == []
+    assert _static_blockers([no_code, bad_dtype], model) == ["AOT201"]
