@@ -157,7 +157,7 @@ def check(
         None,
         "--compile-at-deploy/--no-compile-at-deploy",
         help="The deployment compiles ExportedProgram-only archives at deploy time: an archive "
-        "without AOTI code is then not an error (AOT015 is info).",
+        "without AOTI code is then not reported (AOT015).",
         show_default=False,
     ),
     exported_program: Path | None = typer.Option(

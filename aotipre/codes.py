@@ -176,7 +176,6 @@ ALL_CODES: tuple[Code, ...] = (
         "compile it with torch._inductor.aoti_compile_and_package(ep, package_path=...), or, if "
         "the deployment compiles at deploy time, say so with --compile-at-deploy "
         "(compile-at-deploy = true)",
-        ((I, "the deployment compiles at deploy time (--compile-at-deploy)"),),
     ),
     Code(
         "AOT016",

@@ -61,7 +61,7 @@ class Settings:
     artifacts: str | None = None
     exported_program: str | None = None
     compile_at_deploy: bool = False
-    """The deployment compiles ExportedProgram-only archives at deploy time (AOT015 is info)."""
+    """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from aotipre import codes
-from aotipre.findings import Finding, Severity
+from aotipre.findings import Finding
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
 
@@ -50,24 +50,15 @@ def check_loading(
                 )
             )
     for model in models:
-        if model.has_aoti or not model.has_exported_program:
-            continue
-        message = (
-            f"model '{model.name}' is an ExportedProgram without compiled AOTI code (a "
-            'torch.export.save file): aoti_load_package cannot load it ("Failed to find a '
-            f"generated cpp file or so file for model '{model.name}'\")"
-        )
-        if compile_at_deploy:
-            message += (
-                "; the deployment compiles it at deploy time (compile-at-deploy), so its "
-                "compile is what the dynamic stages check"
-            )
+        if model.has_aoti or not model.has_exported_program or compile_at_deploy:
+            continue  # compile-at-deploy: the deployment compiles it, as the dynamic stages do
         out.append(
             codes.get("AOT015").finding(
-                message,
+                f"model '{model.name}' is an ExportedProgram without compiled AOTI code (a "
+                'torch.export.save file): aoti_load_package cannot load it ("Failed to find a '
+                f"generated cpp file or so file for model '{model.name}'\")",
                 model=model.name,
                 stage="static",
-                **({"severity": Severity.INFO} if compile_at_deploy else {}),
             )
         )
     return out
