@@ -203,9 +203,12 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     return report
 
 
-_NOT_BLOCKING = ("AOT015",)
+_NOT_BLOCKING = ("AOT015", "AOT308")
 """Errors that do not stop the dynamic stages: an archive without AOTI code (AOT015) is still
-checked by compiling its ExportedProgram, which is what the compile stage does."""
+checked by compiling its ExportedProgram, which is what the compile stage does; an index past
+a table found in the sample values (AOT308) is run anyway, so that the run shows what the
+deployment does with it (an index assert, a device fault, or a silent out-of-bounds read) and
+crash triage names the kernel."""
 
 
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:

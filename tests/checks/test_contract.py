@@ -183,5 +183,6 @@ def test_no_compiled_code_does_not_stop_the_compile_stage() -> None:
     model = _model(())
     no_code = codes.get("AOT015").finding("x", model="model")
     bad_dtype = codes.get("AOT201").finding("y", model="model")
-    assert _static_blockers([no_code], model) == []
+    index = codes.get("AOT308").finding("z", model="model")
+    assert _static_blockers([no_code, index], model) == []
     assert _static_blockers([no_code, bad_dtype], model) == ["AOT201"]

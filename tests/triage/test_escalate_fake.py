@@ -353,9 +353,7 @@ def test_api_check_reports_the_diagnosis(pkg: Callable[[str], Path], tmp_path: P
     )
     report = check(
         pkg("embedding_oob"),
-        # in-range ids: out-of-range ones are found statically (AOT308) and nothing would run;
-        # the fake worker replays the crash whatever the inputs
-        CheckOptions(inputs=str(pkg("embedding_oob_inputs_good")), dynamic=dynamic),
+        CheckOptions(inputs=str(pkg("embedding_oob_inputs")), dynamic=dynamic),
     )
     assert [d.kernel for d in report.diagnosis] == ["cpp_fused_embedding_sum_0"]
     assert {"AOT602", "AOT801", "AOT803"} <= {f.code for f in report.findings}
