@@ -55,6 +55,9 @@ class CheckOptions:
     triage: TriageOptions | None = None
     """Crash triage after a run that crashed inside the model (aotipre.triage); None: its
     defaults (escalate, no minifier, no sanitizer, no bundle)."""
+    compile_at_deploy: bool = False
+    """The deployment compiles an ExportedProgram-only archive at deploy time, so an archive
+    without AOTI code (AOT015) is not an error there."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -118,6 +121,8 @@ def check(
         )
         if written.inputs is not None and opts.inputs is None:
             opts = dataclasses.replace(opts, inputs=written.inputs)
+        # an in-memory program is checked by compiling it: no AOTI code is expected in it
+        opts = dataclasses.replace(opts, compile_at_deploy=True)
         report = _check_package(written.package, opts)
     report.package_path = written.label
     if report.package is not None:
@@ -191,7 +196,9 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 
     started = time.monotonic()
     soft = opts.static_only and not hosts[0].is_target
-    findings, rows = run_static_checks(package, models, samples, hosts, soft_host=soft)
+    findings, rows = run_static_checks(
+        package, models, samples, hosts, soft_host=soft, compile_at_deploy=opts.compile_at_deploy
+    )
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
@@ -217,13 +224,23 @@ def resolve_hosts(opts: CheckOptions, models: list[ModelInfo]) -> list[HostInfo]
     return [detect_local(probe_cuda=any((m.device_type or "").startswith("cuda") for m in models))]
 
 
+_NOT_BLOCKING = ("AOT015", "AOT308")
+"""Errors that do not stop the dynamic stages: an archive without AOTI code (AOT015) is still
+checked by compiling its ExportedProgram, which is what the compile stage does; an index past
+a table found in the sample values (AOT308) is run anyway, so that the run shows what the
+deployment does with it (an index assert, a device fault, or a silent out-of-bounds read) and
+crash triage names the kernel."""
+
+
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
     """Error findings that make running `model` pointless or unsafe (bad inputs, wrong host)."""
     return sorted(
         {
             f.code
             for f in findings
-            if f.severity is Severity.ERROR and (f.model in (None, model.name))
+            if f.severity is Severity.ERROR
+            and f.model in (None, model.name)
+            and f.code not in _NOT_BLOCKING
         }
     )
 

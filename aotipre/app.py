@@ -153,6 +153,13 @@ def check(
         help="Crash triage: write a repro bundle (package, inputs, environment, commands, "
         "logs) into this folder.",
     ),
+    compile_at_deploy: bool | None = typer.Option(
+        None,
+        "--compile-at-deploy/--no-compile-at-deploy",
+        help="The deployment compiles ExportedProgram-only archives at deploy time: an archive "
+        "without AOTI code is then not reported (AOT015).",
+        show_default=False,
+    ),
     exported_program: Path | None = typer.Option(
         None,
         "--exported-program",
@@ -183,6 +190,7 @@ def check(
         "escalate": escalate,
         "minify": minify,
         "sanitizer": sanitizer,
+        "compile-at-deploy": compile_at_deploy,
         "artifacts": None if artifacts is None else str(artifacts),
         "exported-program": None if exported_program is None else str(exported_program),
     }

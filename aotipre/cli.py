@@ -44,7 +44,11 @@ _VALUE_OPTIONS = {
 }
 """Options with a value that the fast lane reads, per command (spelling -> key)."""
 _FLAGS = {
-    "check": {"--static-only": "static-only", "--no-config": "no-config"},
+    "check": {
+        "--static-only": "static-only",
+        "--no-config": "no-config",
+        "--compile-at-deploy": "compile-at-deploy",
+    },
     "inspect": {"--no-config": "no-config"},
 }
 """Options without a value that the fast lane reads."""
@@ -142,6 +146,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         "select": values.get("select"),
         "ignore": values.get("ignore"),
         "baseline": str(Path(values["baseline"])) if "baseline" in values else None,
+        "compile-at-deploy": values.get("compile-at-deploy"),
     }
     return lambda: commands.check(
         [str(Path(p)) for p in positional],

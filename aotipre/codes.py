@@ -27,6 +27,10 @@ class Code:
     category: Category
     summary: str
     hint: str
+    overrides: tuple[tuple[Severity, str], ...] = ()
+    """Other severities this code is emitted with, each with when (README's code table shows
+    them; tests/test_codes.py fails on an emitted severity that is neither the default nor one
+    of these)."""
 
     def finding(self, message: str, *, hint: str | None = None, **fields: object) -> Finding:
         """Build a Finding with this code's defaults; `severity=` may override."""
@@ -163,12 +167,42 @@ ALL_CODES: tuple[Code, ...] = (
         "check the package metadata (AOTI_DEVICE_KEY)",
     ),
     Code(
+        "AOT015",
+        "no-compiled-code",
+        E,
+        C.LOAD,
+        "The archive holds an ExportedProgram but no AOTI code (a torch.export.save file): "
+        "aoti_load_package cannot load it.",
+        "compile it with torch._inductor.aoti_compile_and_package(ep, package_path=...), or, if "
+        "the deployment compiles at deploy time, say so with --compile-at-deploy "
+        "(compile-at-deploy = true)",
+    ),
+    Code(
+        "AOT016",
+        "multi-model-no-default",
+        W,
+        C.LOAD,
+        "The package holds several models and none is named 'model': a plain "
+        "aoti_load_package(path) loads only 'model', so it fails on this package.",
+        "load each model with torch._inductor.package.load_package(path, model_name=NAME)",
+    ),
+    Code(
+        "AOT017",
+        "multi-model",
+        I,
+        C.LOAD,
+        "The package holds several models: a plain aoti_load_package(path) loads only 'model'; "
+        "the others need their name.",
+        "load the others with torch._inductor.package.load_package(path, model_name=NAME)",
+    ),
+    Code(
         "AOT020",
         "inputs-unreadable",
         E,
         C.STRUCTURE,
         "The sample-inputs file is missing, not a torch.save file, or damaged.",
         "save inputs with torch.save((args, kwargs), path)",
+        ((W, "the sample inputs stored in the archive: the check goes on without them"),),
     ),
     Code(
         "AOT021",
@@ -261,11 +295,12 @@ ALL_CODES: tuple[Code, ...] = (
     Code(
         "AOT105",
         "constant-mismatch",
-        W,
+        E,
         C.STRUCTURE,
-        "A non-tensor input differs from the value it was specialized to at export.",
-        "the exported program was specialized to the export-time value; re-export with it dynamic "
-        "or pass the same value",
+        "A non-tensor input differs from the value export specialized it to: the compiled model "
+        "ignores the value passed and silently computes with the exported one.",
+        "pass the exported value; if it must vary, pass it as a tensor (torch.tensor(v)) or "
+        "compile one package per value",
     ),
     Code(
         "AOT106",
@@ -274,6 +309,35 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "An input is of the wrong kind (a tensor where a number was exported, or the reverse).",
         "pass the same kind of value as at export",
+    ),
+    Code(
+        "AOT107",
+        "specialized-arguments",
+        I,
+        C.STRUCTURE,
+        "Export specialized non-tensor arguments (float, int, bool, str, None) to the values "
+        "recorded in the ExportedProgram; the compiled model ignores any value passed for them.",
+        "pass them as tensors (torch.tensor(v)) if they must vary at deploy time",
+    ),
+    Code(
+        "AOT108",
+        "specialized-arguments-unrecorded",
+        W,
+        C.STRUCTURE,
+        "An AOTI-only package has non-tensor arguments that export specialized: the compiled "
+        "model ignores any value passed for them, and the package does not record which value "
+        "it computes with.",
+        "package the ExportedProgram with the AOTI code (it records the values), and pass "
+        "arguments that must vary as tensors",
+    ),
+    Code(
+        "AOT109",
+        "inputs-are-checkpoint",
+        E,
+        C.STRUCTURE,
+        "The sample-inputs file holds a state_dict or training checkpoint (parameter tensors by "
+        "name), not the model's inputs.",
+        "save the inputs themselves: torch.save(((x,), {'mask': m}), 'sample.pt')",
     ),
     # 2: dtype and device
     Code(
@@ -291,6 +355,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "An input tensor lives on a different device type than the package was compiled for.",
         "move inputs to the package's device before calling it",
+        ((W, "a CPU sample for an accelerator package: aotipre's own runs move it"),),
     ),
     # 3: shape, dynamic range and stride
     Code(
@@ -349,6 +414,16 @@ ALL_CODES: tuple[Code, ...] = (
         "An input's stride differs from the static stride the package was compiled for.",
         "pass a contiguous tensor (x.contiguous()) or the exported layout",
     ),
+    Code(
+        "AOT308",
+        "index-out-of-range",
+        E,
+        C.SHAPE,
+        "An integer sample input holds a value outside the rows of the embedding or table the "
+        "package indexes with it (e.g. a token id past the vocabulary).",
+        "validate or clamp the ids before calling the model (tokenizer and model vocabularies "
+        "must match), or re-export with the larger table",
+    ),
     # 4: host and version compatibility
     Code(
         "AOT401",
@@ -357,6 +432,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package runs on CUDA and the target host has no CUDA GPU.",
         "run on a CUDA host, or recompile the ExportedProgram for cpu",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT402",
@@ -366,6 +442,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The target GPU's compute capability differs from the one the package was compiled on "
         "(metadata only: used when its cubins cannot be read).",
         "recompile on (or for) the deployment GPU architecture",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT403",
@@ -375,6 +452,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The target CPU lacks an extension the package was compiled with (-march=native) and its "
         "machine code could not be scanned to tell whether it is used; it can die with SIGILL.",
         "compile on a host no newer than the deployment CPU",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT404",
@@ -383,6 +461,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package was compiled for another OS or machine architecture.",
         "compile on the deployment platform",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT405",
@@ -399,6 +478,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "The package's device type differs from the target device.",
         "recompile the ExportedProgram for the target device",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT407",
@@ -418,6 +498,7 @@ ALL_CODES: tuple[Code, ...] = (
         "noexec so the .so files in it cannot be loaded.",
         "point TMPDIR (package extraction) or TORCHINDUCTOR_CACHE_DIR (compiles) at a writable "
         "directory on a mount without noexec",
+        ((W, "not writable, where nothing needs to run from it"),),
     ),
     Code(
         "AOT409",
@@ -466,6 +547,7 @@ ALL_CODES: tuple[Code, ...] = (
         "with `undefined symbol`.",
         "load it with a torch that exports them (at least the release that produced it), or "
         "recompile with the target's torch",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT431",
@@ -494,6 +576,7 @@ ALL_CODES: tuple[Code, ...] = (
         "For a GPU of the target, the cubins/fatbins hold neither SASS for its architecture nor "
         "PTX the driver can JIT: kernels fail to launch (no kernel image for the device).",
         "compile for every GPU of the fleet, e.g. with aot_inductor.emit_multi_arch_kernel",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT434",
@@ -503,6 +586,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The GPU code needs a newer NVIDIA driver than the target has (PTX of a newer ISA cannot "
         "be JIT-compiled; SASS from a newer CUDA major is refused).",
         "upgrade the driver, or compile with a CUDA toolkit the driver supports",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT435",
@@ -521,6 +605,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The .so contains instructions of a CPU extension the target lacks (counted by decoding "
         "its machine code): the process dies with SIGILL when they run.",
         "compile on (or for) the oldest CPU of the fleet, or deploy on CPUs with the extension",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT437",
@@ -715,6 +800,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DYNAMIC_RANGE,
         "The model failed at the minimum or maximum of a dynamic dimension it declares valid.",
         "fix the model for that size, or re-export with a range it supports",
+        ((W, "the compiled code's runtime check refuses a size the declared range allows"),),
     ),
     Code(
         "AOT611",
@@ -734,6 +820,7 @@ ALL_CODES: tuple[Code, ...] = (
         "An input one above a dynamic dimension's maximum crashed or failed inside the model "
         "instead of being rejected by the runtime input check.",
         "run with AOTI_RUNTIME_CHECK_INPUTS=1, and validate sizes before calling",
+        ((W, "an exception inside the model instead of the input check, not a crash"),),
     ),
     # 7: accuracy and NaN
     Code(
@@ -753,6 +840,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.NAN,
         "The compiled model's outputs contain NaN or Inf.",
         "compile with TORCHINDUCTOR_NAN_ASSERTS=1 to find the first kernel producing it",
+        ((W, "the ExportedProgram run eagerly produces the NaN/Inf too"),),
     ),
     Code(
         "AOT703",

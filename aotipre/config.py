@@ -62,6 +62,8 @@ class Settings:
     sanitizer: bool = False
     artifacts: str | None = None
     exported_program: str | None = None
+    compile_at_deploy: bool = False
+    """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -131,6 +133,7 @@ class Settings:
             select=self.select,
             ignore=self.ignore,
             baseline=baseline,
+            compile_at_deploy=self.compile_at_deploy,
         )
 
 
@@ -282,6 +285,12 @@ KEYS: tuple[Key, ...] = (
         "exported_program",
         _path,
         "crash triage: the ExportedProgram (.pt2) of an AOTI-only package",
+    ),
+    Key(
+        "compile-at-deploy",
+        "compile_at_deploy",
+        _bool,
+        "the deployment compiles ExportedProgram-only archives at deploy time",
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

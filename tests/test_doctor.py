@@ -310,7 +310,7 @@ def test_model_crash_with_a_crashing_canary_blames_the_host(
     options = dynamic({"load": {"crash": "SIGSEGV"}})
     model = tmp_path / "model.pt2"
     model.write_bytes(CANARY.read_bytes())
-    report = api.check(str(model), api.CheckOptions(dynamic=options))
+    report = api.check(str(model), api.CheckOptions(dynamic=options, compile_at_deploy=True))
     assert codes(report.findings) == ["AOT412"], report.findings
     (f,) = report.findings
     assert f.category.value == "environment" and f.model == "model"
@@ -321,7 +321,7 @@ def test_model_crash_with_a_crashing_canary_blames_the_host(
     canary_stage = report.stages[-1]
     assert canary_stage.name == "canary" and canary_stage.status is StageStatus.FAILED
     # the result is cached per host and torch version: the next check does not run it again
-    again = api.check(str(model), api.CheckOptions(dynamic=options))
+    again = api.check(str(model), api.CheckOptions(dynamic=options, compile_at_deploy=True))
     assert codes(again.findings) == ["AOT412"]
     assert "(cached result)" in again.stages[-1].detail
 
@@ -332,7 +332,7 @@ def test_model_crash_with_a_working_canary_stays_the_models(
     options = dynamic({"run": {"crash": "SIGSEGV"}, "canary.run": {}})
     model = tmp_path / "model.pt2"
     model.write_bytes(CANARY.read_bytes())
-    report = api.check(str(model), api.CheckOptions(dynamic=options))
+    report = api.check(str(model), api.CheckOptions(dynamic=options, compile_at_deploy=True))
     (crash,) = [f for f in report.findings if not f.code.startswith("AOT8")]  # 8: triage's
     assert crash.code == "AOT604"
     assert "the crash is specific to this package" in crash.message

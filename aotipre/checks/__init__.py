@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 from aotipre.binaries.facts import IsaScanner
+from aotipre.checks.contract import (
+    check_checkpoint,
+    check_loading,
+    check_specialized,
+    check_unplaced_specialized,
+)
+from aotipre.checks.indices import check_index_values
 from aotipre.checks.inputs import check_inputs
 from aotipre.checks.package import check_package
 from aotipre.checks.target import TargetRow, check_host, row_for
@@ -34,13 +41,23 @@ def run_static_checks(
     hosts: list[HostInfo],
     *,
     soft_host: bool,
+    compile_at_deploy: bool = False,
 ) -> tuple[list[Finding], list[TargetRow]]:
-    """Package checks, then compatibility with each target, then each model's sample inputs."""
+    """Package checks, then how a deployment loads it, then compatibility with each target,
+    then each model's call contract and sample inputs, in that order."""
     findings = check_package(package, models)
+    findings.extend(check_loading(package, models, compile_at_deploy=compile_at_deploy))
     target_findings, rows = check_targets(package, models, hosts, soft=soft_host)
     findings.extend(target_findings)
     for model in models:
         sample = samples.get(model.name)
+        checkpoint = check_checkpoint(model, sample) if sample is not None else []
+        if checkpoint:  # one clear finding, not one per parameter name
+            findings.extend(checkpoint)
+            continue
+        findings.extend(check_specialized(model, sample))
+        findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
             findings.extend(check_inputs(model, sample))
+            findings.extend(check_index_values(package, model, sample))
     return findings, rows

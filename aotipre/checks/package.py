@@ -5,6 +5,7 @@ from __future__ import annotations
 from aotipre import codes
 from aotipre.binaries.facts import GpuMember, SharedObject
 from aotipre.checks.target import KNOWN_DEVICES
+from aotipre.checks.inputs import zero_one_hint
 from aotipre.findings import Finding
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 
@@ -102,6 +103,7 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                 if not narrower or (want.expr, side) in seen:
                     continue
                 seen.add((want.expr, side))
+                zero_one = side == "min" and aoti_v == 2 and export_v is not None and export_v <= 1
                 out.append(
                     codes.get("AOT013").finding(
                         f"model '{model.name}': dynamic dim {want.expr} has {side} {export_v} in "
@@ -114,6 +116,7 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                         expected=export_v,
                         actual=aoti_v,
                         stage="static",
+                        **({"hint": zero_one_hint(export_v or 0)} if zero_one else {}),
                     )
                 )
     return out

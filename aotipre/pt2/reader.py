@@ -11,6 +11,7 @@ from aotipre.binaries.facts import read_binary_facts
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
+from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
 from aotipre.pt2.wrapper_contract import contract_from_wrapper
 
@@ -32,9 +33,11 @@ def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
     root = _single_root(archive, names)
     fmt_member = f"{root}/{layout.ARCHIVE_FORMAT}"
     if fmt_member not in archive.members:
+        what = describe_foreign_zip(names, root)
         raise CodedPackageError(
             "AOT004",
-            f"{archive.path}: a zip archive without {layout.ARCHIVE_FORMAT}, so not a .pt2 package",
+            f"{archive.path}: "
+            + (what or f"a zip archive without {layout.ARCHIVE_FORMAT}, so not a .pt2 package"),
         )
     archive_format = archive.read_text(fmt_member, limit=1024).strip()
     if archive_format != layout.ARCHIVE_FORMAT_VALUE:
@@ -168,6 +171,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
             symbols=wrapper.symbols,
             signature=wrapper.signature,
             contract_source="wrapper_cpp" if wrapper.inputs or wrapper.signature else "none",
+            call_leaves=wrapper.call_leaves,
         )
     notes = (*model.notes, "no wrapper.cpp is packaged, so the input contract is unknown")
     return replace(model, notes=notes)

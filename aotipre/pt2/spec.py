@@ -197,6 +197,10 @@ class ModelInfo:
     """in_so, on_disk, exported_program, none."""
     notes: tuple[str, ...] = ()
     """Things the reader noticed (e.g. export and AOTI bounds differ)."""
+    call_leaves: tuple[tuple[str, str], ...] = ()
+    """AOTI-only, when the call has non-tensor leaves (arguments export specialized) whose place
+    could not be told from wrapper.cpp: every (name, path) leaf of its in_spec_. Those that
+    could be placed are inputs of kind `constant` instead."""
 
     @property
     def has_aoti(self) -> bool:

@@ -36,7 +36,7 @@ def _codes(report: Report, severity: Severity = Severity.ERROR) -> list[str]:
         ("dtypes", "dtypes_inputs"),
         ("kwargs", "kwargs_inputs"),
         ("strides", "strides_inputs"),
-        ("embedding_oob", "embedding_oob_inputs"),  # out-of-range VALUES are not static facts
+        ("embedding_oob", "embedding_oob_inputs_good"),
     ],
 )
 def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
@@ -46,10 +46,30 @@ def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
     assert report.exit_code == 0
 
 
+def test_index_values_past_the_embedding_are_static_facts(pkg: Pkg) -> None:
+    """The sample holds the token ids: one past the 500 rows is found before anything runs."""
+    report = _check(pkg, "embedding_oob", "embedding_oob_inputs")
+    f = [f for f in report.findings if f.code == "AOT308"][0]
+    assert (f.input, f.actual, f.expected) == ("ids", 600, "0..499")
+    assert "at position [1, 3]" in f.message
+
+
 def test_stored_sample_inputs_are_used(pkg: Pkg) -> None:
-    report = _check(pkg, "ep_only")
+    report = _check(pkg, "ep_only", compile_at_deploy=True)
     assert report.inputs_source == "archive"
     assert report.verdict is Verdict.PASS
+
+
+def test_exported_program_only_cannot_be_loaded_by_aoti_load_package(pkg: Pkg) -> None:
+    """torch 2.13: aoti_load_package on a torch.export.save file raises "Failed to find a
+    generated cpp file or so file for model 'model'" (tests/data/real/README.md)."""
+    report = _check(pkg, "ep_only")
+    (f,) = [f for f in report.findings if f.code == "AOT015"]
+    assert f.severity is Severity.ERROR and f.model == "model"
+    assert "aoti_load_package cannot load it" in f.message
+    assert report.verdict is Verdict.FAIL
+    deploy = _check(pkg, "ep_only", compile_at_deploy=True)
+    assert not [f for f in deploy.findings if f.code == "AOT015"]
 
 
 def test_no_inputs_is_info_not_pass_of_inputs(pkg: Pkg) -> None:

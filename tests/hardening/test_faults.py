@@ -286,6 +286,6 @@ def test_ctrl_c_during_a_compile_leaves_no_half_written_cache_entry(
     tmp_path: Path, pkg: Callable[[str], Path]
 ) -> None:
     cache = tmp_path / "cache"
-    args = [str(pkg("ep_only")), "--cache-dir", str(cache)]
+    args = [str(pkg("ep_only")), "--cache-dir", str(cache), "--compile-at-deploy"]
     _interrupt(tmp_path, args, {"compile": {"hang_hard": True}}, workers=1)
     assert cache.is_dir() and list(cache.iterdir()) == []
