@@ -184,7 +184,9 @@ def dynamic_cases() -> list[Case]:
 
 FAKE_SCRIPTS: dict[str, dict] = {
     "healthy": {},
-    "run-segfault": {"run": {"crash": "SIGSEGV", "log": "Fatal Python error: Segmentation fault\n"}},
+    "run-segfault": {
+        "run": {"crash": "SIGSEGV", "log": "Fatal Python error: Segmentation fault\n"}
+    },
     "run-abort": {
         "run": {
             "crash": "SIGABRT",
@@ -208,7 +210,9 @@ FAKE_SCRIPTS: dict[str, dict] = {
     "load-crash-once": {"load": {"crash": "SIGSEGV", "once": True}},
     "load-crash": {"load": {"crash": "SIGSEGV"}},
     "probe-crash-once": {"probe:s0:max": {"crash": "SIGSEGV", "once": True}},
-    "probe-over-accepted": {"probe:s0:over": {"entry": {"outcome": "accepted", "aoti_error": None}}},
+    "probe-over-accepted": {
+        "probe:s0:over": {"entry": {"outcome": "accepted", "aoti_error": None}}
+    },
     "nan": {
         "run": {
             "entry": {
@@ -434,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{version.label}: {version.tree}: {len(cases)} case(s)", file=sys.stderr)
             static = [c for c in cases if not c.dynamic]
             with cf.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-                done = pool.map(lambda c: (c, run_case(c, version, fixtures, cwd)), static)
+                done = pool.map(lambda c, v=version: (c, run_case(c, v, fixtures, cwd)), static)
                 for case, outcome in done:
                     results.setdefault(case.name, []).append(outcome)
             for case in (c for c in cases if c.dynamic):
@@ -472,8 +476,7 @@ def report(cases: list[Case], results: dict[str, list[Outcome]], keep: Path | No
                 print()
     outputs = sum(len(results[c.name][0].outputs) for c in cases)
     print(
-        f"compare_reports: {len(cases)} case(s), {outputs} output(s) compared, "
-        f"{differing} differ",
+        f"compare_reports: {len(cases)} case(s), {outputs} output(s) compared, {differing} differ",
         file=sys.stderr,
     )
     return 1 if differing else 0

@@ -26,6 +26,35 @@ def read_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> Pa
         return _read(archive, verify_crc=verify_crc)
 
 
+class OpenPackage:
+    """A .pt2 read once and kept open: its PackageInfo and its validated archive, for the later
+    readers of one check (sample inputs, synthesized-input hints, the compile-cache key, crash
+    triage) instead of each reopening the file. A context manager; close() closes the archive."""
+
+    def __init__(self, info: PackageInfo, archive: Archive) -> None:
+        self.info = info
+        self.archive = archive
+
+    def close(self) -> None:
+        self.archive.close()
+
+    def __enter__(self) -> OpenPackage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> OpenPackage:
+    """read_package(), keeping the archive open. Raises CodedPackageError (one clear line)."""
+    archive = open_archive(path)
+    try:
+        return OpenPackage(_read(archive, verify_crc=verify_crc), archive)
+    except BaseException:
+        archive.close()
+        raise
+
+
 def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
     names = archive.names()
     root = _single_root(archive, names)

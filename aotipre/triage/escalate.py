@@ -18,14 +18,10 @@ from aotipre.errors import PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.pt2.reader import read_package
 from aotipre.runner import cache as cache_mod
+from aotipre.runner import launch
 from aotipre.runner.classify import classify_run_failure, kernel_names
 from aotipre.runner.proc import ProcessOutcome, run_process
-from aotipre.runner.stages import (
-    RUNTIME_CHECK_ENV,
-    STARTUP_SLACK_S,
-    WORKER_PATH,
-    RunCrash,
-)
+from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
 from aotipre.triage.diagnosis import Diagnosis, TensorStats
 from aotipre.triage.ladder import (
@@ -715,16 +711,15 @@ class _Triage:
         with open(job_path, "w") as f:
             json.dump(job, f)
         full_env = dict(os.environ)
-        full_env.update(RUNTIME_CHECK_ENV)
+        full_env.update(launch.RUNTIME_CHECK_ENV)
         full_env.update(self.crash.env)
         full_env.update(env)
         shown = {k: os.environ[k] for k in _SHOWN_ENV if k in os.environ}
-        shown.update(RUNTIME_CHECK_ENV)
+        shown.update(launch.RUNTIME_CHECK_ENV)
         shown.update(self.crash.env)
         shown.update(env)
         shown.pop("AOTIPRE_FAKE_SCRIPT", None)
-        base = opts.worker_command or (opts.python or _python(), WORKER_PATH)
-        argv = (*prefix, *base, job_path)
+        argv = (*prefix, *launch.worker_argv(opts.python, opts.worker_command, job_path))
         budget = 0.0
         for s in steps:
             budget += float(
@@ -734,7 +729,7 @@ class _Triage:
         outcome = run_process(
             argv,
             env=full_env,
-            timeout_s=budget + STARTUP_SLACK_S,
+            timeout_s=budget + launch.STARTUP_SLACK_S,
             cwd=self.workdir,
             result_path=result_path,
         )
@@ -858,12 +853,6 @@ def read_generated_code(package: str, model: str) -> dict[str, str]:
     except (PackageError, OSError, UnicodeDecodeError):
         return out
     return out
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def _find_sanitizer() -> str | None:
