@@ -275,12 +275,19 @@ class Version:
     """Scratch of this version: compile cache, XDG cache, TMPDIR, report files."""
 
 
+_NOT_COPIED = shutil.ignore_patterns(
+    ".git", ".venv", ".fixture-cache", "__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache"
+)
+
+
 def prepare(spec: str, label: str, scratch: Path) -> Version:
+    """Put the version's tree at scratch/tree (each version in turn at the same path, so that
+    paths in reports, and where tables wrap them, are the same for both)."""
+    tree, work = scratch / "tree", scratch / "work"
     path = Path(spec)
     if path.is_dir() and (path / "aotipre" / "__init__.py").is_file():
-        tree = path.resolve()
+        shutil.copytree(path, tree, ignore=_NOT_COPIED, symlinks=True)
     else:
-        tree = scratch / f"tree-{label}"
         tree.mkdir()
         archive = subprocess.run(
             ["git", "-C", str(REPO), "archive", spec], capture_output=True, check=False
@@ -288,9 +295,14 @@ def prepare(spec: str, label: str, scratch: Path) -> Version:
         if archive.returncode != 0:
             sys.exit(f"compare_reports: {spec!r} is neither an aotipre tree nor a git revision")
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    work = scratch / f"work-{label}"
     work.mkdir()
     return Version(label, tree, work)
+
+
+def set_aside(version: Version, scratch: Path) -> None:
+    """Free scratch/tree and scratch/work for the next version."""
+    version.tree.rename(scratch / f"tree-{version.label}")
+    version.work.rename(scratch / f"work-{version.label}")
 
 
 @dataclass
@@ -368,9 +380,14 @@ _DURATION_KEYS = re.compile(r'("(?:duration_s|wall_s|elapsed_s|seconds|time)": )
 _TEXT_MASKS = (
     (re.compile(r"\b\d+\.\d+s\b"), "<T>s"),  # table/markdown durations (0.01s)
     (re.compile(r'\btime="[0-9.]+"'), 'time="<T>"'),  # junit
-    (re.compile(r"aotipre-[A-Za-z0-9_]{6,}"), "aotipre-<RND>"),  # mkdtemp folders
+    (re.compile(r"\b(aotipre(?:-[a-z]+)*-)[a-z0-9_]{8}\b"), r"\1<RND>"),  # mkdtemp folders
     (re.compile(r"\btmp[A-Za-z0-9_]{8}\b"), "tmp<RND>"),
     (re.compile(r"\bpid \d+\b"), "pid <N>"),
+    (re.compile(r"\bafter \d+(?:\.\d+)? s\b"), "after <T> s"),  # "exited with code 3 after 0.2 s"
+    # triage steps run on threads: their job numbers follow which finished first
+    (re.compile(r"(aotipre-triage-<RND>/[a-z0-9-]+?)-\d+\.json"), r"\1-<N>.json"),
+    # inductor names generated sources by a hash that differs from compile to compile
+    (re.compile(r"\b[a-z0-9]{52}\.(kernel\.cpp|wrapper\.cpp|cpp|so|py)\b"), r"<HASH>.\1"),
 )
 
 
@@ -430,12 +447,12 @@ def main(argv: list[str] | None = None) -> int:
 
     scratch = Path(tempfile.mkdtemp(prefix="compare-reports-"))
     try:
-        versions = [prepare(args.old, "old", scratch), prepare(args.new, "new", scratch)]
         cwd = scratch / "cwd"
         cwd.mkdir()
         results: dict[str, list[Outcome]] = {}
-        for version in versions:
-            print(f"{version.label}: {version.tree}: {len(cases)} case(s)", file=sys.stderr)
+        for spec, label in ((args.old, "old"), (args.new, "new")):
+            version = prepare(spec, label, scratch)
+            print(f"{label}: {spec}: {len(cases)} case(s)", file=sys.stderr)
             static = [c for c in cases if not c.dynamic]
             with cf.ThreadPoolExecutor(max(1, args.jobs)) as pool:
                 done = pool.map(lambda c, v=version: (c, run_case(c, v, fixtures, cwd)), static)
@@ -444,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             for case in (c for c in cases if c.dynamic):
                 print(f"  {case.name}", file=sys.stderr)
                 results.setdefault(case.name, []).append(run_case(case, version, fixtures, cwd))
+            set_aside(version, scratch)
         return report(cases, results, args.keep)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

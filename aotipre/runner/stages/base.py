@@ -83,7 +83,8 @@ class RunCrash:
     host: Mapping[str, Any] = field(default_factory=dict)
     """Host traits of the compile-cache key (CPU ISA, GPU architecture)."""
     archive: Archive | None = field(default=None, compare=False, repr=False)
-    """The package's archive, open while triage runs (None: open `package.path` when needed)."""
+    """The package's archive as the caller of run_dynamic_stages opened it (open while that
+    caller's check runs); None: triage opens `package.path` when it needs it."""
 
 
 def ok(rec: StepRecord | None) -> bool:

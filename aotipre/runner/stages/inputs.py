@@ -42,11 +42,12 @@ def plan_inputs(s: Session) -> WorkerInputs:
     if s.inputs_member is not None:
         spec = {"kind": "member", "member": s.inputs_member}
         try:
-            sample = s.sample
-            if sample is None:
+            if s.sample is not None:
+                shapes = sample_tensor_shapes(m, s.sample)
+            else:
                 data = s.archive.read(s.inputs_member)
-                sample = load_sample_inputs_bytes(data, f"{s.package.path}:{s.inputs_member}")
-            shapes = sample_tensor_shapes(m, sample)
+                source = f"{s.package.path}:{s.inputs_member}"
+                shapes = sample_tensor_shapes(m, load_sample_inputs_bytes(data, source))
         except Exception as exc:
             s.probe_note = f"input shapes unknown ({exc})"
         return WorkerInputs(spec, shapes, f"inputs stored in the archive ({s.inputs_member})")

@@ -89,7 +89,7 @@ def _run_crash(s: Session, r: StepRecord, fail: Failure, findings: list[Finding]
         eager=state,
         eager_error=f"{err.get('type')}: {first_line(err.get('message'))}" if err else "",
         host=host_traits(s.device_type),
-        archive=s.archive_if_open,
+        archive=s.callers_archive,
     )
 
 

@@ -138,8 +138,10 @@ class Session:
         return self._archive
 
     @property
-    def archive_if_open(self) -> Archive | None:
-        return self._archive
+    def callers_archive(self) -> Archive | None:
+        """The archive the caller passed in (open for as long as the caller's check runs; the
+        session's own is closed when the session ends, so it is never handed on)."""
+        return None if self._own_archive else self._archive
 
     def cleanup(self) -> None:
         for stage in self.stages:
