@@ -4,15 +4,16 @@ inputs synthesized from the contract (seeded); and their shapes, which the probe
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aotipre.errors import InputsError
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
+from aotipre.inputs.meta import SampleInputs
+from aotipre.pt2.archive import Archive
+from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner.synth import sample_tensor_shapes, synthesize
-
-if TYPE_CHECKING:
-    from aotipre.runner.stages.session import Session
 
 
 @dataclass(frozen=True)
@@ -24,41 +25,48 @@ class WorkerInputs:
     shapes: dict[int, tuple[int, ...]]
     """tensor_index -> shape (empty when unknown)."""
     note: str
+    shapes_unknown: str = ""
+    """Why the shapes are unknown although the inputs are (the probe stage says it)."""
 
 
-def plan_inputs(s: Session) -> WorkerInputs:
-    """Raises PlanError or InputsError when there is nothing to run with (sets s.probe_note when
-    the inputs are known but their shapes are not)."""
-    m = s.model
-    shapes: dict[int, tuple[int, ...]] = {}
-    if s.inputs_path is not None:
-        spec: dict[str, Any] = {"kind": "file", "path": os.path.abspath(s.inputs_path)}
+def plan_inputs(
+    package: PackageInfo,
+    model: ModelInfo,
+    *,
+    inputs_path: str | None,
+    inputs_member: str | None,
+    sample: SampleInputs | None,
+    archive: Callable[[], Archive],
+    seed: int,
+) -> WorkerInputs:
+    """`inputs_path` (a torch.save file), else `inputs_member` (stored in the archive), else
+    synthesized; `sample`: those inputs, already read; `archive()`: the package's open archive.
+    Raises PlanError or InputsError when there is nothing to run with."""
+    if inputs_path is not None:
+        spec: dict[str, Any] = {"kind": "file", "path": os.path.abspath(inputs_path)}
+        note = f"inputs from {inputs_path}"
         try:
-            sample = s.sample if s.sample is not None else load_sample_inputs(s.inputs_path)
-            shapes = sample_tensor_shapes(m, sample)
+            if sample is None:
+                sample = load_sample_inputs(inputs_path)
+            shapes = sample_tensor_shapes(model, sample)
         except InputsError as exc:
-            s.probe_note = f"input shapes unknown ({exc})"
-        return WorkerInputs(spec, shapes, f"inputs from {s.inputs_path}")
-    if s.inputs_member is not None:
-        spec = {"kind": "member", "member": s.inputs_member}
+            return WorkerInputs(spec, {}, note, f"input shapes unknown ({exc})")
+        return WorkerInputs(spec, shapes, note)
+    if inputs_member is not None:
+        spec = {"kind": "member", "member": inputs_member}
+        note = f"inputs stored in the archive ({inputs_member})"
         try:
-            if s.sample is not None:
-                shapes = sample_tensor_shapes(m, s.sample)
-            else:
-                data = s.archive.read(s.inputs_member)
-                source = f"{s.package.path}:{s.inputs_member}"
-                shapes = sample_tensor_shapes(m, load_sample_inputs_bytes(data, source))
+            if sample is None:
+                data = archive().read(inputs_member)
+                sample = load_sample_inputs_bytes(data, f"{package.path}:{inputs_member}")
+            shapes = sample_tensor_shapes(model, sample)
         except Exception as exc:
-            s.probe_note = f"input shapes unknown ({exc})"
-        return WorkerInputs(spec, shapes, f"inputs stored in the archive ({s.inputs_member})")
+            return WorkerInputs(spec, {}, note, f"input shapes unknown ({exc})")
+        return WorkerInputs(spec, shapes, note)
     try:
-        archive = s.archive
+        opened: Archive | None = archive()
     except Exception:  # synthesize only wants index hints from it: it does without them
-        archive = None
-    plan = synthesize(s.package, m, archive=archive)
-    note = "synthesized inputs (seed {}): {}".format(
-        s.opts.seed, "; ".join(plan.notes) or "static shapes"
-    )
-    return WorkerInputs(
-        {"kind": "synth", "tree": plan.tree, "seed": s.opts.seed}, dict(plan.shapes), note
-    )
+        opened = None
+    plan = synthesize(package, model, archive=opened)
+    note = "synthesized inputs (seed {}): {}".format(seed, "; ".join(plan.notes) or "static shapes")
+    return WorkerInputs({"kind": "synth", "tree": plan.tree, "seed": seed}, dict(plan.shapes), note)

@@ -18,6 +18,8 @@ class ProbeStage(Stage):
 
     def __init__(self) -> None:
         self.plan_: ProbePlan | None = None
+        self.why_not = ""
+        """Why no probe was planned."""
 
     def progress(self, s: Session, op: str, rest: str) -> str | None:
         if op != "probe":
@@ -30,11 +32,12 @@ class ProbeStage(Stage):
             return []
         m = s.model
         shapes = s.inputs.shapes
+        self.why_not = s.inputs.shapes_unknown
         if not m.symbols:
-            s.probe_note = "the model has no dynamic dims"
+            self.why_not = "the model has no dynamic dims"
             return []
         if len(shapes) != len(m.tensor_inputs):
-            s.probe_note = s.probe_note or "the input shapes could not be matched to the contract"
+            self.why_not = self.why_not or "the input shapes could not be matched to the contract"
             return []
         plan = plan_probes(m, shapes, s.opts.probe_budget)
         self.plan_ = plan
@@ -59,7 +62,7 @@ class ProbeStage(Stage):
             return s.skipped("probe", "probing is off")
         plan = self.plan_
         if plan is None or not plan.cases:
-            why = s.probe_note or "; ".join(plan.notes if plan else ()) or "nothing to probe"
+            why = self.why_not or "; ".join(plan.notes if plan else ()) or "nothing to probe"
             return s.skipped("probe", why)
         run = s.records.get("run")
         if run is None or not ok(run):

@@ -114,8 +114,6 @@ class Session:
         self.extra_env: dict[str, str] = {}
         self.jobs = 0
         self.inputs = WorkerInputs({}, {}, "")
-        self.probe_note = ""
-        """Why probes cannot be planned, when the inputs' shapes are unknown."""
         self.aoti_package: str | None = None
         """The package the workers load: the archive, a compile-cache entry or a fresh compile."""
         self.aoti_model = model.name
@@ -195,7 +193,15 @@ class Session:
         if not m.has_aoti and not m.has_exported_program:
             return self._all_skipped("the model has neither AOTI code nor an ExportedProgram"), []
         try:
-            self.inputs = plan_inputs(self)
+            self.inputs = plan_inputs(
+                self.package,
+                self.model,
+                inputs_path=self.inputs_path,
+                inputs_member=self.inputs_member,
+                sample=self.sample,
+                archive=lambda: self.archive,
+                seed=self.opts.seed,
+            )
         except (PlanError, InputsError) as exc:
             return self._all_skipped(f"no inputs to run with: {exc}", error=True), []
         steps = [step for stage in self.stages for step in stage.plan(self)]
