@@ -135,7 +135,7 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
         _cannot_check(report, exc, getattr(exc, "code", "AOT001"))
         report.stages.append(_stage("inspect", StageStatus.ERROR, started, str(exc)))
         return report
-    with opened:  # the one open of the archive: every later reader gets it
+    with opened.archive:  # the one open of the archive: every later reader gets it
         _check_opened(report, opened, opts, started)
     return report
 

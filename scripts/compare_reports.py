@@ -402,7 +402,7 @@ def mask(text: str, replacements: list[tuple[str, str]]) -> str:
     lines = []
     for line in text.splitlines():
         # a table's padding follows its widest cell, a duration included
-        line = re.sub(r"(?<=\S) {2,}", "  ", line.rstrip())
+        line = re.sub(r" {2,}", "  ", line.rstrip())
         line = re.sub(r"-{3,}", "---", line)
         lines.append(line)
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")

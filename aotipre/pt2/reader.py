@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
@@ -26,23 +26,14 @@ def read_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> Pa
         return _read(archive, verify_crc=verify_crc)
 
 
+@dataclass(frozen=True)
 class OpenPackage:
     """A .pt2 read once and kept open: its PackageInfo and its validated archive, for the later
     readers of one check (sample inputs, synthesized-input hints, the compile-cache key, crash
-    triage) instead of each reopening the file. A context manager; close() closes the archive."""
+    triage) instead of each reopening the file. Close it with `archive` (a context manager)."""
 
-    def __init__(self, info: PackageInfo, archive: Archive) -> None:
-        self.info = info
-        self.archive = archive
-
-    def close(self) -> None:
-        self.archive.close()
-
-    def __enter__(self) -> OpenPackage:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    info: PackageInfo
+    archive: Archive
 
 
 def open_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> OpenPackage:

@@ -4,7 +4,7 @@ triage, and small helpers for describing models, outputs and probes."""
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +85,21 @@ class RunCrash:
     archive: Archive | None = field(default=None, compare=False, repr=False)
     """The package's archive as the caller of run_dynamic_stages opened it (open while that
     caller's check runs); None: triage opens `package.path` when it needs it."""
+
+
+def failure_of(
+    classify: Callable[..., Failure], r: StepRecord, err: dict[str, Any] | None = None
+) -> Failure:
+    """What a failed step says, through one of runner/classify.py's classifiers (`err`: the
+    error to read, when not the record's own)."""
+    err = r.error if err is None else err
+    return classify(
+        exc_type=err.get("type"),
+        message=err.get("message"),
+        log=r.log,
+        signal=r.signal,
+        timed_out=r.status == "timeout",
+    )
 
 
 def ok(rec: StepRecord | None) -> bool:

@@ -11,6 +11,7 @@ from aotipre.runner.classify import classify_run_failure
 from aotipre.runner.stages.base import (
     PlannedStep,
     evidence,
+    failure_of,
     first_line,
     ok,
     probe_label,
@@ -72,13 +73,7 @@ class CompareStage(Stage):
                     "the ExportedProgram could not be loaded",
                     [eager],
                 )
-            fail = classify_run_failure(
-                exc_type=err.get("type"),
-                message=err.get("message"),
-                log=eager.log,
-                signal=eager.signal,
-                timed_out=eager.status == "timeout",
-            )
+            fail = failure_of(classify_run_failure, eager, err)
             s.add(
                 "AOT704",
                 f"running the ExportedProgram eagerly on the same inputs failed: {fail.summary}",

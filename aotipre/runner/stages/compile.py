@@ -7,12 +7,13 @@ import hashlib
 import json
 import os
 import time
+from functools import partial
 from typing import Any
 
 from aotipre.findings import StageResult, StageStatus
 from aotipre.runner import cache as cache_mod
 from aotipre.runner.classify import classify_compile_failure
-from aotipre.runner.stages.base import PlannedStep, StepRecord, host_traits, ok
+from aotipre.runner.stages.base import PlannedStep, StepRecord, failure_of, host_traits, ok
 from aotipre.runner.stages.session import Session, Stage
 
 
@@ -128,38 +129,18 @@ class CompileStage(Stage):
         if ok(r):
             return s.stage("compile", StageStatus.PASSED, r.detail or self.note, [r])
         err = r.error
-        fail = classify_compile_failure(
-            exc_type=err.get("type"),
-            message=err.get("message"),
-            log=r.log,
-            signal=r.signal,
-            timed_out=r.status == "timeout",
-        )
+        fail = failure_of(classify_compile_failure, r, err)
+        found = partial(s.add, stage="compile", evidence=fail.evidence)
         where = f"compiling model '{m.name}' for {s.device}"
         if r.status == "timeout":
-            s.add(
-                "AOT503",
-                f"{where} did not finish within {s.opts.compile_timeout_s:g} s",
-                "compile",
-                evidence=fail.evidence,
-            )
+            found("AOT503", f"{where} did not finish within {s.opts.compile_timeout_s:g} s")
         elif r.status == "crash":
-            s.add(
-                "AOT502",
-                f"{where}: the compiler process was killed by {r.signal}",
-                "compile",
-                evidence=fail.evidence,
-            )
+            found("AOT502", f"{where}: the compiler process was killed by {r.signal}")
         elif r.status == "worker_error":
             return s.stage("compile", StageStatus.ERROR, f"worker failed: {r.detail}", [r])
         else:
             kernel = f" (kernel {fail.kernel})" if fail.kernel else ""
-            s.add(
-                "AOT501",
-                f"{where} failed{kernel}: {fail.summary}",
-                "compile",
-                evidence=fail.evidence,
-            )
+            found("AOT501", f"{where} failed{kernel}: {fail.summary}")
         return s.stage("compile", StageStatus.FAILED, fail.summary, [r])
 
 

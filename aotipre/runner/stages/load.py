@@ -5,10 +5,11 @@ the libstdc++ retry (stages/libstdcxx.py) made go away is AOT515."""
 from __future__ import annotations
 
 import os
+from functools import partial
 
 from aotipre.findings import StageResult, StageStatus
 from aotipre.runner.classify import classify_load_failure
-from aotipre.runner.stages.base import PlannedStep, StepRecord, ok
+from aotipre.runner.stages.base import PlannedStep, StepRecord, failure_of, ok
 from aotipre.runner.stages.session import Session, Stage
 
 
@@ -32,22 +33,12 @@ class LoadStage(Stage):
         err = r.error
         if err.get("type") == "InputsFailed":
             return s.stage("load", StageStatus.ERROR, err.get("message", ""), [r])
-        fail = classify_load_failure(
-            exc_type=err.get("type"),
-            message=err.get("message"),
-            log=r.log,
-            signal=r.signal,
-            timed_out=r.status == "timeout",
-        )
+        fail = failure_of(classify_load_failure, r, err)
+        found = partial(s.add, stage="load", evidence=fail.evidence)
         if r.status == "timeout":
-            s.add(
-                "AOT516",
-                f"loading {target} did not finish within {s.opts.timeout_s:g} s",
-                "load",
-                evidence=fail.evidence,
-            )
+            found("AOT516", f"loading {target} did not finish within {s.opts.timeout_s:g} s")
         elif r.status == "crash":
-            s.add(
+            found(
                 "AOT514",
                 f"the process was killed by {r.signal} while loading {target}"
                 + (
@@ -55,45 +46,30 @@ class LoadStage(Stage):
                     if s.libstdcxx.crash is not None
                     else ""
                 ),
-                "load",
-                evidence=fail.evidence,
             )
         elif fail.kind == "wrong_device":
-            s.add(
+            found(
                 "AOT511",
                 f"loading {target} on {s.device} was refused: {fail.summary}",
-                "load",
-                evidence=fail.evidence,
                 expected=s.model.device_type,
                 actual=s.device,
             )
         elif fail.kind == "cuda_missing":
-            s.add(
-                "AOT512",
-                f"{target} needs CUDA, and this torch cannot use it: {fail.summary}",
-                "load",
-                evidence=fail.evidence,
-            )
+            found("AOT512", f"{target} needs CUDA, and this torch cannot use it: {fail.summary}")
         elif fail.kind == "model_not_found":
-            s.add(
+            found(
                 "AOT513",
                 f"the loader found no compiled code for model '{s.aoti_model}': {fail.summary}",
-                "load",
-                evidence=fail.evidence,
             )
         elif fail.kind == "abi":
-            s.add(
+            found(
                 "AOT510",
                 f"loading {target} failed: the compiled code does not match this "
                 f"torch ({fail.summary})",
-                "load",
-                evidence=fail.evidence,
                 hint="load it with the torch version that compiled it",
             )
         else:
-            s.add(
-                "AOT510", f"loading {target} failed: {fail.summary}", "load", evidence=fail.evidence
-            )
+            found("AOT510", f"loading {target} failed: {fail.summary}")
         return s.stage("load", StageStatus.FAILED, fail.summary, [r])
 
     def _loaded(self, s: Session, r: StepRecord, target: str) -> StageResult:

@@ -7,7 +7,14 @@ from typing import Any
 
 from aotipre.findings import Severity, StageResult, StageStatus
 from aotipre.runner.classify import classify_run_failure
-from aotipre.runner.stages.base import PlannedStep, StepRecord, ok, probe_label, tensor_input
+from aotipre.runner.stages.base import (
+    PlannedStep,
+    StepRecord,
+    failure_of,
+    ok,
+    probe_label,
+    tensor_input,
+)
 from aotipre.runner.stages.compare import compare_findings
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.runner.synth import ProbeCase, ProbePlan, plan_probes
@@ -119,13 +126,7 @@ def _probe_case(s: Session, case: ProbeCase, r: StepRecord) -> str:
         return _over_max(s, case, r, err, label, subject)
     capped = f" (capped from {case.bound} by the probe budget)" if case.capped else ""
     if r.status != "ok":
-        fail = classify_run_failure(
-            exc_type=err.get("type"),
-            message=err.get("message"),
-            log=r.log,
-            signal=r.signal,
-            timed_out=r.status == "timeout",
-        )
+        fail = failure_of(classify_run_failure, r, err)
         what = _what_failed(r, fail.summary)
         kernel = f" in kernel {fail.kernel}" if fail.kernel else ""
         rng = m.symbol(case.symbol)
@@ -203,13 +204,7 @@ def _over_max(
             **subject,
         )
         return f"{label}: failed unclean"
-    fail = classify_run_failure(
-        exc_type=err.get("type"),
-        message=err.get("message"),
-        log=r.log,
-        signal=r.signal,
-        timed_out=r.status == "timeout",
-    )
+    fail = failure_of(classify_run_failure, r, err)
     what = _what_failed(r, fail.summary)
     s.add(
         "AOT612",

@@ -6,6 +6,7 @@ inside the model is handed to crash triage (Session.on_run_crash) as a RunCrash.
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
@@ -15,6 +16,7 @@ from aotipre.runner.stages.base import (
     RunCrash,
     StepRecord,
     describe_output,
+    failure_of,
     first_line,
     host_traits,
     ok,
@@ -51,13 +53,7 @@ class RunStage(Stage):
                 f"the inputs could not be loaded: {err.get('message')}",
                 [r],
             )
-        fail = classify_run_failure(
-            exc_type=err.get("type"),
-            message=err.get("message"),
-            log=r.log,
-            signal=r.signal,
-            timed_out=r.status == "timeout",
-        )
+        fail = failure_of(classify_run_failure, r, err)
         note = ""
         if fail.kind != "input_check" and s.records.get("eager") is not None:
             note = f" ({eager_note(s)})"
@@ -98,45 +94,24 @@ def _failure_findings(
 ) -> None:
     m = s.model
     kernel = f" in kernel {fail.kernel}" if fail.kernel else ""
+    found = partial(s.add, stage=stage, evidence=fail.evidence)
     if fail.kind == "timeout":
-        s.add(
-            "AOT606",
-            f"{doing} did not finish within {s.opts.timeout_s:g} s{kernel}",
-            stage,
-            evidence=fail.evidence,
-        )
+        found("AOT606", f"{doing} did not finish within {s.opts.timeout_s:g} s{kernel}")
     elif fail.kind in ("segfault", "abort", "killed", "illegal_instruction", "signal"):
         if m.aoti is not None and m.aoti.weights_on_disk and s.aoti_model == m.name:
-            s.add(
+            found(
                 "AOT607",
                 f"{doing} crashed ({r.signal}) because the package keeps its weights on "
                 "disk (data/aotinductor/"
                 f"{m.name}/weights_config.json) and aoti_load_package does not load them: "
                 "the compiled code read constants that were never set",
-                stage,
-                evidence=fail.evidence,
             )
         elif fail.kind == "abort":
-            s.add(
-                "AOT603",
-                f"{doing} aborted (SIGABRT){kernel}: {fail.summary}{note}",
-                stage,
-                evidence=fail.evidence,
-            )
+            found("AOT603", f"{doing} aborted (SIGABRT){kernel}: {fail.summary}{note}")
         elif fail.kind == "segfault":
-            s.add(
-                "AOT604",
-                f"{doing} crashed with {r.signal}{kernel}{note}",
-                stage,
-                evidence=fail.evidence,
-            )
+            found("AOT604", f"{doing} crashed with {r.signal}{kernel}{note}")
         else:
-            s.add(
-                "AOT605",
-                f"{doing} was killed by {r.signal}{kernel}",
-                stage,
-                evidence=fail.evidence,
-            )
+            found("AOT605", f"{doing} was killed by {r.signal}{kernel}")
     elif fail.kind == "input_check":
         guards = [c for c in fail.checks if c.kind == "size_stride"]
         for check in fail.checks:
@@ -145,19 +120,9 @@ def _failure_findings(
         if guards:
             _size_stride_finding(s, guards, stage, fail.evidence)
     elif fail.kind == "device_fault":
-        s.add(
-            "AOT608",
-            f"{doing} hit a CUDA fault{kernel}: {fail.summary}{note}",
-            stage,
-            evidence=fail.evidence,
-        )
+        found("AOT608", f"{doing} hit a CUDA fault{kernel}: {fail.summary}{note}")
     else:
-        s.add(
-            "AOT602",
-            f"{doing} raised{kernel}: {fail.summary}{note}",
-            stage,
-            evidence=fail.evidence,
-        )
+        found("AOT602", f"{doing} raised{kernel}: {fail.summary}{note}")
 
 
 _CHECK_FINDINGS = {
