@@ -21,8 +21,9 @@ Cases (names are `group/...`; `--cases` selects by regular expression, `--list` 
 - `dynamic/*` (skipped with `--static-only`): real compiles and runs in torch workers: load,
   run, compare and probe of the CPU fixtures, a compile, an embedding index out of bounds with
   its crash triage, a weights-on-disk crash, an accuracy mismatch;
-- `fake/*` (skipped with `--static-only`): the CLI with tests/fakes/fake_torch_worker.py in
-  place of the worker (tests/fakes/cli_with_fake_worker.py): crashes, aborts, hangs, load
+- `fake/*` (skipped with `--static-only`): the CLI with tests/fakes/fake_torch_worker.py (this
+  checkout's, for both versions) in place of the worker (each version's own
+  tests/fakes/cli_with_fake_worker.py): crashes, aborts, hangs, load
   crashes and the libstdc++ retry, probe failures, compile errors, NaN outputs.
 
 Fixtures come from $AOTIPRE_FIXTURE_DIR (else .fixture-cache/torch-<version>/ of this
@@ -329,11 +330,12 @@ def run_case(case: Case, version: Version, fixtures: Path, cwd: Path) -> Outcome
     for fmt in case.reports:
         args += ["--report", f"{fmt}:{work}/report.{fmt}"]
     if case.fake:
-        fakes = version.tree / "tests" / "fakes"
+        # each version's own harness (it knows where that version keeps the worker's path),
+        # one fake worker for both (its tracebacks quote its own line numbers)
         argv = [
             sys.executable,
-            str(fakes / "cli_with_fake_worker.py"),
-            str(fakes / "fake_torch_worker.py"),
+            str(version.tree / "tests" / "fakes" / "cli_with_fake_worker.py"),
+            str(cwd.parent / "fakes" / "fake_torch_worker.py"),
             *args,
         ]
     else:
@@ -449,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cwd = scratch / "cwd"
         cwd.mkdir()
+        shutil.copytree(REPO / "tests" / "fakes", scratch / "fakes", ignore=_NOT_COPIED)
         results: dict[str, list[Outcome]] = {}
         for spec, label in ((args.old, "old"), (args.new, "new")):
             version = prepare(spec, label, scratch)
