@@ -20,8 +20,8 @@ from aotipre.host import HostInfo, detect_local, parse_targets
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.program import is_path, write_program
-from aotipre.pt2.archive import open_archive
-from aotipre.pt2.reader import read_package
+from aotipre.pt2.archive import Archive
+from aotipre.pt2.reader import OpenPackage, open_package, read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
@@ -154,11 +154,18 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 
     started = time.monotonic()
     try:
-        package = read_package(path)
+        opened = open_package(path)
     except PackageError as exc:
         _cannot_check(report, exc, getattr(exc, "code", "AOT001"))
         report.stages.append(_stage("inspect", StageStatus.ERROR, started, str(exc)))
         return report
+    with opened.archive:  # the one open of the archive: every later reader gets it
+        _check_opened(report, opened, opts, started)
+    return report
+
+
+def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, started: float) -> None:
+    package, archive = opened.info, opened.archive
     report.package = package_to_dict(package)
     report.stages.append(
         _stage(
@@ -174,22 +181,22 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
         hosts = resolve_hosts(opts, models)
     except _SelectionError as exc:
         _cannot_check(report, exc, exc.code)
-        return report
+        return
     except UsageError as exc:  # a bad --target: no finding to report, only why it cannot check
         report.error = str(exc)
-        return report
+        return
     report.host = hosts[0].to_dict()
 
     started = time.monotonic()
     samples: dict[str, SampleInputs | None] = {}
     try:
         for model in models:
-            samples[model.name] = _sample_inputs(package, model, opts, report)
+            samples[model.name] = _sample_inputs(package, archive, model, opts, report)
     except InputsError as exc:
         code = "AOT021" if isinstance(exc, UnsafeInputsError) else "AOT020"
         _cannot_check(report, exc, code)
         report.stages.append(_stage("inputs", StageStatus.ERROR, started, str(exc)))
-        return report
+        return
     report.stages.append(
         _stage("inputs", StageStatus.PASSED, started, report.inputs_source or "none")
     )
@@ -211,10 +218,10 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
         )
     )
     if opts.static_only:
-        return report
+        return
     for model in models:
-        _dynamic(report, package, model, opts, blocked=_static_blockers(findings, model))
-    return report
+        blocked = _static_blockers(findings, model)
+        _dynamic(report, opened, model, samples.get(model.name), opts, blocked)
 
 
 def resolve_hosts(opts: CheckOptions, models: list[ModelInfo]) -> list[HostInfo]:
@@ -246,7 +253,12 @@ def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
 
 
 def _dynamic(
-    report: Report, package: PackageInfo, model: ModelInfo, opts: CheckOptions, blocked: list[str]
+    report: Report,
+    opened: OpenPackage,
+    model: ModelInfo,
+    sample: SampleInputs | None,
+    opts: CheckOptions,
+    blocked: list[str],
 ) -> None:
     from aotipre.runner.stages import STAGES, DynamicOptions, run_dynamic_stages
 
@@ -267,13 +279,15 @@ def _dynamic(
         escalations.append(escalate(crash, opts.triage, opts.progress))
 
     stages, findings = run_dynamic_stages(
-        package,
+        opened.info,
         model,
         inputs_path,
         member,
         opts.dynamic or DynamicOptions(),
         opts.progress,
         on_run_crash=triage,
+        archive=opened.archive,
+        sample=sample,
     )
     report.stages.extend(stages)
     report.findings.extend(findings)
@@ -329,7 +343,7 @@ def _select_models(package: PackageInfo, opts: CheckOptions) -> list[ModelInfo]:
 
 
 def _sample_inputs(
-    package: PackageInfo, model: ModelInfo, opts: CheckOptions, report: Report
+    package: PackageInfo, archive: Archive, model: ModelInfo, opts: CheckOptions, report: Report
 ) -> SampleInputs | None:
     if opts.inputs is not None:
         sample = load_sample_inputs(opts.inputs)
@@ -338,8 +352,7 @@ def _sample_inputs(
     if model.sample_inputs_member is not None:
         source = f"{package.path}:{model.sample_inputs_member}"
         try:
-            with open_archive(package.path) as archive:
-                data = archive.read(model.sample_inputs_member)  # may be too large to read
+            data = archive.read(model.sample_inputs_member)  # may be too large to read
             sample = load_sample_inputs_bytes(data, source)
         except (InputsError, PackageError) as exc:
             report.findings.append(

@@ -7,6 +7,8 @@ Numbering policy (also in the README):
   4 host and version compatibility; 5 compile and load; 6 run (runtime, crash, timeout);
   7 accuracy and NaN; 8 crash triage; 9 aotipre itself.
 - Select or ignore by prefix: `AOT3` is every shape finding, `AOT30` the first ten of them.
+
+Long because it is a data table: one entry per code, in code order, in one place.
 """
 
 from __future__ import annotations

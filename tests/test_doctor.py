@@ -19,7 +19,7 @@ from aotipre.doctor.render import render
 from aotipre.errors import UsageError
 from aotipre.findings import Finding, StageStatus, Verdict
 from aotipre.runner import stages as stages_mod
-from aotipre.runner.stages import DynamicOptions
+from aotipre.runner.stages import DynamicOptions, libstdcxx
 
 TESTS = Path(__file__).resolve().parent
 FAKE_WORKER = TESTS / "fakes" / "fake_doctor_worker.py"
@@ -75,8 +75,8 @@ def dynamic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_lib: Path
 ) -> Callable[[dict[str, Any]], DynamicOptions]:
     """dynamic(script) -> DynamicOptions running the fake doctor worker with `script`."""
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
-    monkeypatch.setattr(stages_mod, "find_system_libstdcxx", lambda: str(fake_lib))
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
+    monkeypatch.setattr(libstdcxx, "find_system_libstdcxx", lambda: str(fake_lib))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     (tmp_path / "inductor").mkdir()
@@ -190,7 +190,7 @@ def test_crash_only_without_preload_is_verified(
     assert "_Scanner" in finding.message
     assert any(n.startswith("cpu: verified") for n in report.notes)
     # the preload fixes it, so the same doctor run under it passes
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})  # a new process, in effect
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})  # a new process, in effect
     monkeypatch.setenv("LD_PRELOAD", str(fake_lib))
     assert doctor(script).verdict is Verdict.PASS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from aotipre.binaries.facts import read_binary_facts
 from aotipre.pt2 import layout
@@ -26,6 +26,26 @@ def read_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> Pa
     """Inspect a .pt2 archive. Raises CodedPackageError (one clear line) when it cannot be read."""
     with open_archive(path) as archive:
         return _read(archive, verify_crc=verify_crc)
+
+
+@dataclass(frozen=True)
+class OpenPackage:
+    """A .pt2 read once and kept open: its PackageInfo and its validated archive, for the later
+    readers of one check (sample inputs, synthesized-input hints, the compile-cache key, crash
+    triage) instead of each reopening the file. Close it with `archive` (a context manager)."""
+
+    info: PackageInfo
+    archive: Archive
+
+
+def open_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> OpenPackage:
+    """read_package(), keeping the archive open. Raises CodedPackageError (one clear line)."""
+    archive = open_archive(path)
+    try:
+        return OpenPackage(_read(archive, verify_crc=verify_crc), archive)
+    except BaseException:
+        archive.close()
+        raise
 
 
 def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
