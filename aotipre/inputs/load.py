@@ -20,6 +20,7 @@ from aotipre.dtypes import EXPORT_SCHEMA_DTYPES, ITEMSIZE, STORAGE_DTYPES
 from aotipre.errors import InputsError, UnsafeInputsError
 from aotipre.inputs.budget import MAX_DEPTH, MAX_MEMO, Simulation, python3_name
 from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.pt2.archive import ZipRefused, open_zip
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
 """A data.pkl larger than this is refused without being read."""
@@ -273,7 +274,9 @@ class _Archive:
                 "save sample inputs with torch.save(obj, path)",
             )
         try:
-            self.zf = zipfile.ZipFile(fileobj)
+            self.zf = open_zip(fileobj, self.size)  # the guard every zip aotipre opens goes through
+        except ZipRefused as exc:
+            raise InputsError(f"{source}: {exc.reason}", exc.hint) from None
         except Exception as exc:
             raise InputsError(
                 f"{source}: is a truncated or corrupt zip archive ({_short(exc)})",
