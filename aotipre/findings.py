@@ -184,6 +184,9 @@ class Report:
     """The host (this machine or --target) the compatibility checks ran against."""
     diagnosis: list[Diagnosis] = field(default_factory=list)
     """Crash triage's conclusion, one per model whose run crashed and was escalated."""
+    config: str | None = None
+    """The configuration file the CLI applied (and any it passed over as untrusted); None for
+    a library call, which reads no file."""
 
     @property
     def verdict(self) -> Verdict:
@@ -219,6 +222,7 @@ class Report:
             "error": self.error,
             "package_path": self.package_path,
             "inputs_source": self.inputs_source,
+            "config": self.config,
             "package": self.package,
             "host": self.host,
             "stages": [s.to_dict() for s in self.stages],
