@@ -44,8 +44,9 @@ BATCH_RENDERERS: Mapping[str, Callable[[Sequence[Report]], str]] = _Renderers("r
 """The same formats for one combined report over many packages (same keys as CHECK_RENDERERS)."""
 
 
-HUMAN_FORMATS = frozenset({"table", "markdown", "github"})
-"""Formats read by people (or by a CI runner that parses lines): every string is `clean`ed."""
+HUMAN_FORMATS = frozenset({"table", "markdown", "github", "junit", "sarif"})
+"""Formats people read (directly, or as CI and code-scanning pages show them) or a CI runner
+parses line by line: every string is `clean`ed. JSON keeps its strings, only made encodable."""
 
 
 def render_report(report: Report, fmt: str) -> str:
