@@ -366,9 +366,17 @@ class _Session:
                 self.compile_note = f"compile cache hit ({hit.directory})"
                 self.say("compiled package found in the cache")
                 return []
-            self.pending_cache = self.cache.begin(self.cache_key)
-            package_out = self.pending_cache.package
-            self.compile_note = f"compiled into the cache (key {self.cache_key})"
+            try:
+                self.pending_cache = self.cache.begin(self.cache_key)
+            except cache_mod.CacheUnavailable as exc:
+                # hostile12 (issue #12): an unusable cache is the environment's problem, not the
+                # model's; the compile goes on in the private workdir
+                self.cache = None
+                self.compile_note = f"compiled without the cache ({exc.filename}: {exc.strerror})"
+                self.findings.append(cache_mod.cache_warning(exc, m.name))
+            else:
+                package_out = self.pending_cache.package
+                self.compile_note = f"compiled into the cache (key {self.cache_key})"
         else:
             self.compile_note = "compiled without the cache"
         self.aoti_package = package_out
@@ -696,9 +704,8 @@ class _Session:
             )
         except OSError as exc:
             self.compile_note = f"compiled, but the cache entry could not be written: {exc}"
-            return
-        finally:
-            self.pending_cache = None
+            return  # hostile12: the pending entry stays for cleanup(); its package is used
+        self.pending_cache = None
         self.aoti_package = entry.package
 
     # -- results
