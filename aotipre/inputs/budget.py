@@ -13,6 +13,8 @@ MAX_ALLOC_BYTES = 64 * 1024 * 1024
 """The unpickler's budget: what building the sample inputs may allocate (estimated per object,
 container slot, memo slot, stack slot and string byte, from the opcodes, before anything is
 built). Sample inputs are a few tensors: a few KB."""
+MAX_HASHED_NODES = 100_000
+"""Most nodes of a tuple that is hashed (a dict key) or passed to a call, counted expanded."""
 MAX_MEMO = 1_000_000
 """Most memo entries a data.pkl may define (its indices must also be dense, as pickle writes them)."""
 _OBJECT_COST = 64
@@ -49,9 +51,14 @@ class _Cell:
     after it was memoized has one depth and one size wherever it is referenced.
     """
 
-    __slots__ = ("depth", "size", "inner", "name")
+    __slots__ = ("depth", "size", "inner", "name", "weight", "heaviest")
 
     def __init__(self, depth: int = 0, size: int = 0, inner: int = 0, name: str = "") -> None:
+        self.weight = 1
+        """For a tuple: its nodes counted as hashing and comparing visit them (a shared item
+        counts each time: a DAG of tuples 60 deep hashes 2**60 nodes); 1 for anything else."""
+        self.heaviest = 1
+        """The largest `weight` of a tuple reachable from this value when it was built."""
         self.depth = depth
         """Nesting depth of the value (0: a leaf)."""
         self.size = size
@@ -117,9 +124,18 @@ class Simulation:
             raise InputsError(f"{self.source}: data.pkl is not a valid pickle (stack underflow)")
         return self.stack[-1]
 
+    def hashed(self, cell: _Cell) -> None:
+        """`cell`'s value is about to be hashed or compared (a dict key, a call's arguments)."""
+        if cell.heaviest > MAX_HASHED_NODES:
+            raise InputsError(
+                f"{self.source}: sample inputs hold a tuple of more than {MAX_HASHED_NODES} "
+                "nodes (shared references counted each time) where it would be hashed"
+            )
+
     def grow(self, container: _Cell, items: list[_Cell], per_item: int) -> None:
         """`items` were added to `container` (APPEND(S), SETITEM(S))."""
         self.charge(per_item * len(items))
+        container.heaviest = max(container.heaviest, *(c.heaviest for c in items))
         container.size += len(items)
         deepest = max((c.depth for c in items), default=-1)
         container.depth = max(container.depth, deepest + 1)
@@ -132,7 +148,10 @@ class Simulation:
     def tuple_of(self, items: list[_Cell]) -> _Cell:
         self.charge(_OBJECT_COST + _SLOT_COST * len(items))
         depth = max((c.depth for c in items), default=-1) + 1
-        return _Cell(depth, len(items), sum(c.size for c in items))
+        cell = _Cell(depth, len(items), sum(c.size for c in items))
+        cell.weight = min(1 + sum(c.weight for c in items), 2 * MAX_HASHED_NODES)
+        cell.heaviest = max(cell.weight, *(c.heaviest for c in items))
+        return cell
 
     def step(self, name: str, arg: object) -> None:
         self.charge(_OPCODE_COST)
@@ -161,11 +180,14 @@ class Simulation:
             self.grow(self.top(), items, _SLOT_COST)
         elif name == "SETITEM":
             value, key = self.pop(), self.pop()
+            self.hashed(key)
             self.grow(self.top(), [key, value], _ENTRY_COST // 2)
         elif name == "SETITEMS":
             items = self.pop_mark()
             if len(items) % 2:
                 raise InputsError(f"{self.source}: data.pkl is not a valid pickle (SETITEMS)")
+            for key in items[::2]:
+                self.hashed(key)
             self.grow(self.top(), items, _ENTRY_COST // 2)
         elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
             index = int(arg)  # type: ignore[call-overload]
@@ -188,12 +210,14 @@ class Simulation:
             self.push(_Cell(0, name=python3_name(module, attr)))
         elif name in ("REDUCE", "NEWOBJ"):
             args, func = self.pop(), self.pop()
+            self.hashed(args)  # e.g. OrderedDict(pairs) hashes every key
             per_unit = _COPY_COST.get(func.name, 1)
             self.charge(_OBJECT_COST + per_unit * (args.inner + args.size))
             depth = 1 if func.name in _LEAF_RESULTS else max(args.depth - 1, 1)
             self.push(_Cell(depth, args.inner))
         elif name == "BUILD":
             state = self.pop()
+            self.hashed(state)
             self.grow(self.top(), [state], _ENTRY_COST * max(state.size, 1))
         elif name == "BINPERSID":
             self.pop()
