@@ -135,7 +135,7 @@ class Simulation:
     def grow(self, container: _Cell, items: list[_Cell], per_item: int) -> None:
         """`items` were added to `container` (APPEND(S), SETITEM(S))."""
         self.charge(per_item * len(items))
-        container.heaviest = max(container.heaviest, *(c.heaviest for c in items))
+        container.heaviest = max([container.heaviest, *(c.heaviest for c in items)])
         container.size += len(items)
         deepest = max((c.depth for c in items), default=-1)
         container.depth = max(container.depth, deepest + 1)
@@ -150,7 +150,7 @@ class Simulation:
         depth = max((c.depth for c in items), default=-1) + 1
         cell = _Cell(depth, len(items), sum(c.size for c in items))
         cell.weight = min(1 + sum(c.weight for c in items), 2 * MAX_HASHED_NODES)
-        cell.heaviest = max(cell.weight, *(c.heaviest for c in items))
+        cell.heaviest = max([cell.weight, *(c.heaviest for c in items)])
         return cell
 
     def step(self, name: str, arg: object) -> None:
