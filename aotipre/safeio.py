@@ -21,7 +21,6 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 from aotipre.errors import UsageError
 
@@ -99,8 +98,11 @@ def refuse_overwriting_inputs(
     for option, out in outputs:
         if out is None:
             continue
-        ident = _identity(os.fspath(out))
-        if ident is not None and ident in known:
+        # `sub/../pkg.pt2` with no `sub` yet: the write would create `sub` and land on pkg.pt2
+        spellings = (os.fspath(out), os.path.abspath(os.fspath(out)))
+        idents = {i for i in map(_identity, spellings) if i is not None}
+        ident = next((i for i in idents if i in known), None)
+        if ident is not None:
             raise UsageError(
                 f"{option} {os.fspath(out)} is the input {known[ident]}: refusing to overwrite it",
                 hint="write the report somewhere else",
@@ -250,8 +252,3 @@ def is_terminal(stream_fd: int) -> bool:
         return os.isatty(stream_fd)
     except OSError:
         return False
-
-
-def display(path: str | os.PathLike[str]) -> str:
-    """A path for a message: str() of it (clean() of the sanitiser escapes what needs it)."""
-    return os.fspath(path) if not isinstance(path, Path) else str(path)
