@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from aotipre.errors import PackageError
 
@@ -225,7 +225,7 @@ class ZipRefused(Exception):
 
 
 def open_zip(
-    fh: BinaryIO,
+    fh: IO[bytes],
     file_size: int,
     check_names: Callable[[list[zipfile.ZipInfo]], object] | None = None,
 ) -> zipfile.ZipFile:
@@ -251,17 +251,20 @@ def open_zip(
     return zf
 
 
-def _check_central_directory(fh: BinaryIO, file_size: int) -> None:
+def _check_central_directory(fh: IO[bytes], file_size: int) -> None:
     """Bound what zipfile will build (one ZipInfo, ~0.5 KB, per record) from the real bytes."""
     find_end = getattr(zipfile, "_EndRecData", None)  # what zipfile itself will use
-    endrec = find_end(fh) if find_end is not None else None
+    if find_end is None:  # a future Python without it: refuse rather than go unguarded
+        raise ZipRefused("AOT002", "this Python's zipfile cannot be guarded (no _EndRecData)")
+    endrec = find_end(fh)
     fh.seek(0)
     if not endrec:
         return  # zipfile then says "File is not a zip file"
-    cd_size = endrec[zipfile._ECD_SIZE]
-    cd_end = endrec[zipfile._ECD_LOCATION]
-    if endrec[zipfile._ECD_SIGNATURE] == zipfile.stringEndArchive64:
-        cd_end -= zipfile.sizeEndCentDir64 + zipfile.sizeEndCentDir64Locator
+    # zipfile's endrec: [signature, disk, disk_cd, n_disk, n, cd_size, cd_offset, comment size,
+    # comment, location of the end record]; a zip64 record (56 bytes) and locator (20) precede it
+    cd_size, cd_end = endrec[5], endrec[9]
+    if endrec[0] == b"PK\x06\x06":
+        cd_end -= 56 + 20
     start = cd_end - cd_size
     if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
         raise ZipRefused(
