@@ -54,7 +54,7 @@ def _dag_key(levels: int) -> bytes:
 def _ordered_dict_deep_key(depth: int) -> bytes:
     """OrderedDict([(deep_key, None)]): the key is hashed inside the call (REDUCE)."""
     pair = b")" + b"\x85" * depth + b"N" + b"\x86"
-    return Pkl.dump(Pkl.glob("collections", "OrderedDict") + b"(]" + pair + b"ate" + b"R")
+    return Pkl.dump(Pkl.glob("collections", "OrderedDict") + b"(]" + pair + b"at" + b"R")
 
 
 def _memo_index(index: int) -> bytes:
