@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -40,8 +41,13 @@ BATCH = 100
 
 
 def fixture_dir() -> Path:
+    out = os.environ.get("AOTIPRE_FIXTURE_DIR")  # as in the test suite: built ones are reused
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_fixtures.py")],
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_fixtures.py"),
+            *(["--out", out] if out else []),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -24,6 +24,9 @@ _SLOT_COST = 16
 _ENTRY_COST = 104
 """Estimated bytes of one dict entry (key, value, hash, index, growth)."""
 _OPCODE_COST = 8
+MAX_OPCODES = 2_000_000
+"""Most opcodes a data.pkl may hold, whatever they do: a bound on the scan's time (pickletools
+reads 0.5-3 us per opcode). A sample input is ~25 opcodes per tensor."""
 """Charged for every opcode: a bound on the work of reading it too."""
 _LEAF_RESULTS = frozenset(
     (

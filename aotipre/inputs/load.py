@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from aotipre.dtypes import EXPORT_SCHEMA_DTYPES, ITEMSIZE, STORAGE_DTYPES
 from aotipre.errors import InputsError, UnsafeInputsError
-from aotipre.inputs.budget import MAX_DEPTH, MAX_MEMO, Simulation, python3_name
+from aotipre.inputs.budget import MAX_DEPTH, MAX_MEMO, MAX_OPCODES, Simulation, python3_name
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.archive import ZipRefused, open_zip
 
@@ -150,7 +150,9 @@ def _scan(pkl: bytes, source: str) -> tuple[list[str], list[str]]:
     pushed: list[str | None] = [None, None]  # the values of the last two pushes, if strings
     sim: Simulation | None = Simulation(source)
     try:
-        for opcode, arg, _ in pickletools.genops(pkl):
+        for count, (opcode, arg, _) in enumerate(pickletools.genops(pkl)):
+            if count >= MAX_OPCODES:
+                raise InputsError(f"{source}: data.pkl has more than {MAX_OPCODES} opcodes")
             name = opcode.name
             if name not in TORCH_OPCODES:
                 unsupported[name] = None

@@ -125,6 +125,11 @@ _UNPICKLER_CASES: list[tuple[str, str, bytes]] = [
     ),
     ("memo_get_unset", "a LONG_BINGET of a memo entry never set", Pkl.dump(_get(5))),
     (
+        "opcode_flood",
+        "3,000,000 NONE opcodes behind an opcode torch refuses (the scan alone is bounded)",
+        Pkl.dump(Pkl.string("os") + Pkl.string("x") + b"\x93" + b"N" * 3_000_000),
+    ),
+    (
         "list_flood",
         "4,000,000 EMPTY_LIST opcodes in one tuple (~240 MB of lists from 4 MB)",
         _list_flood(4_000_000),
