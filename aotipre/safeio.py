@@ -21,6 +21,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterable
+from typing import TextIO
 
 from aotipre.errors import UsageError
 
@@ -213,35 +214,32 @@ def _silence(fd: int) -> None:
 def write_stdout(text: str) -> bool:
     """Write to stdout; False (with one note on stderr, unless the reader went away) when it
     cannot be written: closed, full (/dev/full), a broken pipe, an I/O error."""
-    if 1 in _silenced:
-        return False
-    stream = sys.stdout
-    try:
-        if stream is None:
-            raise OSError(errno.EBADF, "stdout is closed")
-        stream.write(text)
-        stream.flush()
-        return True
-    except (OSError, ValueError) as exc:
-        _silence(1)
-        if not isinstance(exc, BrokenPipeError):
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            write_stderr(f"aotipre: note: the report could not be written to stdout ({why})\n")
-        return False
+    failure = _write(1, sys.stdout, text)
+    if failure is not None and not isinstance(failure, BrokenPipeError):
+        why = failure.strerror if isinstance(failure, OSError) and failure.strerror else failure
+        write_stderr(f"aotipre: note: the report could not be written to stdout ({why})\n")
+    return failure is None and 1 not in _silenced
 
 
 def write_stderr(text: str) -> None:
     """Write to stderr; a closed or broken stderr is silenced, never an error."""
-    if 2 in _silenced:
-        return
-    stream = sys.stderr
+    _write(2, sys.stderr, text)
+
+
+def _write(fd: int, stream: TextIO | None, text: str) -> Exception | None:
+    """Write and flush; on failure silence `fd` and return the error (None: written, or the
+    stream was silenced before)."""
+    if fd in _silenced:
+        return None
     try:
         if stream is None:
-            raise OSError(errno.EBADF, "stderr is closed")
+            raise OSError(errno.EBADF, "closed")
         stream.write(text)
         stream.flush()
-    except (OSError, ValueError):
-        _silence(2)
+    except (OSError, ValueError) as exc:
+        _silence(fd)
+        return exc
+    return None
 
 
 def is_terminal(stream_fd: int) -> bool:

@@ -230,15 +230,10 @@ def test_nonzero_exit_mid_step_is_an_error(faulty: Faulty) -> None:
 # --- Ctrl-C on the aotipre command ------------------------------------------------------------
 
 
-def _interrupt(
-    tmp_path: Path,
-    args: list[str],
-    script: dict[str, Any],
-    workers: int,
-    sig: int = signal.SIGINT,
-) -> subprocess.CompletedProcess[str]:
-    """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
-    run, and check it exits promptly with 130 and one line, leaving nothing behind."""
+def _start_cli(
+    tmp_path: Path, args: list[str], script: dict[str, Any], hostile: dict[str, Any]
+) -> tuple[subprocess.Popen[str], Path, Path]:
+    """`aotipre check ARGS` with hostile workers recording their pids; (process, pids, TMPDIR)."""
     pids, tmp = tmp_path / "pids", tmp_path / "tmp"
     pids.mkdir()
     tmp.mkdir()
@@ -246,7 +241,7 @@ def _interrupt(
         os.environ,
         TMPDIR=str(tmp),
         AOTIPRE_FAKE_SCRIPT=json.dumps(script),
-        AOTIPRE_HOSTILE=json.dumps({"pids": str(pids), "grandchild": True}),
+        AOTIPRE_HOSTILE=json.dumps({"pids": str(pids), **hostile}),
     )
     proc = subprocess.Popen(
         [sys.executable, CLI, HOSTILE, "check", "--no-config", *args],
@@ -256,13 +251,31 @@ def _interrupt(
         stderr=subprocess.PIPE,
         text=True,
     )
+    return proc, pids, tmp
+
+
+def _wait_for(proc: subprocess.Popen[str], pids: Path, pattern: str, count: int) -> None:
+    """Until `count` recorded pids match `pattern`, then a moment to reach the hanging step."""
+    deadline = time.monotonic() + 30
+    while len(list(pids.glob(pattern))) < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+def _interrupt(
+    tmp_path: Path,
+    args: list[str],
+    script: dict[str, Any],
+    workers: int,
+    sig: int = signal.SIGINT,
+) -> subprocess.CompletedProcess[str]:
+    """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
+    run, and check it exits promptly with 130 and one line, leaving nothing behind."""
+    proc, pids, tmp = _start_cli(tmp_path, args, script, {"grandchild": True})
     try:
-        deadline = time.monotonic() + 30
-        while len(list(pids.glob("grandchild-*"))) < workers:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the workers never started"
-            time.sleep(0.05)
-        time.sleep(0.3)  # let them reach the hanging step
+        _wait_for(proc, pids, "grandchild-*", workers)
         sent = time.monotonic()
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=10)
@@ -304,29 +317,10 @@ def test_sigkill_of_aotipre_takes_its_worker_down(
 ) -> None:
     # Nothing in aotipre runs after a SIGKILL: the worker must die by itself (PR_SET_PDEATHSIG)
     # instead of compiling or running on for its whole timeout.
-    pids, tmp = tmp_path / "pids", tmp_path / "tmp"
-    pids.mkdir()
-    tmp.mkdir()
-    env = dict(
-        os.environ,
-        TMPDIR=str(tmp),
-        AOTIPRE_FAKE_SCRIPT=json.dumps({"run": {"hang_hard": True}}),
-        AOTIPRE_HOSTILE=json.dumps({"pids": str(pids)}),
-    )
     args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs")), "--timeout", "600"]
-    proc = subprocess.Popen(
-        [sys.executable, CLI, HOSTILE, "check", "--no-config", *args],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, pids, _ = _start_cli(tmp_path, args, {"run": {"hang_hard": True}}, {})
     try:
-        deadline = time.monotonic() + 30
-        while not list(pids.glob("worker-*")):
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.3)
+        _wait_for(proc, pids, "worker-*", 1)
         proc.kill()
         proc.wait(timeout=10)
     finally:
