@@ -9,11 +9,12 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from aotipre.errors import UsageError
 from aotipre.findings import Finding, Report, StageResult, StageStatus
+from aotipre.safeio import MAX_BASELINE_BYTES, read_text, write_text
 
 BASELINE_VERSION = 1
 
@@ -78,18 +79,17 @@ class Baseline:
 def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     """Read a baseline written by `write_baseline`. Raises UsageError naming what is wrong."""
     name = os.fspath(path)
-    try:
-        text = Path(name).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(name):
         raise UsageError(
             f"baseline {name} does not exist", hint=f"create it with --write-baseline {name}"
-        ) from None
-    except OSError as exc:
-        raise UsageError(f"cannot read baseline {name}: {exc.strerror}") from None
+        )
+    text = read_text(name, f"baseline {name}", MAX_BASELINE_BYTES)
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"baseline {name} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"baseline {name} is nested too deeply to be a baseline") from None
+    except ValueError as exc:  # not JSON, or an integer of more digits than Python converts
+        raise UsageError(f"baseline {name} is not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(data, dict) or data.get("schema_version") != BASELINE_VERSION:
         raise UsageError(
             f"baseline {name}: schema_version is not {BASELINE_VERSION}",
@@ -112,8 +112,12 @@ def _entry_key(item: Any, where: str) -> Key:
         value = item.get(field)
         if field in ("package", "code") and not isinstance(value, str):
             raise UsageError(f"{where}: '{field}' must be a string")
-        if value is not None and not isinstance(value, (str, int)):
-            raise UsageError(f"{where}: '{field}' must be a string, a number or null")
+        if value is not None and (
+            not isinstance(value, (str, int))
+            or isinstance(value, bool)
+            or (isinstance(value, int) and abs(value) >= 2**63)
+        ):
+            raise UsageError(f"{where}: '{field}' must be a string, an integer or null")
         fields.append("" if value is None else str(value))
     return (fields[0], fields[1], fields[2], fields[3], fields[4])
 
@@ -145,11 +149,7 @@ def write_baseline(path: str | os.PathLike[str], reports: Sequence[Report]) -> B
         )
     )
     data = {"schema_version": BASELINE_VERSION, "tool": "aotipre", "findings": rows}
-    try:
-        Path(name).parent.mkdir(parents=True, exist_ok=True)
-        Path(name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write baseline {name}: {exc.strerror}") from None
+    write_text(name, json.dumps(data, indent=2) + "\n", subject=f"baseline {name}")  # atomic
     return load_baseline(name)
 
 

@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from aotipre import safeio
 from aotipre.errors import AotipreError
 from aotipre.findings import ExitCode
 
@@ -57,11 +58,14 @@ _REPEATABLE = {"report", "select", "ignore"}
 
 def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
     """Console-script entry point: the exit code of one command (0 pass, 1 gate failed, 2 cannot
-    check, 3 internal error, 130 interrupted, 143 terminated)."""
+    check, 3 internal error, 130 interrupted, 128+N terminated by signal N: SIGTERM, SIGHUP,
+    SIGQUIT)."""
     global _terminated
-    _terminated = False
+    _terminated = None
+    safeio.ensure_std_fds()  # a closed stdout/stderr must not become the next file opened
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        for signum in _TERMINATING:
+            signal.signal(signum, _on_terminate)
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         command = _fast_lane(args) if fast_lane else None
@@ -73,17 +77,32 @@ def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
         return int(ExitCode.CANNOT_CHECK)
     except KeyboardInterrupt:
         return _interrupted()
+    except BrokenPipeError:  # e.g. `aotipre --help | head -1`: the reader went away
+        safeio.write_stdout("")
+        return 0
     except Exception as exc:  # noqa: BLE001 - the one place that turns bugs into exit 3
         if type(exc).__name__ == "Abort":
             return _interrupted()
-        if hasattr(exc, "show") and hasattr(exc, "exit_code"):  # click usage errors
-            exc.show()
-            return int(ExitCode.CANNOT_CHECK)
-        sys.stderr.write(
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click usage errors
+            return _usage_error(exc)
+        safeio.write_stderr(
             "aotipre: internal error (a bug in aotipre; please report it with this traceback)\n"
+            + traceback.format_exc()
         )
-        traceback.print_exc()
         return int(ExitCode.INTERNAL)
+
+
+def _usage_error(exc: Exception) -> int:
+    """A click usage error (bad option type, bad choice, unknown option, missing argument) as
+    one line, like every other error, instead of click's usage block."""
+    from aotipre.commands import say_error
+
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    context = getattr(exc, "ctx", None)
+    command = getattr(context, "command_path", "") or "aotipre"
+    say_error(f"{message} (see '{command} --help')")
+    code = int(getattr(exc, "exit_code", 2))
+    return code if code in (0, 2) else int(ExitCode.CANNOT_CHECK)
 
 
 def _run_app(args: list[str]) -> int:
@@ -206,21 +225,28 @@ def _read_options(
     return values, positional
 
 
-_terminated = False
+_TERMINATING = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT") if hasattr(signal, name)
+)
+"""Signals that end aotipre the way Ctrl-C does: a closed terminal or SSH session (SIGHUP), a
+CI runner's stop (SIGTERM), Ctrl-\\ (SIGQUIT)."""
+_terminated: int | None = None
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM unwinds like Ctrl-C (workers killed, temp dirs removed), then exits 143."""
+def _on_terminate(signum: int, frame: object) -> None:
+    """Unwind like Ctrl-C (workers killed, temp dirs removed), then exit 128 + signum."""
     global _terminated
-    _terminated = True
-    raise KeyboardInterrupt
+    if _terminated is None:
+        _terminated = signum
+        raise KeyboardInterrupt
 
 
 def _interrupted() -> int:
-    if _terminated:
-        sys.stderr.write("aotipre: terminated\n")
-        return 143
-    sys.stderr.write("aotipre: interrupted\n")
+    if _terminated is not None:
+        name = signal.Signals(_terminated).name
+        safeio.write_stderr(f"aotipre: terminated ({name})\n")
+        return 128 + _terminated
+    safeio.write_stderr("aotipre: interrupted\n")
     return 130
 
 

@@ -225,6 +225,16 @@ ALL_CODES: tuple[Code, ...] = (
         "pass --inputs FILE (a torch.save of (args, kwargs))",
     ),
     Code(
+        "AOT030",
+        "unsupported-compression",
+        E,
+        C.PACKAGE,
+        "A package member uses a compression method torch cannot read (only stored and deflated "
+        "are accepted); it is refused before anything is inflated (a sample-inputs file that "
+        "does is AOT020).",
+        "re-write the file with torch (torch.save, torch.export.save, aoti_compile_and_package)",
+    ),
+    Code(
         "AOT050",
         "binary-unreadable",
         E,
@@ -539,6 +549,16 @@ ALL_CODES: tuple[Code, ...] = (
         "this host: the host is at fault, not the model.",
         "run `aotipre doctor` on this host for the diagnosis (compiler, libstdc++, directories), "
         "then check the package again",
+    ),
+    Code(
+        "AOT420",
+        "compile-cache-unusable",
+        W,
+        C.ENVIRONMENT,
+        "The compile cache directory cannot be used (read-only, not a directory, no space "
+        "left); the check went on without it.",
+        "point --cache-dir (config key cache-dir) at a writable folder with free space, or pass "
+        "--no-cache",
     ),
     Code(
         "AOT430",

@@ -4,16 +4,22 @@ neither holds behaviour of its own; nothing here imports typer."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from aotipre import __version__, api, codes, config
+from aotipre import __version__, api, codes, config, safeio
 from aotipre.errors import AotipreError
-from aotipre.report import json_format, parse_report_spec, render_report, render_reports, table
+from aotipre.report import (
+    json_format,
+    parse_report_spec,
+    render_package,
+    render_report,
+    render_reports,
+)
 from aotipre.report.common import worst_exit_code
+from aotipre.report.sanitize import clean
 
 
 class Format(str, Enum):
@@ -57,18 +63,45 @@ def check(
     specs = [parse_report_spec(spec) for spec in reports_to]
     settings = config.load_config(config_file, isolated=no_config)
     parsed = config.parse_flags(flags)
-    show_progress = fmt == "table" and output is None and sys.stderr.isatty()
+    show_progress = fmt == "table" and output is None and safeio.is_terminal(2)
     from aotipre import batch  # imported here: only `check` runs packages (start-up time)
 
+    loaded = batch.load_manifest(manifest) if manifest is not None else None
+    outputs = [("--output", output), *(("--report", path) for _, path in specs)]
+    outputs.append(("--write-baseline", write_baseline))
+    baseline_in = parsed.get("baseline", settings.baseline) if write_baseline is None else None
+    named_inputs = [
+        *packages,
+        inputs,
+        manifest,
+        config_file,
+        settings.source if settings.source else None,
+        baseline_in,
+        *(value for _, value in settings.inputs),
+        *(p for e in (loaded.entries if loaded else ()) for p in (e.package, e.inputs)),
+    ]
+    safeio.refuse_overwriting_inputs(outputs, named_inputs)
     reports = batch.check_packages(
         list(packages),
         settings,
-        manifest=batch.load_manifest(manifest) if manifest is not None else None,
+        manifest=loaded,
         flags=parsed,
         inputs=inputs,
         model=model,
         write_baseline_to=str(write_baseline) if write_baseline is not None else None,
         progress=progress if show_progress else None,
+    )
+    used = "none (--no-config)" if no_config else settings.describe()
+    for report in reports:
+        report.config = used
+    # the inputs each package was really checked with (e.g. matched by a config glob)
+    safeio.refuse_overwriting_inputs(
+        outputs[:-1],
+        [
+            *named_inputs,
+            *(r.package_path for r in reports),
+            *(r.inputs_source for r in reports if r.inputs_source != "archive"),
+        ],
     )
     single = manifest is None and len(reports) == 1
 
@@ -87,7 +120,7 @@ def check(
         if report.error is not None:
             named = single or report.error.startswith(report.package_path)
             say_error(report.error if named else f"{report.package_path}: {report.error}")
-    return int(worst_exit_code(reports))
+    return int(worst_exit_code(reports))  # whatever became of stdout: the check's own answer
 
 
 def inspect(
@@ -104,10 +137,7 @@ def inspect(
     if target is None or ";" in target or "," not in target:
         named = config.load_config(config_file, isolated=no_config).targets
     findings, rows = api.compatibility(info, target, named)
-    if fmt == "json":
-        emit(json_format.render_package(info, findings, rows), None)
-    else:
-        emit(table.render_package(info, findings, rows), None)
+    emit(render_package(info, fmt, findings, rows), None)
     return 0
 
 
@@ -141,7 +171,9 @@ def doctor(
     from aotipre.runner.stages import DynamicOptions
 
     specs = [_doctor_report_spec(spec) for spec in reports_to]
-    show = sys.stderr.isatty() if show_progress is None else show_progress
+    timeout = config.check_number("timeout", timeout)  # finite, in range: else one line, exit 2
+    safeio.refuse_overwriting_inputs((("--report", path) for _, path in specs), [cache_dir])
+    show = safeio.is_terminal(2) if show_progress is None else show_progress
     dynamic = DynamicOptions(
         timeout_s=timeout, cache_dir=str(cache_dir) if cache_dir is not None else None
     )
@@ -170,22 +202,17 @@ def version() -> int:
 
 
 def emit(text: str, output: Path | None) -> None:
-    """Write a rendered report to stdout, or to `output` (parents created)."""
+    """Write a rendered report to stdout (a closed, full or broken stdout never changes the exit
+    code), or atomically to `output` (parents created; UsageError when it cannot be written)."""
     if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        safeio.write_stdout(text)
         return
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise AotipreError(f"cannot write {output}: {exc.strerror}") from None
+    safeio.write_text(output, text)
 
 
 def progress(message: str) -> None:
-    sys.stderr.write(f"aotipre: {message}\n")
-    sys.stderr.flush()
+    safeio.write_stderr(f"aotipre: {clean(message)}\n")
 
 
 def say_error(message: str) -> None:
-    sys.stderr.write(f"aotipre: error: {message}\n")
+    safeio.write_stderr(f"aotipre: error: {clean(message)}\n")

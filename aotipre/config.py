@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from aotipre import codes
 from aotipre.errors import UsageError
 from aotipre.findings import Severity
+from aotipre.safeio import MAX_SETTINGS_BYTES, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -68,6 +71,13 @@ class Settings:
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
     """The configuration file these settings came from (None: built-in defaults only)."""
+    ignored: tuple[str, ...] = ()
+    """Configuration files the search found but did not trust (`ignored <path>: <why>`)."""
+
+    def describe(self) -> str:
+        """Which configuration file this run used, for every report."""
+        used = self.source or "none (built-in defaults)"
+        return used + "".join(f"; {note}" for note in self.ignored)
 
     def merged(self, values: Mapping[str, Any]) -> Settings:
         """These settings with `values` (field name -> validated value) on top."""
@@ -164,26 +174,51 @@ def _bool(value: Any, base: Path) -> bool:
     return value
 
 
-def _number(minimum: float, *, inclusive: bool) -> Parser:
+# One validator for every number, from a flag or a file: finite, inside its range. A NaN
+# timeout passed every `<` test and ended in exit 3, a NaN tolerance failed every comparison,
+# a 23-digit seed overflowed torch's generator: each is now one line and exit 2.
+
+MAX_SECONDS = 7 * 24 * 3600.0
+"""Longest timeout accepted (a week); more is a typo, and overflows the event loop's waits."""
+
+
+def _number(minimum: float, *, inclusive: bool, maximum: float | None = None) -> Parser:
     def parse(value: Any, base: Path) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError("expected a number")
-        if value < minimum or (not inclusive and value == minimum):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise ValueError("is too large") from None
+        if not math.isfinite(number):
+            raise ValueError("must be a finite number")
+        if number < minimum or (not inclusive and number == minimum):
             raise ValueError(f"must be {'>=' if inclusive else '>'} {minimum:g}")
-        return float(value)
+        if maximum is not None and number > maximum:
+            raise ValueError(f"must be <= {maximum:g}")
+        return number
 
     return parse
 
 
-def _integer(minimum: int | None) -> Parser:
+def _integer(minimum: int, maximum: int) -> Parser:
     def parse(value: Any, base: Path) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError("expected an integer")
-        if minimum is not None and value < minimum:
+        if value < minimum:
             raise ValueError(f"must be >= {minimum}")
+        if value > maximum:
+            raise ValueError(f"must be <= {maximum}")
         return value
 
     return parse
+
+
+def check_number(name: str, value: Any) -> Any:
+    """Validate one command-line number by its key (`timeout`, `seed`, ...): UsageError if bad.
+
+    For options without a configuration key (e.g. `doctor --timeout`), the same validators."""
+    return parse_flags({name: value})[BY_NAME[name].field]
 
 
 def _fail_on(value: Any, base: Path) -> Severity:
@@ -265,17 +300,32 @@ KEYS: tuple[Key, ...] = (
     Key("ignore", "ignore", _codes, "never report codes with these prefixes"),
     Key("device", "device", _device, "device of the runs: cpu, cuda or cuda:N"),
     Key("recompile", "recompile", _bool, "compile the ExportedProgram even if AOTI code exists"),
-    Key("timeout", "timeout", _number(0, inclusive=False), "seconds for each load, run, probe"),
-    Key("compile-timeout", "compile_timeout", _number(0, inclusive=False), "seconds for a compile"),
+    Key(
+        "timeout",
+        "timeout",
+        _number(0, inclusive=False, maximum=MAX_SECONDS),
+        "seconds for each load, run, probe",
+    ),
+    Key(
+        "compile-timeout",
+        "compile_timeout",
+        _number(0, inclusive=False, maximum=MAX_SECONDS),
+        "seconds for a compile",
+    ),
     Key("rtol", "rtol", _number(0, inclusive=True), "relative tolerance against eager"),
     Key("atol", "atol", _number(0, inclusive=True), "absolute tolerance against eager"),
     Key("probe", "probe", _bool, "run each dynamic dim at its min, max and max+1"),
-    Key("probe-budget", "probe_budget", _integer(1), "most elements of an input in a probe run"),
-    Key("seed", "seed", _integer(None), "seed of synthesized and probe inputs"),
+    Key(
+        "probe-budget",
+        "probe_budget",
+        _integer(1, 1 << 40),
+        "most elements of an input in a probe run",
+    ),
+    Key("seed", "seed", _integer(0, 2**63 - 1), "seed of synthesized and probe inputs"),
     Key("cache", "cache", _bool, "use the compile cache"),
     Key("cache-dir", "cache_dir", _path, "compile cache folder"),
     Key("baseline", "baseline", _path, "baseline file of accepted findings", per_package=False),
-    Key("jobs", "jobs", _integer(1), "packages checked in parallel", per_package=False),
+    Key("jobs", "jobs", _integer(1, 256), "packages checked in parallel", per_package=False),
     Key("escalate", "escalate", _bool, "run crash triage after a run crashes in the model"),
     Key("minify", "minify", _bool, "crash triage: run the AOTI minifier (slow)"),
     Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),
@@ -349,14 +399,24 @@ def _unknown(where: str, name: str, known: list[str]) -> UsageError:
     )
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, depth: int = 0) -> str:
+    """A value as the file would spell it, bounded (a deep or long value is cut)."""
     if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    return str(value)
+        text = "true" if value else "false"
+    elif isinstance(value, str):
+        text = f'"{value[:80]}"' + ("..." if len(value) > 80 else "")
+    elif isinstance(value, (list, tuple)):
+        if depth >= 2:
+            return "[...]"
+        shown = ", ".join(_show(v, depth + 1) for v in value[:8])
+        text = "[" + shown + (", ..." if len(value) > 8 else "") + "]"
+    elif isinstance(value, dict):
+        text = "{...}"
+    elif isinstance(value, int) and abs(value) > 10**30:
+        text = f"an integer of {value.bit_length()} bits"
+    else:
+        text = str(value)
+    return text[:200]
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,33 +424,92 @@ def _show(value: Any) -> str:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; UsageError with the file and the parser's message otherwise."""
+    """Parse a TOML file (a regular file of at most MAX_SETTINGS_BYTES, UTF-8): UsageError with
+    the file and the parser's message otherwise."""
+    name = display_path(path)
+    text = read_text(path, name, MAX_SETTINGS_BYTES)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{display_path(path)} does not exist") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read {display_path(path)}: {exc.strerror}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{display_path(path)} is not valid TOML ({exc})") from None
+        raise UsageError(f"{name} is not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{name} is nested too deeply to be a configuration") from None
+    except ValueError as exc:  # e.g. an integer literal of more digits than Python converts
+        raise UsageError(f"{name} is not valid TOML ({exc})") from None
 
 
 def find_config(start: Path) -> Path | None:
-    """The nearest `aotipre.toml`, or `pyproject.toml` with `[tool.aotipre]`, from `start` up.
+    """The nearest trusted configuration file from `start` up (see `discover_config`)."""
+    return discover_config(start)[0]
 
-    In one folder `aotipre.toml` wins; the search stops at the first folder holding either
-    (or at a repository root, `.git`).
+
+def discover_config(start: Path) -> tuple[Path | None, tuple[str, ...]]:
+    """The nearest `aotipre.toml`, or `pyproject.toml` with `[tool.aotipre]`, from `start` up,
+    and a note for each file passed over as untrusted.
+
+    In one folder `aotipre.toml` wins. The search stops at a repository root (`.git`), at
+    `$HOME`, and before crossing into another filesystem. Like git's `safe.directory`, a file
+    is used only when it is owned by this user (or root), and neither it nor its folder is
+    writable by group or others: a file another user planted in a shared folder such as /tmp
+    (`ignore = ["AOT"]`) must not decide the gate.
     """
+    start = Path(os.path.abspath(start))
+    ignored: list[str] = []
+    home = _home()
+    try:
+        device = start.stat().st_dev
+    except OSError:
+        return None, ()
     for folder in (start, *start.parents):
-        candidate = folder / CONFIG_FILE
-        if candidate.is_file():
-            return candidate
-        pyproject = folder / PYPROJECT
-        if pyproject.is_file() and "aotipre" in read_toml(pyproject).get("tool", {}):
-            return pyproject
-        if (folder / ".git").exists():
-            return None
+        try:
+            folder_st = folder.stat()
+        except OSError:
+            break
+        if folder_st.st_dev != device:
+            break
+        for name in (CONFIG_FILE, PYPROJECT):
+            candidate = folder / name
+            why = _untrusted(candidate, folder_st)
+            if why == "absent":
+                continue
+            if why is not None:
+                ignored.append(f"ignored {display_path(candidate)}: {why}")
+                continue
+            if name == CONFIG_FILE:
+                return candidate, tuple(ignored)
+            tool = read_toml(candidate).get("tool", {})
+            if isinstance(tool, dict) and "aotipre" in tool:
+                return candidate, tuple(ignored)
+        if (folder / ".git").exists() or (home is not None and folder == home):
+            break
+    return None, tuple(ignored)
+
+
+def _home() -> Path | None:
+    home = os.environ.get("HOME")
+    return Path(os.path.abspath(home)) if home else None
+
+
+def _untrusted(path: Path, folder_st: os.stat_result) -> str | None:
+    """Why `path` must not be used as a configuration ("absent" when there is no such file)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return "absent"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = path.stat()
+        except OSError:
+            return "a broken symbolic link"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        return f"owned by another user (uid {st.st_uid})"
+    if folder_st.st_uid not in (me, 0) or folder_st.st_mode & 0o022:
+        return "its folder is writable by other users"
+    if st.st_mode & 0o022:
+        return "writable by other users"
     return None
 
 
@@ -404,27 +523,31 @@ def load_config(
     working directory); built-in defaults when there is none or `isolated`."""
     if isolated:
         return Settings()
+    ignored: tuple[str, ...] = ()
     if path is not None:
         found = Path(path)
     else:
-        found_or_none = find_config(Path(start) if start is not None else Path.cwd())
+        found_or_none, ignored = discover_config(Path(start) if start is not None else Path.cwd())
         if found_or_none is None:
-            return Settings()
+            return Settings(ignored=ignored)
         found = found_or_none
     data = read_toml(found)
     if found.name == PYPROJECT:
-        table = data.get("tool", {}).get("aotipre", {})
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise UsageError(f"{display_path(found)}: tool = {_show(tool)}: expected a table")
+        table = tool.get("aotipre", {})
         where = f"{display_path(found)} [tool.aotipre]"
     else:
         table = data
         where = display_path(found)
     if not isinstance(table, dict):
-        raise UsageError(f"{where} is not a table")
+        raise UsageError(f"{where}: expected a table, found {_show(table)}")
     base = found.resolve().parent
     values = parse_values(table, where, base, extra=(INPUTS_TABLE,))
     values["inputs"] = _inputs_table(table.get(INPUTS_TABLE, {}), f"{where} {INPUTS_TABLE}", base)
     _check_target_names(values, where)
-    return Settings(**values, source=display_path(found))
+    return Settings(**values, source=display_path(found), ignored=ignored)
 
 
 def _check_target_names(values: Mapping[str, Any], where: str) -> None:

@@ -186,6 +186,9 @@ class Report:
     """Crash triage's conclusion, one per model whose run crashed and was escalated."""
     targets: list[dict[str, Any]] = field(default_factory=list)
     """One row per model and target: can it load there (aotipre.checks.target.TargetRow)."""
+    config: str | None = None
+    """The configuration file the CLI applied (and any it passed over as untrusted); None for
+    a library call, which reads no file."""
 
     @property
     def verdict(self) -> Verdict:
@@ -221,6 +224,7 @@ class Report:
             "error": self.error,
             "package_path": self.package_path,
             "inputs_source": self.inputs_source,
+            "config": self.config,
             "package": self.package,
             "host": self.host,
             "targets": self.targets,

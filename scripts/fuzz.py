@@ -5,7 +5,7 @@ the time is up; every batch that finds a failure is recorded (shrunk example, er
 goes on. Prints, and with --report writes as JSON, the example counts, outcome kinds, the slowest
 example and the failures.
 
-    python scripts/fuzz.py --minutes 5                  # both targets, half the time each
+    python scripts/fuzz.py --minutes 5                  # every target, an equal share each
     python scripts/fuzz.py --target wrapper --minutes 2 --report fuzz.json
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -28,8 +29,10 @@ from hypothesis import strategies as st  # noqa: E402
 
 from tests.hardening.fuzzing import (  # noqa: E402
     ARCHIVES,
+    INPUT_FILES,
     Stats,
     fuzz_archive_example,
+    fuzz_inputs_example,
     fuzz_wrapper_example,
     wrapper_texts,
 )
@@ -38,8 +41,13 @@ BATCH = 100
 
 
 def fixture_dir() -> Path:
+    out = os.environ.get("AOTIPRE_FIXTURE_DIR")  # as in the test suite: built ones are reused
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_fixtures.py")],
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_fixtures.py"),
+            *(["--out", out] if out else []),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -56,6 +64,12 @@ def run_target(name: str, seconds: float, rng: random.Random) -> dict[str, objec
 
         def body(data: st.DataObject) -> None:
             fuzz_archive_example(data, sources, stats)
+
+    elif name == "inputs":
+        blobs = [(fixture_dir() / f"{n}.pt").read_bytes() for n in INPUT_FILES]
+
+        def body(data: st.DataObject) -> None:
+            fuzz_inputs_example(data, blobs, stats)
 
     else:
         texts = wrapper_texts()
@@ -103,11 +117,11 @@ def run_target(name: str, seconds: float, rng: random.Random) -> dict[str, objec
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="total time (default 5)")
-    parser.add_argument("--target", choices=["archive", "wrapper", "all"], default="all")
+    parser.add_argument("--target", choices=["archive", "inputs", "wrapper", "all"], default="all")
     parser.add_argument("--seed", type=int, default=None, help="seed of the batch seeds")
     parser.add_argument("--report", type=Path, default=None, help="write the summary as JSON")
     args = parser.parse_args(argv)
-    targets = ["archive", "wrapper"] if args.target == "all" else [args.target]
+    targets = ["archive", "inputs", "wrapper"] if args.target == "all" else [args.target]
     run_seed = args.seed if args.seed is not None else random.SystemRandom().getrandbits(32)
     rng = random.Random(run_seed)
     results = [run_target(t, args.minutes * 60 / len(targets), rng) for t in targets]

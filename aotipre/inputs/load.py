@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import _compat_pickle
 import io
 import json
 import os
 import pickle
 import pickletools
 import re
+import reprlib
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -18,12 +18,12 @@ from typing import IO, Any
 
 from aotipre.dtypes import EXPORT_SCHEMA_DTYPES, ITEMSIZE, STORAGE_DTYPES
 from aotipre.errors import InputsError, UnsafeInputsError
+from aotipre.inputs.budget import MAX_DEPTH, MAX_MEMO, MAX_OPCODES, Simulation, python3_name
 from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.pt2.archive import ZipRefused, open_zip
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
 """A data.pkl larger than this is refused without being read."""
-MAX_DEPTH = 100
-"""Containers nested deeper than this (or a cyclic structure) are refused."""
 MAX_NODES = 1_000_000
 """At most this many containers and leaves are walked (shared references count every time)."""
 
@@ -138,26 +138,37 @@ def pickle_globals(pkl: bytes, source: str = "<pickle>") -> list[str]:
 
 
 def _scan(pkl: bytes, source: str) -> tuple[list[str], list[str]]:
-    """Disassemble a pickle: the globals it names and the opcodes torch would not run."""
+    """Disassemble a pickle: the globals it names and the opcodes torch would not run.
+
+    While it reads, `Simulation` replays what the unpickler would build (until an opcode torch
+    would not run: such a file is refused before it is unpickled) and raises InputsError as soon
+    as the allocation budget or the nesting bound is exceeded, before any object exists.
+    """
     found: dict[str, None] = {}
     unsupported: dict[str, None] = {}
     memo: dict[int, str | None] = {}
     pushed: list[str | None] = [None, None]  # the values of the last two pushes, if strings
+    sim: Simulation | None = Simulation(source)
     try:
-        for opcode, arg, _ in pickletools.genops(pkl):
+        for count, (opcode, arg, _) in enumerate(pickletools.genops(pkl)):
+            if count >= MAX_OPCODES:
+                raise InputsError(f"{source}: data.pkl has more than {MAX_OPCODES} opcodes")
             name = opcode.name
             if name not in TORCH_OPCODES:
                 unsupported[name] = None
+                sim = None  # refused before unpickling: nothing to bound
+            elif sim is not None:
+                sim.step(name, arg)
             if name in ("GLOBAL", "INST"):
                 module, _, attr = str(arg).partition(" ")
-                found[_python3_name(module, attr)] = None
+                found[python3_name(module, attr)] = None
                 pushed.append(None)
             elif name == "STACK_GLOBAL":
                 module_s, attr_s = pushed[-2], pushed[-1]
                 if module_s is None or attr_s is None:
                     found["<dynamic STACK_GLOBAL>"] = None
                 else:
-                    found[_python3_name(module_s, attr_s)] = None
+                    found[python3_name(module_s, attr_s)] = None
                 pushed.append(None)
             elif name in ("EXT1", "EXT2", "EXT4"):
                 found[f"<copyreg extension {arg}>"] = None
@@ -175,21 +186,16 @@ def _scan(pkl: bytes, source: str) -> tuple[list[str], list[str]]:
             else:
                 pushed.append(None)
             del pushed[:-2]
+            if len(memo) > MAX_MEMO:
+                raise InputsError(f"{source}: data.pkl memoizes more than {MAX_MEMO} objects")
+    except InputsError:
+        raise
     except Exception as exc:  # pickletools raises ValueError and others on garbage
         raise InputsError(
             f"{source}: data.pkl is not a valid pickle ({_short(exc)})",
             "the file is corrupt; re-save the sample inputs with torch.save",
         ) from None
     return list(found), list(unsupported)
-
-
-def _python3_name(module: str, name: str) -> str:
-    """The name pickle resolves: a protocol-2 `__builtin__.eval` is `builtins.eval`."""
-    if (module, name) in _compat_pickle.NAME_MAPPING:
-        module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-    elif module in _compat_pickle.IMPORT_MAPPING:
-        module = _compat_pickle.IMPORT_MAPPING[module]
-    return f"{module}.{name}"
 
 
 # --- opening the file and the zip -------------------------------------------------------------
@@ -270,7 +276,9 @@ class _Archive:
                 "save sample inputs with torch.save(obj, path)",
             )
         try:
-            self.zf = zipfile.ZipFile(fileobj)
+            self.zf = open_zip(fileobj, self.size)  # the guard every zip aotipre opens goes through
+        except ZipRefused as exc:
+            raise InputsError(f"{source}: {exc.reason}", exc.hint) from None
         except Exception as exc:
             raise InputsError(
                 f"{source}: is a truncated or corrupt zip archive ({_short(exc)})",
@@ -430,13 +438,13 @@ def _itemsize(dtype: str) -> int:
 
 def _int(value: object, what: str) -> int:
     if type(value) is not int or not 0 <= value < 2**63:
-        raise pickle.UnpicklingError(f"bad {what}: {value!r:.60}")
+        raise pickle.UnpicklingError(f"bad {what}: {_brief(value)}")
     return value
 
 
 def _ints(value: object, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)) or len(value) > 64:
-        raise pickle.UnpicklingError(f"bad {what}: {value!r:.60}")
+        raise pickle.UnpicklingError(f"bad {what}: {_brief(value)}")
     return tuple(_int(v, what) for v in value)
 
 
@@ -456,7 +464,7 @@ def _make_tensor(
     if len(shape) != len(strides):
         raise pickle.UnpicklingError(f"size {shape} and stride {strides} differ in length")
     if type(requires_grad) is not bool:
-        raise pickle.UnpicklingError(f"bad requires_grad: {requires_grad!r:.60}")
+        raise pickle.UnpicklingError(f"bad requires_grad: {_brief(requires_grad)}")
     dtype = dtype or storage.dtype
     if all(shape):
         last = offset + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
@@ -497,7 +505,7 @@ def _rebuild_tensor_v3(
     metadata: object = None,
 ) -> _Tensor:
     if not isinstance(dtype, _Dtype):
-        raise pickle.UnpicklingError(f"bad tensor dtype: {dtype!r:.60}")
+        raise pickle.UnpicklingError(f"bad tensor dtype: {_brief(dtype)}")
     return _make_tensor(storage, storage_offset, size, stride, requires_grad, dtype.name)
 
 
@@ -557,22 +565,27 @@ def _reconstruct_fake_tensor(serialized: object, is_parameter: object) -> _Tenso
         if isinstance(value, dict) and "as_int" in value:
             return _int(value["as_int"], what)
         raise InputsError(
-            f"a fake tensor in the sample inputs has a symbolic {what}: {value!r:.60}"
+            f"a fake tensor in the sample inputs has a symbolic {what}: {_brief(value)}"
         )
 
     if spec.get("layout", _STRIDED_LAYOUT) != _STRIDED_LAYOUT:
         raise InputsError("a fake tensor in the sample inputs is not strided (sparse?)")
     dtype = EXPORT_SCHEMA_DTYPES.get(spec["dtype"])
     if dtype is None:
-        raise InputsError(f"a fake tensor in the sample inputs has unknown dtype {spec['dtype']}")
+        raise InputsError(
+            f"a fake tensor in the sample inputs has unknown dtype {_brief(spec['dtype'])}"
+        )
     device = spec.get("device") or {}
+    device_type = device.get("type", "cpu")
+    if not isinstance(device_type, str) or not _LOCATION.match(device_type):
+        raise InputsError(f"a fake tensor in the sample inputs has device {_brief(device_type)}")
     requires_grad = spec.get("requires_grad", False)
     return _Tensor(
         TensorMeta(
             dtype,
             tuple(sym(v, "size") for v in spec["sizes"]),
             tuple(sym(v, "stride") for v in spec["strides"]),
-            str(device.get("type", "cpu")),
+            device_type,
             sym(spec.get("storage_offset", {"as_int": 0}), "storage offset"),
             requires_grad if type(requires_grad) is bool else False,
         )
@@ -592,10 +605,10 @@ def _torch_size(seq: object = ()) -> tuple[int, ...]:
 
 def _torch_device(kind: object, index: object = None) -> _Device:
     if not isinstance(kind, str):
-        raise pickle.UnpicklingError(f"bad torch.device: {kind!r:.60}")
+        raise pickle.UnpicklingError(f"bad torch.device: {_brief(kind)}")
     match = _LOCATION.match(kind)
     if match is None or (match.group(2) is not None and index is not None):
-        raise pickle.UnpicklingError(f"bad torch.device: {kind!r:.60}")
+        raise pickle.UnpicklingError(f"bad torch.device: {_brief(kind)}")
     if match.group(2) is not None:
         index = int(match.group(2))
     if index is not None:
@@ -678,24 +691,24 @@ class _Unpickler(pickle.Unpickler):
         self.storages: dict[str, _Storage] = {}
 
     def find_class(self, module: str, name: str) -> Any:
-        full = _python3_name(module, name)
+        full = python3_name(module, name)
         if full not in _GLOBALS:
             raise _unsafe_error(self.source, [full])
         return _GLOBALS[full]
 
     def persistent_load(self, pid: Any) -> _Storage:
         if not isinstance(pid, tuple) or len(pid) != 5 or _text(pid[0]) != "storage":
-            raise pickle.UnpicklingError(f"unknown persistent id {pid!r:.80}")
+            raise pickle.UnpicklingError(f"unknown persistent id {_brief(pid)}")
         _, storage_type, key, location, numel = pid
         key, location = _text(key), _text(location)
         if not isinstance(storage_type, _StorageType):
-            raise pickle.UnpicklingError(f"bad storage type {storage_type!r:.60}")
+            raise pickle.UnpicklingError(f"bad storage type {_brief(storage_type)}")
         if not isinstance(key, str) or not isinstance(location, str):
             raise pickle.UnpicklingError("bad storage key or location")
         numel = _int(numel, "storage size")
         match = _LOCATION.match(location)
         if match is None:
-            raise pickle.UnpicklingError(f"bad storage location {location!r:.60}")
+            raise pickle.UnpicklingError(f"bad storage location {_brief(location)}")
         nbytes = numel * _itemsize(storage_type.dtype)
         cached = self.storages.get(key)
         if cached is not None and cached.nbytes >= nbytes:
@@ -786,6 +799,20 @@ def _one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 60
+_REPR.maxtuple = _REPR.maxlist = _REPR.maxdict = _REPR.maxset = 6
+
+
+def _brief(value: object) -> str:
+    """A bounded repr: never expands a shared or deep user structure, never longer than ~100."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a repr that fails says only the type
+        text = f"<{type(value).__name__}>"
+    return _one_line(text[:120])
 
 
 def _short(exc: BaseException) -> str:

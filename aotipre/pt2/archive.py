@@ -12,10 +12,10 @@ import stat
 import unicodedata
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from aotipre.errors import PackageError
 
@@ -32,9 +32,6 @@ MAX_CENTRAL_DIRECTORY_BYTES = 32 * 1024 * 1024
 """A central directory larger than this is refused before zipfile parses it (it builds one
 ZipInfo, ~0.5 KB, per record before any other limit can apply)."""
 _CHUNK = 1 << 20
-_EOCD = b"PK\x05\x06"
-_EOCD64_LOCATOR = b"PK\x06\x07"
-_EOCD64 = b"PK\x06\x06"
 _CENTRAL_RECORD = b"PK\x01\x02"
 _LOCAL_HEADER_BYTES = 30
 
@@ -166,11 +163,13 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise CodedPackageError("AOT001", f"{p}: cannot open: {exc.strerror}") from None
     try:
         head = fh.read(4)
-        _check_central_directory(p, fh, st.st_size)
-        zf = zipfile.ZipFile(fh)
+        zf = open_zip(fh, st.st_size, lambda infos: _validate_names(p, infos))
     except CodedPackageError:
         fh.close()
         raise
+    except ZipRefused as exc:
+        fh.close()
+        raise CodedPackageError(exc.code, f"{p}: {exc.reason}", exc.hint) from None
     except (
         zipfile.BadZipFile,
         zlib.error,
@@ -189,21 +188,27 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise CodedPackageError(
             "AOT002", f"{p}: not a zip archive, so not a .pt2 package"
         ) from None
-    try:
-        members = _validate_members(p, zf)
-    except BaseException:
-        zf.close()
-        raise
+    members = {
+        info.filename: Member(
+            name=info.filename,
+            size=info.file_size,
+            compressed_size=info.compress_size,
+            crc=info.CRC,
+            compress_type=info.compress_type,
+        )
+        for info in zf.infolist()
+        if not info.is_dir()
+    }
     return Archive(p, zf, members)
 
 
-def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
-    infos = zf.infolist()
+def _validate_names(path: Path, infos: list[zipfile.ZipInfo]) -> None:
+    """Refuse member names that could escape an extraction folder, and duplicates (AOT003)."""
     if len(infos) > MAX_MEMBERS:
         raise CodedPackageError(
             "AOT007", f"{path}: {len(infos)} members, more than aotipre accepts ({MAX_MEMBERS})"
         )
-    members: dict[str, Member] = {}
+    seen: set[str] = set()
     for info in infos:
         name = info.filename
         # zipfile cuts a name at its first NUL byte: judge the name as stored
@@ -216,12 +221,103 @@ def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
                 f"{path}: unsafe member {name!r}: {problem}",
                 "a .pt2 never holds such members; do not deploy this file",
             )
-        if name in members:
+        if name in seen:
             raise CodedPackageError("AOT003", f"{path}: duplicate member {name!r}")
+        seen.add(name)
+
+
+# --- the zip guard: every zip aotipre opens (packages, --inputs files, stored sample inputs) ----
+
+ALLOWED_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+"""Compression methods torch's zip reader (miniz) accepts; torch itself writes only stored
+members. bzip2, LZMA and the rest are refused before anything is inflated: torch cannot read
+them, and zipfile inflates them without the bounds deflate gets here."""
+
+
+class ZipRefused(Exception):
+    """The guard refused a zip: a finding code, the reason (without the file name) and a hint."""
+
+    def __init__(self, code: str, reason: str, hint: str = "") -> None:
+        super().__init__(reason)
+        self.code, self.reason, self.hint = code, reason, hint
+
+
+def open_zip(
+    fh: IO[bytes],
+    file_size: int,
+    check_names: Callable[[list[zipfile.ZipInfo]], object] | None = None,
+) -> zipfile.ZipFile:
+    """Open the zip in `fh` (of `file_size` bytes, measured, not declared) through one guard.
+
+    Before zipfile parses anything: the end record is found exactly as zipfile finds it, and the
+    central directory it points at must lie inside the file, be at most
+    `MAX_CENTRAL_DIRECTORY_BYTES` and hold at most `MAX_MEMBERS` records (counted in the bytes,
+    not read from the end record). After: every member must use an allowed compression method,
+    be unencrypted, not overlap another, and not inflate past the bomb bounds, alone or together.
+    `check_names`, if given, judges the member names first (it raises what the caller wants).
+    Raises ZipRefused; zipfile's own errors (BadZipFile, ...) pass through for the caller.
+    """
+    _check_central_directory(fh, file_size)
+    zf = zipfile.ZipFile(fh)
+    try:
+        if check_names is not None:
+            check_names(zf.infolist())
+        _check_members(zf.infolist())
+    except BaseException:
+        zf.close()
+        raise
+    return zf
+
+
+def _check_central_directory(fh: IO[bytes], file_size: int) -> None:
+    """Bound what zipfile will build (one ZipInfo, ~0.5 KB, per record) from the real bytes."""
+    find_end = getattr(zipfile, "_EndRecData", None)  # what zipfile itself will use
+    if find_end is None:  # a future Python without it: refuse rather than go unguarded
+        raise ZipRefused("AOT002", "this Python's zipfile cannot be guarded (no _EndRecData)")
+    endrec = find_end(fh)
+    fh.seek(0)
+    if not endrec:
+        return  # zipfile then says "File is not a zip file"
+    # zipfile's endrec: [signature, disk, disk_cd, n_disk, n, cd_size, cd_offset, comment size,
+    # comment, location of the end record]; a zip64 record (56 bytes) and locator (20) precede it
+    cd_size, cd_end = endrec[5], endrec[9]
+    if endrec[0] == b"PK\x06\x06":
+        cd_end -= 56 + 20
+    start = cd_end - cd_size
+    if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
+        raise ZipRefused(
+            "AOT007",
+            f"the zip directory is {cd_size} bytes, more than aotipre reads "
+            f"({MAX_CENTRAL_DIRECTORY_BYTES}); too many members (zip bomb?)",
+        )
+    if start < 0 or cd_end > file_size:
+        raise ZipRefused(
+            "AOT002",
+            f"the zip directory ({cd_size} bytes before offset {cd_end}) does not fit in the "
+            f"file ({file_size} bytes): truncated or forged end record",
+        )
+    fh.seek(start)
+    records = fh.read(cd_size).count(_CENTRAL_RECORD)
+    fh.seek(0)
+    if records > MAX_MEMBERS:
+        raise ZipRefused("AOT007", f"{records} members, more than aotipre accepts ({MAX_MEMBERS})")
+
+
+def _check_members(infos: list[zipfile.ZipInfo]) -> None:
+    for info in infos:
+        name = info.filename
         if info.flag_bits & 0x1:
-            raise CodedPackageError(
-                "AOT004",
-                f"{path}: member {name!r} is encrypted; torch never writes (nor reads) those",
+            raise ZipRefused(
+                "AOT004", f"member {name!r} is encrypted; torch never writes (nor reads) those"
+            )
+        if info.compress_type not in ALLOWED_METHODS:
+            raise ZipRefused(
+                "AOT030",
+                f"member {name!r} uses compression method {info.compress_type} "
+                f"({_METHOD_NAMES.get(info.compress_type, 'unknown')}); torch reads only stored "
+                "and deflated members",
+                "re-write the archive with torch (torch.save, torch.export.save or "
+                "aoti_compile_and_package); do not deploy this file",
             )
         if info.is_dir():
             continue
@@ -230,67 +326,29 @@ def _validate_members(path: Path, zf: zipfile.ZipFile) -> dict[str, Member]:
             and info.file_size >= BOMB_MIN_BYTES
             and info.file_size > MAX_RATIO * max(info.compress_size, 1)
         ):
-            raise CodedPackageError(
+            raise ZipRefused(
                 "AOT007",
-                f"{path}: member {name!r} inflates from {info.compress_size} to "
+                f"member {name!r} inflates from {info.compress_size} to "
                 f"{info.file_size} bytes (zip bomb?)",
-                "torch writes .pt2 members uncompressed; this file was not written by torch",
+                "torch writes members uncompressed; this file was not written by torch",
             )
-        members[name] = Member(
-            name=name,
-            size=info.file_size,
-            compressed_size=info.compress_size,
-            crc=info.CRC,
-            compress_type=info.compress_type,
-        )
-    _check_overlap(path, infos)
-    _check_total_inflation(path, infos)
-    return members
+    _check_overlap(infos)
+    _check_total_inflation(infos)
 
 
-def _check_central_directory(path: Path, fh: BinaryIO, file_size: int) -> None:
-    """Refuse a central directory too large or with too many records, before zipfile parses it.
-
-    Reads the end-of-central-directory record (zip64 too) and counts the record signatures in
-    the directory (zipfile requires one at the start of each record, so the count bounds what it
-    would build). Returns quietly when no end record is found: zipfile then says what is wrong.
-    """
-    tail_len = min(file_size, 22 + 0xFFFF)
-    fh.seek(file_size - tail_len)
-    tail = fh.read(tail_len)
-    at = tail.rfind(_EOCD)
-    if at < 0 or len(tail) - at < 22:
-        fh.seek(0)
-        return
-    eocd_pos = file_size - tail_len + at
-    cd_size, cd_end = int.from_bytes(tail[at + 12 : at + 16], "little"), eocd_pos
-    locator = eocd_pos - 20
-    if locator >= 56:
-        fh.seek(locator)
-        loc = fh.read(20)
-        if loc[:4] == _EOCD64_LOCATOR:
-            fh.seek(locator - 56)
-            rec = fh.read(56)
-            if rec[:4] == _EOCD64:
-                cd_size, cd_end = int.from_bytes(rec[40:48], "little"), locator - 56
-    fh.seek(0)
-    if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:
-        raise CodedPackageError(
-            "AOT007",
-            f"{path}: the zip directory is {cd_size} bytes, more than aotipre reads "
-            f"({MAX_CENTRAL_DIRECTORY_BYTES}); too many members (zip bomb?)",
-        )
-    start = max(0, cd_end - cd_size)
-    fh.seek(start)
-    records = fh.read(cd_end - start).count(_CENTRAL_RECORD)
-    fh.seek(0)
-    if records > MAX_MEMBERS:
-        raise CodedPackageError(
-            "AOT007", f"{path}: {records} members, more than aotipre accepts ({MAX_MEMBERS})"
-        )
+_METHOD_NAMES = {
+    zipfile.ZIP_BZIP2: "bzip2",
+    zipfile.ZIP_LZMA: "LZMA",
+    1: "shrunk",
+    6: "imploded",
+    9: "deflate64",
+    93: "zstandard",
+    95: "xz",
+    98: "PPMd",
+}
 
 
-def _check_overlap(path: Path, infos: list[zipfile.ZipInfo]) -> None:
+def _check_overlap(infos: list[zipfile.ZipInfo]) -> None:
     """Refuse members whose data overlap (two directory entries sharing bytes: a zip bomb that
     makes a small file read as many large ones); a zip written once never has them."""
     spans = sorted(
@@ -298,26 +356,27 @@ def _check_overlap(path: Path, infos: list[zipfile.ZipInfo]) -> None:
     )
     for first, second in zip(spans, spans[1:]):
         if second.header_offset < first.header_offset + _LOCAL_HEADER_BYTES + first.compress_size:
-            raise CodedPackageError(
+            raise ZipRefused(
                 "AOT007",
-                f"{path}: members {first.filename!r} and {second.filename!r} overlap "
+                f"members {first.filename!r} and "
+                f"{second.filename!r} overlap "
                 "(their data share bytes of the file: zip bomb?)",
                 "torch never writes such archives; do not deploy this file",
             )
 
 
-def _check_total_inflation(path: Path, infos: list[zipfile.ZipInfo]) -> None:
+def _check_total_inflation(infos: list[zipfile.ZipInfo]) -> None:
     """Refuse many compressed members that each stay under the bomb bound but together inflate
     past it (reading them all to verify CRCs would take minutes)."""
     packed = [i for i in infos if i.compress_type != zipfile.ZIP_STORED and not i.is_dir()]
     total = sum(i.file_size for i in packed)
     compressed = sum(i.compress_size for i in packed)
     if total >= BOMB_MIN_BYTES and total > MAX_RATIO * max(compressed, 1):
-        raise CodedPackageError(
+        raise ZipRefused(
             "AOT007",
-            f"{path}: {len(packed)} compressed members inflate from {compressed} to {total} "
+            f"{len(packed)} compressed members inflate from {compressed} to {total} "
             "bytes in all (zip bomb?)",
-            "torch writes .pt2 members uncompressed; this file was not written by torch",
+            "torch writes members uncompressed; this file was not written by torch",
         )
 
 

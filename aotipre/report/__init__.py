@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre.errors import UsageError
 from aotipre.findings import Report
+from aotipre.report.sanitize import sanitized
+
+if TYPE_CHECKING:
+    from aotipre.pt2.spec import PackageInfo
 
 _FORMATS = ("table", "json", "junit", "sarif", "github", "markdown")
 _MODULES = {"json": "json_format"}
@@ -40,12 +44,34 @@ BATCH_RENDERERS: Mapping[str, Callable[[Sequence[Report]], str]] = _Renderers("r
 """The same formats for one combined report over many packages (same keys as CHECK_RENDERERS)."""
 
 
+HUMAN_FORMATS = frozenset({"table", "markdown", "github", "junit", "sarif"})
+"""Formats people read (directly, or as CI and code-scanning pages show them) or a CI runner
+parses line by line: every string is `clean`ed. JSON keeps its strings, only made encodable."""
+
+
 def render_report(report: Report, fmt: str) -> str:
-    return CHECK_RENDERERS[fmt](report)
+    """`report` in `fmt`, through the one sanitiser (aotipre/report/sanitize.py)."""
+    return CHECK_RENDERERS[fmt](sanitized(report, human=fmt in HUMAN_FORMATS))
 
 
 def render_reports(reports: Sequence[Report], fmt: str) -> str:
-    return BATCH_RENDERERS[fmt](reports)
+    human = fmt in HUMAN_FORMATS
+    return BATCH_RENDERERS[fmt]([sanitized(r, human=human) for r in reports])
+
+
+def render_package(
+    package: PackageInfo, fmt: str, findings: Sequence[Any] = (), rows: Sequence[Any] = ()
+) -> str:
+    """`aotipre inspect`'s output (table or json) with the binaries' findings and one row per
+    model and target, all through the same sanitiser."""
+    module = importlib.import_module(f"aotipre.report.{_MODULES.get(fmt, fmt)}")
+    render: Callable[..., str] = module.render_package
+    human = fmt in HUMAN_FORMATS
+    return render(
+        sanitized(package, human=human),
+        [sanitized(f, human=human) for f in findings],
+        [sanitized(r, human=human) for r in rows],
+    )
 
 
 def parse_report_spec(spec: str) -> tuple[str, str]:

@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from aotipre.codes import BY_CODE
 from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Report, Severity, StageStatus
-from aotipre.report import markdown
 from aotipre.report.common import counts_text, finding_text
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -82,9 +81,11 @@ def append_step_summary(
     path = env.get(STEP_SUMMARY_ENV)
     if not path:
         return None
+    from aotipre.report import render_reports  # the sanitising dispatch (a cycle at import)
+
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(markdown.render_reports(reports) + "\n")
+            fh.write(render_reports(reports, "markdown") + "\n")
     except OSError as exc:
         raise AotipreError(
             f"cannot append to ${STEP_SUMMARY_ENV} ({path}): {exc.strerror}"

@@ -75,6 +75,7 @@ def _suite(report: Report) -> tuple[ET.Element, dict[str, int], float]:
         ("exit_code", str(int(report.exit_code))),
         ("fail_on", report.fail_on.value),
         ("inputs", report.inputs_source or ""),
+        ("config", report.config or ""),
         ("error", report.error or ""),
     ):
         ET.SubElement(props, "property", name=key, value=_clean(value))

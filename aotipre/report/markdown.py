@@ -67,6 +67,8 @@ def _section(report: Report) -> list[str]:
         facts.append(f"package: {_text(report.package['kind'])}; models: {models}")
     if report.inputs_source:
         facts.append(f"inputs: {_code(report.inputs_source)}")
+    if report.config is not None:
+        facts.append(f"config: {_text(report.config)}")
     if facts:
         lines.append("  \n".join(facts))
         lines.append("")

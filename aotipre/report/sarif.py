@@ -68,6 +68,7 @@ def render_reports(reports: Sequence[Report]) -> str:
             {
                 "executionSuccessful": not notifications,
                 "toolExecutionNotifications": notifications,
+                "properties": {"config": sorted({r.config for r in reports if r.config})},
             }
         ],
         "artifacts": artifacts,

@@ -45,6 +45,8 @@ def render_report(report: Report) -> str:
         lines.append(f"package: {pkg['kind']}; models: {models}")
     if report.inputs_source:
         lines.append(f"inputs: {report.inputs_source}")
+    if report.config is not None:
+        lines.append(f"config: {report.config}")
     if report.stages:
         lines.append("")
         rows = [

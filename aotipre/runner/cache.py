@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aotipre.findings import Finding
     from aotipre.pt2.archive import Archive
 
 # Layout: `<cache_dir>/<key>/model.pt2` plus `<key>/entry.json` (what was compiled, when, how
@@ -25,12 +27,23 @@ if TYPE_CHECKING:
 # treated as absent, and the next compile replaces it. Stale temporary folders are removed after
 # a day. The default location is `${XDG_CACHE_HOME:-~/.cache}/aotipre/compile`.
 
+MIN_FREE_BYTES = 256 * 1024 * 1024
+"""A cache on a filesystem with less free space than this is not used: a compile writing into
+it would fail with ENOSPC and read as the model's compile failing."""
 CACHE_FORMAT = 2
 """Bumped whenever the key or the entry layout changes."""
 ENTRY_FILE = "entry.json"
 PACKAGE_FILE = "model.pt2"
 STALE_TMP_S = 24 * 3600
 _CHUNK = 1 << 20
+
+
+def _free_bytes(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def default_cache_dir() -> str:
@@ -116,6 +129,11 @@ def compile_key(
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+class CacheUnavailable(OSError):
+    """The cache directory cannot be used (read-only, not a directory, no space left): the check
+    goes on without it (an environment finding, AOT420), never blaming the model."""
+
+
 @dataclass(frozen=True)
 class CacheEntry:
     """A complete cache entry."""
@@ -164,13 +182,32 @@ class CompileCache:
         return CacheEntry(key, directory)
 
     def begin(self, key: str) -> PendingEntry:
-        os.makedirs(self.directory, exist_ok=True)
-        self._sweep()
-        directory = tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=self.directory)
+        """A pending entry to compile into. Raises CacheUnavailable when the directory cannot
+        be created or written, or its filesystem has less than MIN_FREE_BYTES free."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            free = _free_bytes(self.directory)
+            if free is not None and free < MIN_FREE_BYTES:
+                raise CacheUnavailable(
+                    errno.ENOSPC,
+                    f"only {free // (1024 * 1024)} MiB free (a compile needs room)",
+                    self.directory,
+                )
+            self._sweep()
+            directory = tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=self.directory)
+        except CacheUnavailable:
+            raise
+        except OSError as exc:
+            raise CacheUnavailable(
+                exc.errno or errno.EIO, exc.strerror or str(exc), self.directory
+            ) from None
         return PendingEntry(key, directory)
 
     def commit(self, pending: PendingEntry, info: Mapping[str, Any] | None = None) -> CacheEntry:
-        """Publish a pending entry whose package was written; first writer wins a race."""
+        """Publish a pending entry whose package was written; first writer wins a race.
+
+        An OSError (e.g. the disk filled up) leaves the pending entry as it was: its package
+        stays usable until `discard`."""
         size = os.path.getsize(pending.package)
         meta = {
             "key": pending.key,
@@ -221,3 +258,15 @@ class CompileCache:
                 with contextlib.suppress(OSError):
                     if now - os.path.getmtime(path) > STALE_TMP_S:
                         shutil.rmtree(path, ignore_errors=True)
+
+
+def cache_warning(exc: OSError, model: str | None = None) -> Finding:
+    """The AOT420 finding for a cache that could not be used (the check went on without it)."""
+    from aotipre import codes
+
+    where = exc.filename or "the compile cache"
+    return codes.get("AOT420").finding(
+        f"the compile cache {where} cannot be used ({exc.strerror or exc}); compiled without it",
+        model=model,
+        stage="compile",
+    )

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aotipre.runner import contain
+
 __all__ = [
     "DEFAULT_KILL_GRACE_S",
     "DEFAULT_MAX_CAPTURE_BYTES",
@@ -192,10 +194,12 @@ class ProcessOutcome:
 class _LiveChild:
     """One running child; its pid is also its process-group id (start_new_session=True)."""
 
-    __slots__ = ("pid", "interrupted", "signals_sent")
+    __slots__ = ("pid", "token", "interrupted", "signals_sent")
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, token: str = "") -> None:
         self.pid = pid
+        self.token = token
+        """The child's `AOTIPRE_TREE` value, inherited by its whole process tree."""
         self.interrupted = False
         self.signals_sent: list[int] = []
 
@@ -251,6 +255,8 @@ def kill_all_children(sig: int = _signal.SIGKILL, *, refuse_new: bool = False) -
         children = list(_live.values())
         for child in children:
             child.interrupted = True
+            if sig == _signal.SIGKILL:
+                _sweep(child)
             _signal_group(child, sig)
     return len(children)
 
@@ -364,6 +370,7 @@ def run_process(
     max_capture_bytes: int = DEFAULT_MAX_CAPTURE_BYTES,
     on_output: Callable[[str], None] | None = None,
     kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    private_tmp: bool = True,
 ) -> ProcessOutcome:
     """Run `argv` in a new session / process group and return how it ended.
 
@@ -378,8 +385,16 @@ def run_process(
       each stderr line as it arrives, in the calling thread.
     - On timeout the whole process group gets SIGTERM, then SIGKILL after `kill_grace_s`.
       When the child exits on its own, whatever it left behind in its process group is SIGKILLed,
-      so no grandchild survives. (A descendant that calls setsid() itself escapes the group:
-      that is the limit of process-group cleanup.)
+      and so is every descendant that left the group (setsid, setpgid): see
+      `aotipre.runner.contain.sweep_tree`.
+    - The child dies with aotipre (PR_SET_PDEATHSIG: SIGKILL when the thread that started it
+      ends, e.g. aotipre itself is SIGKILLed), and is a subreaper for its own descendants, so
+      they stay findable under it while it lives.
+    - `private_tmp` (default): the child gets TMPDIR, TMP and TEMP in a fresh folder of its own,
+      removed once it and its descendants are gone, so what it extracts (torch's
+      `aotinductor_*` folders with the model's .so) never outlives it. Inductor's compile cache
+      stays where it would have been (TORCHINDUCTOR_CACHE_DIR is set to torch's default for the
+      original TMPDIR, unless already set).
     - Ctrl-C: if KeyboardInterrupt (or any exception, e.g. raised by `on_output`) arrives while
       waiting, the child's process group is SIGKILLed and reaped, then the exception is re-raised.
       The child runs in its own session, so a terminal's Ctrl-C never reaches it directly.
@@ -395,6 +410,9 @@ def run_process(
         raise ValueError(f"run_process: kill_grace_s must be >= 0, got {kill_grace_s!r}")
 
     child_env = dict(os.environ if env is None else env)
+    token = contain.new_token()
+    child_env[contain.TREE_ENV] = token
+    private = contain.private_tmp(child_env) if private_tmp else None
     if result_path is not None:
         result_path = os.path.abspath(result_path)
         with contextlib.suppress(FileNotFoundError):
@@ -415,8 +433,10 @@ def run_process(
             cwd=cwd,
             start_new_session=True,
             close_fds=True,
+            preexec_fn=contain.child_setup(os.getpid()),
         )
     except (OSError, subprocess.SubprocessError, _Refused) as exc:
+        contain.remove_private_tmp(private)
         why = _start_error_text(args[0], cwd, exc)
         return ProcessOutcome(
             argv=args,
@@ -436,7 +456,7 @@ def run_process(
             start_error=why,
         )
 
-    child = _LiveChild(proc.pid)
+    child = _LiveChild(proc.pid, token)
     with _live_lock:
         _live[proc.pid] = child
         if _refusing:  # kill_all_children(refuse_new=True) ran while this child was starting
@@ -450,15 +470,19 @@ def run_process(
         if splitter is not None:
             splitter.flush()
     except BaseException:
+        _sweep(child)
         _signal_group(child, _signal.SIGKILL)
         _unregister(child)
         _reap(proc, _REAP_AFTER_SIGKILL_S)
+        _sweep(child)
         raise
     finally:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
+        _sweep(child)
+        contain.remove_private_tmp(private)
     duration = time.monotonic() - start
 
     if result_path is None:
@@ -520,8 +544,10 @@ def _supervise(
         while True:
             now = time.monotonic()
             if drain_until is None and _has_exited(proc.pid):
-                # Leftovers in the group would hold our pipes open and outlive the run.
+                # Leftovers in the group (and out of it) would hold our pipes open and outlive
+                # the run.
                 _signal_group(child, _signal.SIGKILL, record=False)
+                _sweep(child)
                 drain_until = now + _DRAIN_AFTER_EXIT_S
                 if pidfd is not None:
                     sel.unregister(pidfd)
@@ -530,9 +556,11 @@ def _supervise(
                     break
             elif not timed_out and now >= deadline:
                 timed_out = True
+                _sweep(child)  # descendants first, while the child lives to find them by
                 _signal_group(child, _signal.SIGTERM)
                 kill_at = now + kill_grace_s
             elif kill_at is not None and now >= kill_at:
+                _sweep(child)  # descendants first: the child is still alive to find them
                 _signal_group(child, _signal.SIGKILL)
                 kill_at = None
                 give_up_at = now + _REAP_AFTER_SIGKILL_S
@@ -579,6 +607,10 @@ def _supervise(
     _unregister(child)
     _reap(proc, _REAP_AFTER_SIGKILL_S)
     return timed_out, proc.returncode
+
+
+def _sweep(child: _LiveChild) -> None:
+    contain.sweep_tree(child.pid, child.token)
 
 
 def _unregister(child: _LiveChild) -> None:

@@ -253,7 +253,14 @@ class TriageSteps(TriageState):
         hit = cache.lookup(key)
         if hit is not None:
             return hit.package, True, None, "compile cache hit"
-        pending = cache.begin(key)
+        try:
+            pending = cache.begin(key)
+        except cache_mod.CacheUnavailable as exc:  # issue #12: go on without the cache
+            with self.lock:
+                self.jobs += 1
+                n = self.jobs
+            path = os.path.join(self.workdir, f"compiled{n}", cache_mod.PACKAGE_FILE)
+            return path, False, None, f"compiled without the cache ({exc.strerror})"
         return pending.package, False, pending, "compiled"
 
     def cache_key(self, configs: Mapping[str, Any]) -> str:

@@ -5,6 +5,10 @@
   process it spawns (`grandchild-<pid>`), so a test can prove none outlives the run;
 - `grandchild`: true -> starts `sleep 1000` in its own process group (an orphan if the group
   is not killed);
+- `escapee`: true -> starts a grandchild that calls setsid() (it leaves the process group);
+  `escapee_bare`: the same, and it also runs with an empty environment;
+- `extract`: true -> creates an `aotinductor_*` folder with a file in $TMPDIR, as torch's loader
+  does when it extracts a package (left behind if the worker is killed);
 - `stdout_bytes`: N -> writes N bytes to stdout (in 1 MiB lines) before anything else;
 - `no_result`: true -> exits 0 at once, without writing a result file;
 - `garbage_result`: true -> writes a result file that is not JSON, then exits 0.
@@ -37,6 +41,19 @@ def main(argv: list[str]) -> int:
     if config.get("grandchild"):
         sleeper = subprocess.Popen(["sleep", "1000"], stdout=subprocess.DEVNULL)
         _record(pids, "grandchild", sleeper.pid)
+    for key, env in (("escapee", None), ("escapee_bare", {})):
+        if config.get(key):
+            code = "import os, time; os.setsid(); time.sleep(1000)"
+            escapee = subprocess.Popen(
+                [sys.executable, "-c", code], stdout=subprocess.DEVNULL, env=env
+            )
+            _record(pids, "escapee", escapee.pid)
+    if config.get("extract"):
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="aotinductor_")
+        with open(os.path.join(folder, "model.wrapper.so"), "wb") as f:
+            f.write(b"\x7fELF")
     left = int(config.get("stdout_bytes") or 0)
     out = sys.stdout.buffer
     while left > 0:

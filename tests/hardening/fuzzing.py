@@ -1,10 +1,14 @@
 """Fuzz targets and mutation strategies shared by tests/hardening/test_fuzz.py (a fixed budget in
 CI) and scripts/fuzz.py (longer runs): random mutations of real .pt2 archives and of real
-wrapper.cpp texts must give a PackageInfo (and a complete report) or a clean aotipre error."""
+wrapper.cpp texts must give a PackageInfo (and a complete report) or a clean aotipre error;
+mutations of real torch.save sample-input files (opcode-level edits of data.pkl, compression
+methods, byte damage) must give SampleInputs or one InputsError line."""
 
 from __future__ import annotations
 
+import io
 import json
+import pickletools
 import re
 import tempfile
 import time
@@ -16,13 +20,14 @@ from typing import Any
 from hypothesis import strategies as st
 
 from aotipre.api import CheckOptions, check
-from aotipre.errors import AotipreError, PackageError
+from aotipre.errors import AotipreError, InputsError, PackageError
+from aotipre.inputs.load import load_sample_inputs_bytes
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import PackageInfo
 from aotipre.pt2.wrapper import WrapperContract, parse_wrapper_cpp
 from aotipre.pt2.wrapper_contract import WrapperView, contract_from_wrapper
 from aotipre.report import render_report
-from tests.hardening.craft import write_members
+from tests.hardening.craft import Pkl, write_members
 
 WRAPPER_DIR = Path(__file__).resolve().parents[1] / "pt2" / "data"
 ARCHIVES = ("ep_only", "both", "aoti")
@@ -299,3 +304,137 @@ def fuzz_wrapper_example(data: st.DataObject, texts: list[str], stats: Stats | N
     for _ in range(data.draw(st.integers(1, 4))):
         text = _text_mutation(data, text)
     check_wrapper(text, stats)
+
+
+# --- sample-input files (the restricted unpickler and the zip guard) ---------------------------
+
+INPUT_FILES = (
+    "aoti_inputs",
+    "aoti_inputs_transposed",
+    "derived_inputs",
+    "dtypes_inputs",
+    "embedding_oob_inputs",
+    "inputs_numpy",
+)
+"""Fixture torch.save files whose mutations are fuzzed (pkg(name))."""
+
+HOSTILE_OPS = [
+    b"\x85" * 2000,  # TUPLE1 x 2000: deep nesting
+    b"(" * 300,  # MARKs
+    b"]" * 5000,  # EMPTY_LIST flood
+    b"}",
+    b")",
+    b"N",
+    b"s",
+    b"t",
+    b"a",
+    b"e",
+    b"R",
+    b"b",
+    b"u",
+    b"\x86",
+    b"h\x00",
+    b"q\x00",
+    b"r\xf0\xff\xff\xff",  # LONG_BINPUT 2**32 - 16
+    b"j\x07\x00\x00\x00",  # LONG_BINGET of an unset entry
+    b"X\xff\xff\xff\x0f",  # BINUNICODE claiming 256 MiB
+    b"\x8a\xff" + b"\x01" * 255,  # LONG1 of 255 bytes
+    Pkl.glob("collections", "OrderedDict"),
+    Pkl.glob("torch", "Size"),
+    Pkl.glob("_codecs", "encode"),
+    Pkl.glob("os", "system"),
+]
+
+
+def _ops(pkl: bytes) -> list[bytes]:
+    """data.pkl split into its opcodes (each with its argument bytes)."""
+    try:
+        starts = [pos for _, _, pos in pickletools.genops(pkl)]
+    except Exception:  # noqa: BLE001 - already damaged: mutate it as bytes
+        return [pkl]
+    ends = [*starts[1:], len(pkl)]
+    return [pkl[a:b] for a, b in zip(starts, ends)]
+
+
+def mutate_pickle(data: st.DataObject, pkl: bytes) -> bytes:
+    """1-4 opcode-level edits: delete, duplicate a span up to 200 times, insert hostile opcodes,
+    swap two, change a memo index, flip a byte."""
+    ops = _ops(pkl)
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not ops:
+            break
+        at = data.draw(st.integers(0, len(ops) - 1))
+        action = data.draw(
+            st.sampled_from(["delete", "duplicate", "insert", "swap", "memo", "flip"])
+        )
+        if action == "delete":
+            del ops[at]
+        elif action == "duplicate":
+            end = data.draw(st.integers(at, min(len(ops), at + 8)))
+            ops[at:at] = ops[at:end] * data.draw(st.integers(1, 200))
+        elif action == "insert":
+            ops[at:at] = [data.draw(st.sampled_from(HOSTILE_OPS))]
+        elif action == "swap":
+            other = data.draw(st.integers(0, len(ops) - 1))
+            ops[at], ops[other] = ops[other], ops[at]
+        elif action == "memo":
+            index = data.draw(st.integers(0, 2**32 - 1))
+            ops[at:at] = [data.draw(st.sampled_from([b"r", b"j"])) + index.to_bytes(4, "little")]
+        else:
+            op = bytearray(ops[at])
+            op[data.draw(st.integers(0, len(op) - 1))] = data.draw(st.integers(0, 255))
+            ops[at] = bytes(op)
+    return b"".join(ops)
+
+
+def mutated_inputs(data: st.DataObject, source: bytes) -> bytes:
+    """A mutation of a real torch.save file: data.pkl edited at opcode level (mostly), members
+    re-zipped with a random compression method, sometimes byte damage on top."""
+    with zipfile.ZipFile(io.BytesIO(source)) as zf:
+        members = [(i.filename, zf.read(i)) for i in zf.infolist()]
+    if data.draw(st.integers(0, 3)) > 0:
+        members = [(n, mutate_pickle(data, b) if n.endswith("data.pkl") else b) for n, b in members]
+    method = data.draw(st.sampled_from([zipfile.ZIP_STORED] * 4 + [zipfile.ZIP_DEFLATED, 12, 14]))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as zf:
+        for name, blob in members:
+            zf.writestr(name, blob)
+    out = buf.getvalue()
+    if data.draw(st.integers(0, 2)) == 0:
+        out = mutate_bytes(data, out)
+    return out
+
+
+_INPUT_KINDS = (
+    ("would take more than", "budget"),
+    ("nested more than", "depth"),
+    ("nodes", "hashed"),
+    ("memo", "memo"),
+    ("compression method", "compression"),
+    ("opcodes", "opcodes"),
+    ("globals", "globals"),
+    ("not a valid pickle", "bad_pickle"),
+    ("cannot be unpickled", "unpickle_error"),
+    ("zip", "zip"),
+)
+
+
+def check_inputs(blob: bytes, stats: Stats | None = None) -> str:
+    """load_sample_inputs_bytes gives SampleInputs or one short InputsError line."""
+    started = time.monotonic()
+    try:
+        load_sample_inputs_bytes(blob, "fuzz.pt")
+        kind = "sample_inputs"
+    except InputsError as exc:
+        text = str(exc)
+        assert "\n" not in text and len(text) < 4000, text[:4000]
+        kind = "inputs_error:" + next((k for w, k in _INPUT_KINDS if w in text), "other")
+    if stats is not None:
+        stats.count(kind, time.monotonic() - started, f"{len(blob)} bytes")
+    return kind
+
+
+def fuzz_inputs_example(
+    data: st.DataObject, sources: list[bytes], stats: Stats | None = None
+) -> None:
+    check_inputs(mutated_inputs(data, data.draw(st.sampled_from(sources))), stats)

@@ -91,6 +91,59 @@ def test_a_damaged_entry_is_detected_and_rebuilt(tmp_path: Path, damage: str) ->
     assert "cache hit" in compile_detail()
 
 
+UNUSABLE = {
+    "a_regular_file": lambda d: (d.write_text("x"), d)[1],
+    "under_a_regular_file": lambda d: (d.write_text("x"), d / "sub")[1],
+    "a_full_filesystem": lambda d: d,  # MIN_FREE_BYTES raised above any disk's free space
+}
+
+
+@pytest.mark.parametrize("how", list(UNUSABLE))
+def test_an_unusable_cache_is_an_environment_warning_and_the_check_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    if how == "a_full_filesystem":
+        monkeypatch.setattr(cache_mod, "MIN_FREE_BYTES", 1 << 62)
+    model = token_model(aoti=False)
+    package = write_package(tmp_path / "pkg.pt2", model)
+    cache_dir = UNUSABLE[how](tmp_path / "cache")
+    options = DynamicOptions(
+        worker_command=(sys.executable, FAKE), cache_dir=str(cache_dir), probe=False
+    )
+    results, findings = run_dynamic_stages(package, model, None, None, options)
+    by_name = {r.name: r for r in results}
+    assert [f.code for f in findings] == ["AOT420"]
+    assert findings[0].severity.value == "warning" and findings[0].category.value == "environment"
+    assert by_name["compile"].status is StageStatus.PASSED, by_name["compile"].detail
+    assert "compiled without the cache" in by_name["compile"].detail
+    assert by_name["run"].status is StageStatus.PASSED
+    assert not any(p.name.startswith(".tmp-") for p in tmp_path.rglob("*"))
+
+
+def test_a_read_only_cache_directory_is_not_an_internal_error(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    from tests.hardening.harness import setpriv_prefix
+
+    prefix = setpriv_prefix()
+    if prefix is None:
+        pytest.skip("running as root and setpriv cannot drop CAP_DAC_OVERRIDE")
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    cache_dir.chmod(0o555)
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    cmd = [
+        *prefix,
+        *(sys.executable, CLI, FAKE, "check", "--no-config", "--no-probe"),
+        *(str(pkg("ep_only")), "--cache-dir", str(cache_dir), "--format", "json"),
+    ]
+    run = _check(cmd, env, tmp_path)
+    assert run.returncode == 0, run.stderr  # was exit 3 (PermissionError)
+    report = json.loads(run.stdout)
+    assert [f["code"] for f in report["findings"]] == ["AOT420"]
+    assert "compiled without the cache" in _compile_detail(run.stdout)
+
+
 def _check(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
 

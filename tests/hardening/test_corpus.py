@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.hardening.corpus_issue12  # noqa: F401  (registers its cases in CASES)
 from tests.hardening.corpus import CASES, MARKER, Case, Sources
 from tests.hardening.harness import RSS_BOUND_MB, WALL_BOUND_S, Run, run_aotipre, setpriv_prefix
 

@@ -66,6 +66,7 @@ class Faulty:
         self.tmp.mkdir()
         self.cache = tmp_path / "cache"
         monkeypatch.setattr(tempfile, "tempdir", str(self.tmp))
+        monkeypatch.setenv("TMPDIR", str(self.tmp))  # the workers' own temporary files too
 
     def run(
         self,
@@ -166,6 +167,27 @@ def test_hung_worker_is_killed_with_its_whole_process_group(
     assert time.monotonic() - started < 15
 
 
+ESCAPES = [
+    # id, hostile worker config, fake worker script
+    ("setsid_escapee_after_a_crash", {"escapee": True}, {"run": {"crash": "SIGSEGV"}}),
+    ("setsid_escapee_after_a_clean_exit", {"escapee": True}, {}),
+    ("bare_setsid_escapee_of_a_hung_worker", {"escapee_bare": True}, {"run": {"hang_hard": True}}),
+    ("extraction_folder_of_a_killed_worker", {"extract": True}, {"run": {"crash": "SIGKILL"}}),
+    ("extraction_folder_of_a_clean_exit", {"extract": True}, {}),
+]
+
+
+@pytest.mark.parametrize("hostile, script", [e[1:] for e in ESCAPES], ids=[e[0] for e in ESCAPES])
+def test_no_descendant_or_temporary_file_outlives_the_worker(
+    faulty: Faulty, monkeypatch: pytest.MonkeyPatch, hostile: dict[str, Any], script: dict
+) -> None:
+    # A grandchild that calls setsid() leaves the process group that is killed; torch's loader
+    # extracts the model's .so into $TMPDIR. Faulty.run asserts that every recorded pid is gone
+    # and that the temporary folder is empty afterwards.
+    monkeypatch.setattr(launch, "STARTUP_SLACK_S", 0.5)
+    faulty.run(script, hostile=hostile, timeout_s=2.0, probe=False)
+
+
 def test_gigabytes_on_stdout_are_read_in_bounded_memory(
     faulty: Faulty, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,15 +231,10 @@ def test_nonzero_exit_mid_step_is_an_error(faulty: Faulty) -> None:
 # --- Ctrl-C on the aotipre command ------------------------------------------------------------
 
 
-def _interrupt(
-    tmp_path: Path,
-    args: list[str],
-    script: dict[str, Any],
-    workers: int,
-    sig: int = signal.SIGINT,
-) -> subprocess.CompletedProcess[str]:
-    """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
-    run, and check it exits promptly with 130 and one line, leaving nothing behind."""
+def _start_cli(
+    tmp_path: Path, args: list[str], script: dict[str, Any], hostile: dict[str, Any]
+) -> tuple[subprocess.Popen[str], Path, Path]:
+    """`aotipre check ARGS` with hostile workers recording their pids; (process, pids, TMPDIR)."""
     pids, tmp = tmp_path / "pids", tmp_path / "tmp"
     pids.mkdir()
     tmp.mkdir()
@@ -225,7 +242,7 @@ def _interrupt(
         os.environ,
         TMPDIR=str(tmp),
         AOTIPRE_FAKE_SCRIPT=json.dumps(script),
-        AOTIPRE_HOSTILE=json.dumps({"pids": str(pids), "grandchild": True}),
+        AOTIPRE_HOSTILE=json.dumps({"pids": str(pids), **hostile}),
     )
     proc = subprocess.Popen(
         [sys.executable, CLI, HOSTILE, "check", "--no-config", *args],
@@ -235,13 +252,31 @@ def _interrupt(
         stderr=subprocess.PIPE,
         text=True,
     )
+    return proc, pids, tmp
+
+
+def _wait_for(proc: subprocess.Popen[str], pids: Path, pattern: str, count: int) -> None:
+    """Until `count` recorded pids match `pattern`, then a moment to reach the hanging step."""
+    deadline = time.monotonic() + 30
+    while len(list(pids.glob(pattern))) < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+def _interrupt(
+    tmp_path: Path,
+    args: list[str],
+    script: dict[str, Any],
+    workers: int,
+    sig: int = signal.SIGINT,
+) -> subprocess.CompletedProcess[str]:
+    """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
+    run, and check it exits promptly with 130 and one line, leaving nothing behind."""
+    proc, pids, tmp = _start_cli(tmp_path, args, script, {"grandchild": True})
     try:
-        deadline = time.monotonic() + 30
-        while len(list(pids.glob("grandchild-*"))) < workers:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the workers never started"
-            time.sleep(0.05)
-        time.sleep(0.3)  # let them reach the hanging step
+        _wait_for(proc, pids, "grandchild-*", workers)
         sent = time.monotonic()
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=10)
@@ -250,7 +285,10 @@ def _interrupt(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    code, line = (143, "terminated") if sig == signal.SIGTERM else (130, "interrupted")
+    if sig == signal.SIGINT:
+        code, line = 130, "interrupted"
+    else:
+        code, line = 128 + sig, f"terminated ({signal.Signals(sig).name})"
     assert proc.returncode == code, err
     assert err == f"aotipre: {line}\n"
     assert took < 5, f"took {took:.1f} s to stop"
@@ -266,11 +304,31 @@ def test_ctrl_c_stops_the_hung_worker_and_cleans_up(
     _interrupt(tmp_path, args, {"load": {"hang_hard": True}}, workers=1)
 
 
-def test_sigterm_stops_the_hung_worker_and_cleans_up(
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=str)
+def test_terminating_signals_stop_the_hung_worker_and_clean_up(
+    tmp_path: Path, pkg: Callable[[str], Path], sig: int
+) -> None:
+    # SIGHUP: the terminal or SSH session closed; SIGQUIT: Ctrl-\; SIGTERM: a CI runner's stop
+    args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs"))]
+    _interrupt(tmp_path, args, {"run": {"hang_hard": True}}, workers=1, sig=sig)
+
+
+def test_sigkill_of_aotipre_takes_its_worker_down(
     tmp_path: Path, pkg: Callable[[str], Path]
 ) -> None:
-    args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs"))]
-    _interrupt(tmp_path, args, {"run": {"hang_hard": True}}, workers=1, sig=signal.SIGTERM)
+    # Nothing in aotipre runs after a SIGKILL: the worker must die by itself (PR_SET_PDEATHSIG)
+    # instead of compiling or running on for its whole timeout.
+    args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs")), "--timeout", "600"]
+    proc, pids, _ = _start_cli(tmp_path, args, {"run": {"hang_hard": True}}, {})
+    try:
+        _wait_for(proc, pids, "worker-*", 1)
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert wait_gone(recorded_pids(pids)) == [], "the worker outlived a SIGKILLed aotipre"
 
 
 def test_ctrl_c_with_parallel_checks_stops_every_worker(

@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from tests.hardening.fuzzing import (
     ARCHIVES,
+    INPUT_FILES,
     check_wrapper,
     fuzz_archive_example,
+    fuzz_inputs_example,
     fuzz_wrapper_example,
     wrapper_texts,
 )
@@ -32,6 +34,7 @@ def ci(max_examples: int) -> settings:
 
 ARCHIVE_EXAMPLES = 800
 WRAPPER_EXAMPLES = 1200
+INPUTS_EXAMPLES = 600
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +47,19 @@ def test_mutated_archives_give_package_info_or_a_clean_error(sources: list[Path]
     @given(st.data())
     def prop(data: st.DataObject) -> None:
         fuzz_archive_example(data, sources)
+
+    prop()
+
+
+def test_mutated_sample_inputs_give_sample_inputs_or_one_error_line(
+    pkg: Callable[[str], Path],
+) -> None:
+    sources = [pkg(name).read_bytes() for name in INPUT_FILES]
+
+    @ci(INPUTS_EXAMPLES)
+    @given(st.data())
+    def prop(data: st.DataObject) -> None:
+        fuzz_inputs_example(data, sources)
 
     prop()
 

@@ -54,9 +54,17 @@ class CompileStage(Stage):
                 self.note = f"compile cache hit ({hit.directory})"
                 s.say("compiled package found in the cache")
                 return []
-            self.pending = self.cache.begin(key)
-            package_out = self.pending.package
-            self.note = f"compiled into the cache (key {key})"
+            try:
+                self.pending = self.cache.begin(key)
+            except cache_mod.CacheUnavailable as exc:
+                # an unusable cache is the environment's problem, not the model's (issue #12):
+                # the compile goes on in the private workdir
+                self.cache = None
+                self.note = f"compiled without the cache ({exc.filename}: {exc.strerror})"
+                s.findings.append(cache_mod.cache_warning(exc, s.model.name))
+            else:
+                package_out = self.pending.package
+                self.note = f"compiled into the cache (key {key})"
         else:
             self.note = "compiled without the cache"
         s.aoti_package = package_out
@@ -102,9 +110,8 @@ class CompileStage(Stage):
             )
         except OSError as exc:
             self.note = f"compiled, but the cache entry could not be written: {exc}"
-            return
-        finally:
-            self.pending = None
+            return  # the pending entry stays for cleanup(); its package is used
+        self.pending = None
         s.aoti_package = entry.package
 
     def cleanup(self, s: Session) -> None:
