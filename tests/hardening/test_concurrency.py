@@ -134,7 +134,7 @@ def test_a_read_only_cache_directory_is_not_an_internal_error(
     env = dict(os.environ, TMPDIR=str(tmp_path))
     cmd = [
         *prefix,
-        *(sys.executable, CLI, FAKE, "check", "--no-config", "--no-probe"),
+        *(sys.executable, CLI, FAKE, "check", "--no-config", "--no-probe", "--compile-at-deploy"),
         *(str(pkg("ep_only")), "--cache-dir", str(cache_dir), "--format", "json"),
     ]
     run = _check(cmd, env, tmp_path)
@@ -164,7 +164,7 @@ def test_processes_share_the_cache_with_fake_compiles(
     cache_dir = tmp_path / "cache"
     env = dict(os.environ, TMPDIR=str(tmp_path))
     cmd = [
-        *(sys.executable, CLI, FAKE, "check", "--no-config", "--no-probe"),
+        *(sys.executable, CLI, FAKE, "check", "--no-config", "--no-probe", "--compile-at-deploy"),
         *(str(pkg("ep_only")), "--cache-dir", str(cache_dir), "--format", "json"),
         "--compile-at-deploy",  # an ExportedProgram-only archive, compiled by the check
     ]
