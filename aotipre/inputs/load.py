@@ -151,7 +151,10 @@ def _scan(pkl: bytes, source: str) -> tuple[list[str], list[str]]:
     sim: Simulation | None = Simulation(source)
     try:
         for count, (opcode, arg, _) in enumerate(pickletools.genops(pkl)):
-            if count >= MAX_OPCODES:
+            if count >= MAX_OPCODES:  # the globals named so far still decide the answer
+                unsafe = _unsafe(list(found))
+                if unsafe:
+                    raise _unsafe_error(source, unsafe)
                 raise InputsError(f"{source}: data.pkl has more than {MAX_OPCODES} opcodes")
             name = opcode.name
             if name not in TORCH_OPCODES:

@@ -81,20 +81,21 @@ def _ordered_dict_copies(pairs: int, copies: int) -> bytes:
     """A list of `pairs` (int, None) pairs, memoized, turned into an OrderedDict `copies`
     times: 7 bytes of pickle per copy of the whole dict."""
     items = b"".join(Pkl.integer(i) + b"N\x86" for i in range(pairs))
-    build = Pkl.glob("collections", "OrderedDict") + _put(0) + b"(]" + _put(1) + b"(" + items
+    build = Pkl.glob("collections", "OrderedDict") + _put(0) + b"]" + _put(1) + b"(" + items
     build += b"e\x85R"
     again = (_get(0) + _get(1) + b"\x85R") * (copies - 1)
     return Pkl.dump(b"(" + build + again + b"t")
 
 
 def _size_of_shared_lists() -> bytes:
-    """torch.Size([...]) of 65 references to a DAG of lists 40 levels deep: refused (more than
-    64 dims), and the message must not expand the structure (2**40 elements) to quote it."""
+    """torch.Size([...]) of 65 references to a DAG of lists 40 levels deep (each level holds
+    the one below twice): refused (more than 64 dims), and the message must not expand the
+    structure (2**40 elements) to quote it. The levels stay on the stack (STOP ignores them)."""
     body = b"]" + _put(0)
     for i in range(40):
         body += b"](" + _get(i) + _get(i) + b"e" + _put(i + 1)
     dims = b"](" + _get(40) * 65 + b"e"
-    return Pkl.dump(Pkl.glob("torch", "Size") + b"(" + body + dims + b"\x85R")
+    return Pkl.dump(body + Pkl.glob("torch", "Size") + dims + b"\x85R")
 
 
 _UNPICKLER_CASES: list[tuple[str, str, bytes]] = [
@@ -126,8 +127,11 @@ _UNPICKLER_CASES: list[tuple[str, str, bytes]] = [
     ("memo_get_unset", "a LONG_BINGET of a memo entry never set", Pkl.dump(_get(5))),
     (
         "opcode_flood",
-        "3,000,000 NONE opcodes behind an opcode torch refuses (the scan alone is bounded)",
-        Pkl.dump(Pkl.string("os") + Pkl.string("x") + b"\x93" + b"N" * 3_000_000),
+        "50,000,000 NONE opcodes (50 MB) behind a protocol-4 STACK_GLOBAL that turns the replay "
+        "off: the scan alone must stay bounded",
+        Pkl.dump(
+            Pkl.string("collections") + Pkl.string("OrderedDict") + b"\x93" + b"N" * 50_000_000
+        ),
     ),
     (
         "list_flood",
