@@ -378,6 +378,36 @@ def load_package_like_torch(
         return AOTICompiledModel(loader), None, "AOTIModelPackageLoader"
 
 
+class DirectModel:
+    """What torch's AOTICompiledModel does around the C++ loader, without importing its module
+    (torch.export.pt2_archive._package pulls in torch._dynamo and torch._export: seconds)."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from torch.export._tree_utils import reorder_kwargs
+
+        in_text, out_text = self.loader.get_call_spec()[:2]
+        in_spec = pytree.treespec_loads(in_text)
+        flat = pytree.tree_flatten((args, reorder_kwargs(kwargs, in_spec)))[0]
+        outputs = self.loader.boxed_run([x for x in flat if isinstance(x, torch.Tensor)])
+        return pytree.tree_unflatten(outputs, pytree.treespec_loads(out_text))
+
+    def get_metadata(self) -> dict[str, str]:
+        return dict(self.loader.get_metadata())
+
+    def get_constant_fqns(self) -> list[str]:
+        return list(self.loader.get_constant_fqns())
+
+
+def load_direct(path: str, model: str, index: int) -> DirectModel:
+    """The C++ AOTIModelPackageLoader alone: what load_package does after load_pt2's CPU-ISA
+    probe (`get_device_information`), whose result only feeds a mismatch warning for a package
+    that is already compiled. For crash triage's re-runs, not for measuring a deployment."""
+    return DirectModel(torch._C._aoti.AOTIModelPackageLoader(path, model, False, 1, index))
+
+
 # --------------------------------------------------------------------------------------------
 # Comparison
 
@@ -1015,6 +1045,8 @@ class Worker:
             runner, ep, how, entry["perf"] = measure_load(
                 package, model, self.index, want_ep, self.device
             )
+        elif step.get("direct") and not want_ep:
+            runner, ep, how = load_direct(package, model, self.index), None, "direct"
         else:
             runner, ep, how = load_package_like_torch(package, model, self.index, want_ep)
         self.runner = runner
@@ -1315,10 +1347,42 @@ def _real_stderr() -> Iterator[int]:
         os.close(fd)
 
 
+PREWARM_ENV = "AOTIPRE_PREWARM"
+"""Set (to a comma list of `cuda`, `loader`, `compiler`) to start a worker before its job
+exists: it imports torch and the named parts, then waits for the job file (the parent writes it
+atomically) for at most `AOTIPRE_PREWARM_WAIT_S` seconds (default 900)."""
+
+
+def prewarm_and_wait(parts: str, job_path: str) -> float:
+    """Pay the start-up costs now, then wait for the job; returns the seconds spent warming."""
+    started = time.perf_counter()
+    names = {p.strip() for p in parts.split(",") if p.strip()}
+    with contextlib.suppress(Exception):
+        if "compiler" in names:
+            import torch._inductor.codecache  # noqa: F401
+            import torch._inductor.compile_fx  # noqa: F401
+            import torch.export.pt2_archive._package  # noqa: F401
+        if "loader" in names:
+            from torch.export import _tree_utils  # noqa: F401
+        if "cuda" in names and torch.cuda.is_available():
+            torch.cuda.init()
+    warm_s = time.perf_counter() - started
+    deadline = time.monotonic() + float(os.environ.get("AOTIPRE_PREWARM_WAIT_S", "900"))
+    while not os.path.exists(job_path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return warm_s
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: worker.py JOB.json\n")
         return 64
+    prewarm_s = None
+    if os.environ.get(PREWARM_ENV) is not None:
+        prewarm_s = prewarm_and_wait(os.environ[PREWARM_ENV], argv[1])
+        if not os.path.exists(argv[1]):
+            sys.stderr.write(f"worker: no job at {argv[1]} before the prewarm wait ended\n")
+            return 66
     with open(argv[1]) as f:
         job = json.load(f)
     if job.get("protocol") != PROTOCOL:
@@ -1328,6 +1392,7 @@ def main(argv: list[str]) -> int:
     if job.get("capture_stdout"):
         _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
+    recorder.data["prewarm_s"] = prewarm_s
     recorder.flush()
     with _real_stderr() as real_fd:
         Worker(job, recorder, real_fd).run()

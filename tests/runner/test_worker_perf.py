@@ -167,3 +167,101 @@ def test_measured_load_run_and_latency_of_a_real_package(pkg, tmp_path: Path) ->
     assert lat["runs"] == 5 and lat["warmup"] == 2
     assert lat["min_ms"] <= lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
     assert len(lat["memory"]["host_rss"]) == 5
+
+
+def _job(package: Path, inputs: Path, steps: list[dict]) -> dict:
+    return {
+        "package": str(package),
+        "source_package": str(package),
+        "model": "model",
+        "inputs": {"kind": "file", "path": str(inputs)},
+        "steps": steps,
+    }
+
+
+def test_direct_load_gives_the_same_outputs_as_load_package(pkg, tmp_path: Path) -> None:
+    outputs = {}
+    for how in ("direct", "default"):
+        work = tmp_path / how
+        work.mkdir()
+        load = {"id": "load", "op": "load", "direct": how == "direct"}
+        out = _run_worker(
+            work,
+            _job(
+                pkg("kwargs"),
+                pkg("kwargs_inputs"),
+                [load, {"id": "run", "op": "run", "save": "o.pt"}],
+            ),
+        )
+        assert out["steps"]["run"]["status"] == "ok", out["steps"]
+        assert out["steps"]["load"]["how"] == ("direct" if how == "direct" else "load_package")
+        outputs[how] = torch.load(work / "o.pt", weights_only=True)
+    direct, default = outputs["direct"], outputs["default"]
+    flat_d, flat_p = (
+        torch.utils._pytree.tree_flatten(direct)[0],
+        torch.utils._pytree.tree_flatten(default)[0],
+    )
+    assert len(flat_d) == len(flat_p) > 0
+    assert all(torch.equal(a, b) for a, b in zip(flat_d, flat_p))
+
+
+def test_a_prewarmed_worker_waits_for_its_job_then_runs_it(pkg, tmp_path: Path) -> None:
+    job_path = tmp_path / "job.json"
+    result = tmp_path / "result.json"
+    env = {
+        **os.environ,
+        "AOTIPRE_RESULT_PATH": str(result),
+        worker.PREWARM_ENV: "loader,compiler",
+        "AOTIPRE_PREWARM_WAIT_S": "600",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), str(job_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)  # no job yet: it waits (its limit is 600 s)
+        assert not result.exists()
+        job = {
+            "protocol": 1,
+            "tag": "t",
+            "workdir": str(tmp_path),
+            "device": "cpu",
+            **_job(
+                pkg("aoti"),
+                pkg("aoti_inputs"),
+                [
+                    {"id": "load", "op": "load", "direct": True},
+                    {"id": "run", "op": "run"},
+                ],
+            ),
+        }
+        tmp = tmp_path / "job.json.tmp"
+        tmp.write_text(json.dumps(job))
+        os.replace(tmp, job_path)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    out = json.loads(result.read_text())
+    assert out["prewarm_s"] is not None and out["prewarm_s"] >= 0
+    assert [out["steps"][s]["status"] for s in ("load", "run")] == ["ok", "ok"]
+
+
+def test_a_prewarmed_worker_without_a_job_exits_cleanly(tmp_path: Path) -> None:
+    env = {**os.environ, worker.PREWARM_ENV: "", "AOTIPRE_PREWARM_WAIT_S": "0"}
+    proc = subprocess.run(
+        [sys.executable, str(WORKER), str(tmp_path / "never.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 66
+    assert "no job at" in proc.stderr and "Traceback" not in proc.stderr
