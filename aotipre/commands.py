@@ -59,17 +59,19 @@ def check(
     parsed = config.parse_flags(flags)
     show_progress = fmt == "table" and output is None and sys.stderr.isatty()
     from aotipre import batch  # imported here: only `check` runs packages (start-up time)
+    from aotipre.progress import Heartbeat
 
-    reports = batch.check_packages(
-        list(packages),
-        settings,
-        manifest=batch.load_manifest(manifest) if manifest is not None else None,
-        flags=parsed,
-        inputs=inputs,
-        model=model,
-        write_baseline_to=str(write_baseline) if write_baseline is not None else None,
-        progress=progress if show_progress else None,
-    )
+    with Heartbeat(progress) as beat:
+        reports = batch.check_packages(
+            list(packages),
+            settings,
+            manifest=batch.load_manifest(manifest) if manifest is not None else None,
+            flags=parsed,
+            inputs=inputs,
+            model=model,
+            write_baseline_to=str(write_baseline) if write_baseline is not None else None,
+            progress=beat if show_progress else None,
+        )
     single = manifest is None and len(reports) == 1
 
     def render(name: str) -> str:
@@ -131,9 +133,12 @@ def doctor(
     dynamic = DynamicOptions(
         timeout_s=timeout, cache_dir=str(cache_dir) if cache_dir is not None else None
     )
-    result = run_doctor(
-        DoctorOptions(devices=tuple(devices), dynamic=dynamic, progress=progress if show else None)
-    )
+    from aotipre.progress import Heartbeat
+
+    with Heartbeat(progress) as beat:
+        result = run_doctor(
+            DoctorOptions(devices=tuple(devices), dynamic=dynamic, progress=beat if show else None)
+        )
     emit(render_doctor(result, fmt), None)
     for name, path in specs:
         emit(render_doctor(result, name), Path(path))
