@@ -41,6 +41,7 @@ class Category(str, enum.Enum):
     ACCURACY = "accuracy"
     NAN = "nan"
     TIMEOUT = "timeout"
+    PERFORMANCE = "performance"
 
 
 class StageStatus(str, enum.Enum):

@@ -718,6 +718,7 @@ def measure_load(
     out: dict[str, Any] = {
         "fresh_process": "torch._inductor.package" not in sys.modules,
         "process_age_s": process_age_s(),
+        "torch_version": torch.__version__,
     }
     started = time.perf_counter()
     mods = _loader_modules()
