@@ -60,6 +60,16 @@ class Settings:
     sanitizer: bool = False
     artifacts: str | None = None
     exported_program: str | None = None
+    perf: bool = True
+    """The perf stage: cold-start breakdown, latency, memory (runner/perf.py)."""
+    perf_runs: int = 20
+    max_load_s: float | None = None
+    max_latency_ms: float | None = None
+    max_rss_mb: float | None = None
+    max_gpu_mb: float | None = None
+    against: str | None = None
+    """A baseline package measured in the same run; regressions beyond perf_tolerance fail."""
+    perf_tolerance: float = 0.2
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -264,6 +274,19 @@ KEYS: tuple[Key, ...] = (
         "exported_program",
         _path,
         "crash triage: the ExportedProgram (.pt2) of an AOTI-only package",
+    ),
+    Key("perf", "perf", _bool, "measure the load, latency and memory (the perf stage)"),
+    Key("perf-runs", "perf_runs", _integer(2), "timed calls of the perf stage (after warm-up)"),
+    Key("max-load-s", "max_load_s", _number(0, inclusive=False), "budget: seconds to load"),
+    Key("max-latency-ms", "max_latency_ms", _number(0, inclusive=False), "budget: median call"),
+    Key("max-rss-mb", "max_rss_mb", _number(0, inclusive=False), "budget: peak host memory"),
+    Key("max-gpu-mb", "max_gpu_mb", _number(0, inclusive=False), "budget: GPU memory of the model"),
+    Key("against", "against", _path, "perf: a baseline package measured in the same run"),
+    Key(
+        "perf-tolerance",
+        "perf_tolerance",
+        _number(0, inclusive=True),
+        "perf: how much worse than --against is a regression (0.2: 20%)",
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
