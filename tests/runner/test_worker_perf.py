@@ -265,3 +265,41 @@ def test_a_prewarmed_worker_without_a_job_exits_cleanly(tmp_path: Path) -> None:
     )
     assert proc.returncode == 66
     assert "no job at" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_measured_load_on_cuda_counts_the_constants_on_the_gpu(
+    cuda_fixture_dir: Path, pkg, tmp_path: Path
+) -> None:
+    package = pkg("aoti_cuda")
+    out = _run_worker(
+        tmp_path,
+        {
+            "device": "cuda",
+            **_job(
+                package,
+                pkg("aoti_inputs"),
+                [
+                    {"id": "load", "op": "load", "measure": True},
+                    {"id": "run", "op": "run", "measure": True},
+                    {"id": "latency", "op": "latency", "warmup": 2, "runs": 10, "budget_s": 60},
+                    {"id": "load2", "op": "load", "direct": True},
+                    {"id": "run2", "op": "run"},
+                ],
+            ),
+        },
+    )
+    steps = out["steps"]
+    assert {s: steps[s]["status"] for s in steps} == dict.fromkeys(steps, "ok"), steps
+    load = steps["load"]["perf"]
+    assert load["cuda_init_s"] is not None and load["cuda_init_s"] >= 0
+    before, after = load["memory_before"]["gpu"], load["memory_after"]["gpu"]
+    # the constants are cudaMalloc'd by the AOTI runtime: the driver sees them
+    assert after["device_used"] > before["device_used"]
+    assert load["extraction"]["bytes"] > 0 and load["loader_calls"] == 1
+    run = steps["run"]["perf"]["memory_after"]["gpu"]
+    assert run["max_allocated"] >= run["allocated"] >= 0
+    lat = steps["latency"]["perf"]
+    assert lat["runs"] == 10 and len(lat["memory"]["gpu_allocated"]) == 10
+    assert steps["load2"]["how"] == "direct"
