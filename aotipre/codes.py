@@ -697,8 +697,7 @@ ALL_CODES: tuple[Code, ...] = (
         "latency-regression",
         E,
         C.PERFORMANCE,
-        "The median call is slower than the baseline package's (--against), beyond the "
-        "tolerance.",
+        "The median call is slower than the baseline package's (--against), beyond the tolerance.",
         "both were measured in the same run with the same inputs",
     ),
     Code(
