@@ -16,15 +16,16 @@ from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
-from aotipre.host import detect_local, parse_target
+from aotipre.host import HostInfo, detect_local, parse_targets
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.program import is_path, write_program
-from aotipre.pt2.archive import open_archive
-from aotipre.pt2.reader import read_package
+from aotipre.pt2.archive import Archive
+from aotipre.pt2.reader import OpenPackage, open_package, read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
+    from aotipre.checks.target import TargetRow
     from aotipre.runner.stages import DynamicOptions, RunCrash
     from aotipre.triage.escalate import TriageOptions
 
@@ -36,6 +37,9 @@ class CheckOptions:
     inputs: str | None = None
     model: str | None = None
     target: str | None = None
+    """One or more deployment targets (`;` between them) or names from `targets`."""
+    targets: tuple[tuple[str, str], ...] = ()
+    """Named targets (`[tool.aotipre.targets]`): checked all when `target` is None."""
     static_only: bool = False
     fail_on: Severity = Severity.ERROR
     dynamic: DynamicOptions | None = None
@@ -51,6 +55,9 @@ class CheckOptions:
     triage: TriageOptions | None = None
     """Crash triage after a run that crashed inside the model (aotipre.triage); None: its
     defaults (escalate, no minifier, no sanitizer, no bundle)."""
+    compile_at_deploy: bool = False
+    """The deployment compiles an ExportedProgram-only archive at deploy time, so an archive
+    without AOTI code (AOT015) is not an error there."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -59,6 +66,21 @@ class CheckOptions:
 def inspect(path: str | os.PathLike[str]) -> PackageInfo:
     """Read a .pt2 without loading any code. Raises PackageError with one clear line."""
     return read_package(path)
+
+
+def compatibility(
+    package: PackageInfo, target: str | None = None, targets: tuple[tuple[str, str], ...] = ()
+) -> tuple[list[Finding], list[TargetRow]]:
+    """What the package's binaries are, and whether each target (default: this machine) can
+    load every model: the findings and one row per model and target. Raises UsageError for a
+    bad target."""
+    from aotipre.checks import check_targets
+    from aotipre.checks.package import check_package
+
+    models = list(package.models)
+    hosts = resolve_hosts(CheckOptions(target=target, targets=targets), models)
+    found, rows = check_targets(package, models, hosts, soft=False)
+    return [*check_package(package, models), *found], rows
 
 
 def check(
@@ -99,6 +121,8 @@ def check(
         )
         if written.inputs is not None and opts.inputs is None:
             opts = dataclasses.replace(opts, inputs=written.inputs)
+        # an in-memory program is checked by compiling it: no AOTI code is expected in it
+        opts = dataclasses.replace(opts, compile_at_deploy=True)
         report = _check_package(written.package, opts)
     report.package_path = written.label
     if report.package is not None:
@@ -130,11 +154,18 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 
     started = time.monotonic()
     try:
-        package = read_package(path)
+        opened = open_package(path)
     except PackageError as exc:
         _cannot_check(report, exc, getattr(exc, "code", "AOT001"))
         report.stages.append(_stage("inspect", StageStatus.ERROR, started, str(exc)))
         return report
+    with opened.archive:  # the one open of the archive: every later reader gets it
+        _check_opened(report, opened, opts, started)
+    return report
+
+
+def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, started: float) -> None:
+    package, archive = opened.info, opened.archive
     report.package = package_to_dict(package)
     report.stages.append(
         _stage(
@@ -147,39 +178,36 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 
     try:
         models = _select_models(package, opts)
-        host = (
-            parse_target(opts.target)
-            if opts.target
-            else detect_local(
-                probe_cuda=any((m.device_type or "").startswith("cuda") for m in models)
-            )
-        )
+        hosts = resolve_hosts(opts, models)
     except _SelectionError as exc:
         _cannot_check(report, exc, exc.code)
-        return report
+        return
     except UsageError as exc:  # a bad --target: no finding to report, only why it cannot check
         report.error = str(exc)
-        return report
-    report.host = host.to_dict()
+        return
+    report.host = hosts[0].to_dict()
 
     started = time.monotonic()
     samples: dict[str, SampleInputs | None] = {}
     try:
         for model in models:
-            samples[model.name] = _sample_inputs(package, model, opts, report)
+            samples[model.name] = _sample_inputs(package, archive, model, opts, report)
     except InputsError as exc:
         code = "AOT021" if isinstance(exc, UnsafeInputsError) else "AOT020"
         _cannot_check(report, exc, code)
         report.stages.append(_stage("inputs", StageStatus.ERROR, started, str(exc)))
-        return report
+        return
     report.stages.append(
         _stage("inputs", StageStatus.PASSED, started, report.inputs_source or "none")
     )
 
     started = time.monotonic()
-    soft = opts.static_only and opts.target is None
-    findings = run_static_checks(package, models, samples, host, soft_host=soft)
+    soft = opts.static_only and not hosts[0].is_target
+    findings, rows = run_static_checks(
+        package, models, samples, hosts, soft_host=soft, compile_at_deploy=opts.compile_at_deploy
+    )
     report.findings.extend(findings)
+    report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
     report.stages.append(
         _stage(
@@ -190,10 +218,25 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
         )
     )
     if opts.static_only:
-        return report
+        return
     for model in models:
-        _dynamic(report, package, model, opts, blocked=_static_blockers(findings, model))
-    return report
+        blocked = _static_blockers(findings, model)
+        _dynamic(report, opened, model, samples.get(model.name), opts, blocked)
+
+
+def resolve_hosts(opts: CheckOptions, models: list[ModelInfo]) -> list[HostInfo]:
+    """The targets to check against: --target / named targets, else this machine."""
+    if opts.target or opts.targets:
+        return parse_targets(opts.target, dict(opts.targets))
+    return [detect_local(probe_cuda=any((m.device_type or "").startswith("cuda") for m in models))]
+
+
+_NOT_BLOCKING = ("AOT015", "AOT308")
+"""Errors that do not stop the dynamic stages: an archive without AOTI code (AOT015) is still
+checked by compiling its ExportedProgram, which is what the compile stage does; an index past
+a table found in the sample values (AOT308) is run anyway, so that the run shows what the
+deployment does with it (an index assert, a device fault, or a silent out-of-bounds read) and
+crash triage names the kernel."""
 
 
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
@@ -202,13 +245,20 @@ def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
         {
             f.code
             for f in findings
-            if f.severity is Severity.ERROR and (f.model in (None, model.name))
+            if f.severity is Severity.ERROR
+            and f.model in (None, model.name)
+            and f.code not in _NOT_BLOCKING
         }
     )
 
 
 def _dynamic(
-    report: Report, package: PackageInfo, model: ModelInfo, opts: CheckOptions, blocked: list[str]
+    report: Report,
+    opened: OpenPackage,
+    model: ModelInfo,
+    sample: SampleInputs | None,
+    opts: CheckOptions,
+    blocked: list[str],
 ) -> None:
     from aotipre.runner.stages import STAGES, DynamicOptions, run_dynamic_stages
 
@@ -229,13 +279,15 @@ def _dynamic(
         escalations.append(escalate(crash, opts.triage, opts.progress))
 
     stages, findings = run_dynamic_stages(
-        package,
+        opened.info,
         model,
         inputs_path,
         member,
         opts.dynamic or DynamicOptions(),
         opts.progress,
         on_run_crash=triage,
+        archive=opened.archive,
+        sample=sample,
     )
     report.stages.extend(stages)
     report.findings.extend(findings)
@@ -291,7 +343,7 @@ def _select_models(package: PackageInfo, opts: CheckOptions) -> list[ModelInfo]:
 
 
 def _sample_inputs(
-    package: PackageInfo, model: ModelInfo, opts: CheckOptions, report: Report
+    package: PackageInfo, archive: Archive, model: ModelInfo, opts: CheckOptions, report: Report
 ) -> SampleInputs | None:
     if opts.inputs is not None:
         sample = load_sample_inputs(opts.inputs)
@@ -300,8 +352,7 @@ def _sample_inputs(
     if model.sample_inputs_member is not None:
         source = f"{package.path}:{model.sample_inputs_member}"
         try:
-            with open_archive(package.path) as archive:
-                data = archive.read(model.sample_inputs_member)  # may be too large to read
+            data = archive.read(model.sample_inputs_member)  # may be too large to read
             sample = load_sample_inputs_bytes(data, source)
         except (InputsError, PackageError) as exc:
             report.findings.append(

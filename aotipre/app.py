@@ -153,6 +153,13 @@ def check(
         help="Crash triage: write a repro bundle (package, inputs, environment, commands, "
         "logs) into this folder.",
     ),
+    compile_at_deploy: bool | None = typer.Option(
+        None,
+        "--compile-at-deploy/--no-compile-at-deploy",
+        help="The deployment compiles ExportedProgram-only archives at deploy time: an archive "
+        "without AOTI code is then not reported (AOT015).",
+        show_default=False,
+    ),
     exported_program: Path | None = typer.Option(
         None,
         "--exported-program",
@@ -213,6 +220,7 @@ def check(
         "escalate": escalate,
         "minify": minify,
         "sanitizer": sanitizer,
+        "compile-at-deploy": compile_at_deploy,
         "artifacts": None if artifacts is None else str(artifacts),
         "exported-program": None if exported_program is None else str(exported_program),
         "perf": perf,
@@ -245,9 +253,20 @@ def check(
 def inspect(
     package: Path = typer.Argument(..., help="The .pt2 package to inspect.", readable=False),
     fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+    target: str | None = typer.Option(
+        None,
+        "--target",
+        help="Deployment target(s) to judge the binaries against ('cuda,cc=8.0,9.0,torch=2.12'; "
+        "';' between several; a name from [tool.aotipre.targets]). Default: this machine.",
+    ),
+    config_file: Path | None = typer.Option(
+        None, "--config", help="Configuration file (for [tool.aotipre.targets])."
+    ),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
 ) -> None:
-    """Describe a package: models, devices, input contracts, dynamic dims. Loads no code."""
-    raise typer.Exit(commands.inspect(package, fmt.value))
+    """Describe a package: models, devices, input contracts, dynamic dims, what its binaries
+    need and whether each target can load it. Loads no code."""
+    raise typer.Exit(commands.inspect(package, fmt.value, target, config_file, no_config))
 
 
 @app.command("codes")

@@ -22,7 +22,7 @@ from aotipre.errors import AotipreError
 from aotipre.findings import ExitCode
 
 _VALUE_OPTIONS = {
-    "inspect": {"--format": "format", "-f": "format"},
+    "inspect": {"--format": "format", "-f": "format", "--target": "target", "--config": "config"},
     "check": {
         "--inputs": "inputs",
         "-i": "inputs",
@@ -43,7 +43,14 @@ _VALUE_OPTIONS = {
     },
 }
 """Options with a value that the fast lane reads, per command (spelling -> key)."""
-_FLAGS = {"check": {"--static-only": "static-only", "--no-config": "no-config"}}
+_FLAGS = {
+    "check": {
+        "--static-only": "static-only",
+        "--no-config": "no-config",
+        "--compile-at-deploy": "compile-at-deploy",
+    },
+    "inspect": {"--no-config": "no-config"},
+}
 """Options without a value that the fast lane reads."""
 _REPEATABLE = {"report", "select", "ignore"}
 
@@ -112,7 +119,14 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         fmt = values.get("format", "table")
         if len(positional) != 1 or fmt not in commands.INFO_FORMATS:
             return None
-        return lambda: commands.inspect(Path(positional[0]), fmt)
+        config = Path(values["config"]) if "config" in values else None
+        return lambda: commands.inspect(
+            Path(positional[0]),
+            fmt,
+            values.get("target"),
+            config,
+            bool(values.get("no-config")),
+        )
     fmt = values.get("format", "table")
     if (
         not values.get("static-only")
@@ -132,6 +146,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         "select": values.get("select"),
         "ignore": values.get("ignore"),
         "baseline": str(Path(values["baseline"])) if "baseline" in values else None,
+        "compile-at-deploy": values.get("compile-at-deploy"),
     }
     return lambda: commands.check(
         [str(Path(p)) for p in positional],

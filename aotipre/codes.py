@@ -7,6 +7,8 @@ Numbering policy (also in the README):
   4 host and version compatibility; 5 compile and load; 6 run (runtime, crash, timeout);
   7 accuracy and NaN; 8 crash triage; 9 aotipre itself.
 - Select or ignore by prefix: `AOT3` is every shape finding, `AOT30` the first ten of them.
+
+Long because it is a data table: one entry per code, in code order, in one place.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ class Code:
     category: Category
     summary: str
     hint: str
+    overrides: tuple[tuple[Severity, str], ...] = ()
+    """Other severities this code is emitted with, each with when (README's code table shows
+    them; tests/test_codes.py fails on an emitted severity that is neither the default nor one
+    of these)."""
 
     def finding(self, message: str, *, hint: str | None = None, **fields: object) -> Finding:
         """Build a Finding with this code's defaults; `severity=` may override."""
@@ -163,12 +169,42 @@ ALL_CODES: tuple[Code, ...] = (
         "check the package metadata (AOTI_DEVICE_KEY)",
     ),
     Code(
+        "AOT015",
+        "no-compiled-code",
+        E,
+        C.LOAD,
+        "The archive holds an ExportedProgram but no AOTI code (a torch.export.save file): "
+        "aoti_load_package cannot load it.",
+        "compile it with torch._inductor.aoti_compile_and_package(ep, package_path=...), or, if "
+        "the deployment compiles at deploy time, say so with --compile-at-deploy "
+        "(compile-at-deploy = true)",
+    ),
+    Code(
+        "AOT016",
+        "multi-model-no-default",
+        W,
+        C.LOAD,
+        "The package holds several models and none is named 'model': a plain "
+        "aoti_load_package(path) loads only 'model', so it fails on this package.",
+        "load each model with torch._inductor.package.load_package(path, model_name=NAME)",
+    ),
+    Code(
+        "AOT017",
+        "multi-model",
+        I,
+        C.LOAD,
+        "The package holds several models: a plain aoti_load_package(path) loads only 'model'; "
+        "the others need their name.",
+        "load the others with torch._inductor.package.load_package(path, model_name=NAME)",
+    ),
+    Code(
         "AOT020",
         "inputs-unreadable",
         E,
         C.STRUCTURE,
         "The sample-inputs file is missing, not a torch.save file, or damaged.",
         "save inputs with torch.save((args, kwargs), path)",
+        ((W, "the sample inputs stored in the archive: the check goes on without them"),),
     ),
     Code(
         "AOT021",
@@ -187,6 +223,43 @@ ALL_CODES: tuple[Code, ...] = (
         "No sample inputs were given or stored in the archive; input checks and dynamic stages "
         "need them.",
         "pass --inputs FILE (a torch.save of (args, kwargs))",
+    ),
+    Code(
+        "AOT050",
+        "binary-unreadable",
+        E,
+        C.PACKAGE,
+        "A compiled member (.so, .cubin, .fatbin) is not a readable ELF shared object, cubin or "
+        "fatbin (truncated, damaged, or not a binary): the loader fails on it.",
+        "rebuild the package; a copy or upload probably damaged it",
+    ),
+    Code(
+        "AOT051",
+        "cpu-compiled-for",
+        I,
+        C.ENVIRONMENT,
+        "The CPU target the .so was compiled for (its resolved -march and extensions, from the "
+        "compiler command line recorded in the .so).",
+        "a target lacking an extension the code uses dies with SIGILL; check with "
+        "--target cpu,isa=...",
+    ),
+    Code(
+        "AOT052",
+        "producer-torch",
+        I,
+        C.VERSION,
+        "The torch releases that could have produced the AOTI code (an AOTI-only package records "
+        "no version), from the entry points and shim imports of its .so.",
+        "load it with a torch at least as new as the producer's shim needs; --target torch=X checks",
+    ),
+    Code(
+        "AOT053",
+        "gpu-code",
+        I,
+        C.ENVIRONMENT,
+        "The GPU code the cubins and fatbins carry: SASS architectures, PTX targets and PTX ISA "
+        "versions.",
+        "a GPU needs SASS for its architecture or PTX no newer than it; --target cuda,cc=... checks",
     ),
     # 1: call structure
     Code(
@@ -224,11 +297,12 @@ ALL_CODES: tuple[Code, ...] = (
     Code(
         "AOT105",
         "constant-mismatch",
-        W,
+        E,
         C.STRUCTURE,
-        "A non-tensor input differs from the value it was specialized to at export.",
-        "the exported program was specialized to the export-time value; re-export with it dynamic "
-        "or pass the same value",
+        "A non-tensor input differs from the value export specialized it to: the compiled model "
+        "ignores the value passed and silently computes with the exported one.",
+        "pass the exported value; if it must vary, pass it as a tensor (torch.tensor(v)) or "
+        "compile one package per value",
     ),
     Code(
         "AOT106",
@@ -237,6 +311,35 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "An input is of the wrong kind (a tensor where a number was exported, or the reverse).",
         "pass the same kind of value as at export",
+    ),
+    Code(
+        "AOT107",
+        "specialized-arguments",
+        I,
+        C.STRUCTURE,
+        "Export specialized non-tensor arguments (float, int, bool, str, None) to the values "
+        "recorded in the ExportedProgram; the compiled model ignores any value passed for them.",
+        "pass them as tensors (torch.tensor(v)) if they must vary at deploy time",
+    ),
+    Code(
+        "AOT108",
+        "specialized-arguments-unrecorded",
+        W,
+        C.STRUCTURE,
+        "An AOTI-only package has non-tensor arguments that export specialized: the compiled "
+        "model ignores any value passed for them, and the package does not record which value "
+        "it computes with.",
+        "package the ExportedProgram with the AOTI code (it records the values), and pass "
+        "arguments that must vary as tensors",
+    ),
+    Code(
+        "AOT109",
+        "inputs-are-checkpoint",
+        E,
+        C.STRUCTURE,
+        "The sample-inputs file holds a state_dict or training checkpoint (parameter tensors by "
+        "name), not the model's inputs.",
+        "save the inputs themselves: torch.save(((x,), {'mask': m}), 'sample.pt')",
     ),
     # 2: dtype and device
     Code(
@@ -254,6 +357,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "An input tensor lives on a different device type than the package was compiled for.",
         "move inputs to the package's device before calling it",
+        ((W, "a CPU sample for an accelerator package: aotipre's own runs move it"),),
     ),
     # 3: shape, dynamic range and stride
     Code(
@@ -312,6 +416,16 @@ ALL_CODES: tuple[Code, ...] = (
         "An input's stride differs from the static stride the package was compiled for.",
         "pass a contiguous tensor (x.contiguous()) or the exported layout",
     ),
+    Code(
+        "AOT308",
+        "index-out-of-range",
+        E,
+        C.SHAPE,
+        "An integer sample input holds a value outside the rows of the embedding or table the "
+        "package indexes with it (e.g. a token id past the vocabulary).",
+        "validate or clamp the ids before calling the model (tokenizer and model vocabularies "
+        "must match), or re-export with the larger table",
+    ),
     # 4: host and version compatibility
     Code(
         "AOT401",
@@ -320,23 +434,27 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package runs on CUDA and the target host has no CUDA GPU.",
         "run on a CUDA host, or recompile the ExportedProgram for cpu",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT402",
         "compute-capability",
         E,
         C.ENVIRONMENT,
-        "The target GPU's compute capability differs from the one the package was compiled for.",
+        "The target GPU's compute capability differs from the one the package was compiled on "
+        "(metadata only: used when its cubins cannot be read).",
         "recompile on (or for) the deployment GPU architecture",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT403",
         "cpu-isa",
         E,
         C.ENVIRONMENT,
-        "The target CPU lacks an instruction set the package was compiled for (-march=native); "
-        "it can die with SIGILL.",
+        "The target CPU lacks an extension the package was compiled with (-march=native) and its "
+        "machine code could not be scanned to tell whether it is used; it can die with SIGILL.",
         "compile on a host no newer than the deployment CPU",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT404",
@@ -345,6 +463,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package was compiled for another OS or machine architecture.",
         "compile on the deployment platform",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT405",
@@ -361,6 +480,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "The package's device type differs from the target device.",
         "recompile the ExportedProgram for the target device",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT407",
@@ -380,6 +500,7 @@ ALL_CODES: tuple[Code, ...] = (
         "noexec so the .so files in it cannot be loaded.",
         "point TMPDIR (package extraction) or TORCHINDUCTOR_CACHE_DIR (compiles) at a writable "
         "directory on a mount without noexec",
+        ((W, "not writable, where nothing needs to run from it"),),
     ),
     Code(
         "AOT409",
@@ -418,6 +539,94 @@ ALL_CODES: tuple[Code, ...] = (
         "this host: the host is at fault, not the model.",
         "run `aotipre doctor` on this host for the diagnosis (compiler, libstdc++, directories), "
         "then check the package again",
+    ),
+    Code(
+        "AOT430",
+        "shim-symbol-missing",
+        E,
+        C.VERSION,
+        "The .so imports torch C shim functions the target torch does not export: dlopen fails "
+        "with `undefined symbol`.",
+        "load it with a torch that exports them (at least the release that produced it), or "
+        "recompile with the target's torch",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
+    ),
+    Code(
+        "AOT431",
+        "glibc-too-old",
+        E,
+        C.ENVIRONMENT,
+        "The .so needs a newer glibc symbol version than the target has: dlopen fails with "
+        "`version GLIBC_x not found`.",
+        "compile on a system with the deployment's glibc (or older), or deploy on a newer one",
+    ),
+    Code(
+        "AOT432",
+        "libstdcxx-too-old",
+        E,
+        C.ENVIRONMENT,
+        "The .so needs a newer libstdc++ symbol version (GLIBCXX_/CXXABI_) than the target's "
+        "libstdc++ defines: dlopen fails with `version GLIBCXX_x not found`.",
+        "compile with a g++ no newer than the deployment's libstdc++, or ship a newer libstdc++ "
+        "in the image",
+    ),
+    Code(
+        "AOT433",
+        "no-gpu-code-for-arch",
+        E,
+        C.ENVIRONMENT,
+        "For a GPU of the target, the cubins/fatbins hold neither SASS for its architecture nor "
+        "PTX the driver can JIT: kernels fail to launch (no kernel image for the device).",
+        "compile for every GPU of the fleet, e.g. with aot_inductor.emit_multi_arch_kernel",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
+    ),
+    Code(
+        "AOT434",
+        "driver-too-old",
+        E,
+        C.ENVIRONMENT,
+        "The GPU code needs a newer NVIDIA driver than the target has (PTX of a newer ISA cannot "
+        "be JIT-compiled; SASS from a newer CUDA major is refused).",
+        "upgrade the driver, or compile with a CUDA toolkit the driver supports",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
+    ),
+    Code(
+        "AOT435",
+        "ptx-jit",
+        I,
+        C.ENVIRONMENT,
+        "On a GPU of the target, kernels run from PTX that the driver JIT-compiles when the "
+        "package loads (no SASS for that architecture; slower first load).",
+        "add SASS for that architecture to skip the JIT",
+    ),
+    Code(
+        "AOT436",
+        "cpu-instructions-unsupported",
+        E,
+        C.ENVIRONMENT,
+        "The .so contains instructions of a CPU extension the target lacks (counted by decoding "
+        "its machine code): the process dies with SIGILL when they run.",
+        "compile on (or for) the oldest CPU of the fleet, or deploy on CPUs with the extension",
+        ((I, "with --static-only and no --target: a fact of this machine only"),),
+    ),
+    Code(
+        "AOT437",
+        "cpu-extension-unused",
+        I,
+        C.ENVIRONMENT,
+        "The package was compiled with a CPU extension enabled that the target lacks, but no "
+        "instruction in its code uses it: it loads (torch only warns about AOTI_CPU_ISA).",
+        "nothing to do; torch's 'Device information mismatch' warning is harmless here",
+    ),
+    Code(
+        "AOT439",
+        "target-torch-unknown",
+        I,
+        C.VERSION,
+        "The target's torch release is not in aotipre's export table, so the shim functions the "
+        ".so imports were not checked against it.",
+        "give the target as libtorch=PATH (its exports are read), or regenerate the table "
+        "(scripts/build_torch_table.py)",
     ),
     # 5: compile and load
     Code(
@@ -593,6 +802,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DYNAMIC_RANGE,
         "The model failed at the minimum or maximum of a dynamic dimension it declares valid.",
         "fix the model for that size, or re-export with a range it supports",
+        ((W, "the compiled code's runtime check refuses a size the declared range allows"),),
     ),
     Code(
         "AOT611",
@@ -612,6 +822,7 @@ ALL_CODES: tuple[Code, ...] = (
         "An input one above a dynamic dimension's maximum crashed or failed inside the model "
         "instead of being rejected by the runtime input check.",
         "run with AOTI_RUNTIME_CHECK_INPUTS=1, and validate sizes before calling",
+        ((W, "an exception inside the model instead of the input check, not a crash"),),
     ),
     # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
     Code(
@@ -744,6 +955,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.NAN,
         "The compiled model's outputs contain NaN or Inf.",
         "compile with TORCHINDUCTOR_NAN_ASSERTS=1 to find the first kernel producing it",
+        ((W, "the ExportedProgram run eagerly produces the NaN/Inf too"),),
     ),
     Code(
         "AOT703",

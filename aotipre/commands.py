@@ -92,10 +92,24 @@ def check(
     return int(worst_exit_code(reports))
 
 
-def inspect(package: Path, fmt: str = "table") -> int:
-    """`aotipre inspect`: describe a package; loads no code."""
+def inspect(
+    package: Path,
+    fmt: str = "table",
+    target: str | None = None,
+    config_file: Path | None = None,
+    no_config: bool = False,
+) -> int:
+    """`aotipre inspect`: describe a package and whether each target (default: this machine, or
+    the configuration's named targets) can load it; loads no code."""
     info = api.inspect(package)
-    emit(json_format.render_package(info) if fmt == "json" else table.render_package(info), None)
+    named: tuple[tuple[str, str], ...] = ()
+    if target is None or ";" in target or "," not in target:
+        named = config.load_config(config_file, isolated=no_config).targets
+    findings, rows = api.compatibility(info, target, named)
+    if fmt == "json":
+        emit(json_format.render_package(info, findings, rows), None)
+    else:
+        emit(table.render_package(info, findings, rows), None)
     return 0
 
 

@@ -36,6 +36,8 @@ class Settings:
 
     fail_on: Severity = Severity.ERROR
     target: str | None = None
+    targets: tuple[tuple[str, str], ...] = ()
+    """Named deployment targets (`[tool.aotipre.targets]`): name -> target spec."""
     static_only: bool = False
     select: tuple[str, ...] = ()
     """Only report codes that start with one of these prefixes (empty: every code)."""
@@ -60,6 +62,8 @@ class Settings:
     sanitizer: bool = False
     artifacts: str | None = None
     exported_program: str | None = None
+    compile_at_deploy: bool = False
+    """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
     perf: bool = True
     """The perf stage: cold-start breakdown, latency, memory (runner/perf.py)."""
     perf_runs: int = 20
@@ -130,6 +134,7 @@ class Settings:
             inputs=inputs,
             model=model,
             target=self.target,
+            targets=self.targets,
             static_only=self.static_only,
             fail_on=self.fail_on,
             dynamic=dynamic,
@@ -138,6 +143,7 @@ class Settings:
             select=self.select,
             ignore=self.ignore,
             baseline=baseline,
+            compile_at_deploy=self.compile_at_deploy,
         )
 
 
@@ -204,14 +210,28 @@ def _string(value: Any, base: Path) -> str:
 
 
 def _target(value: Any, base: Path) -> str:
-    from aotipre.host import parse_target
+    from aotipre.host import is_target_name, parse_targets
 
     text = _string(value, base)
-    try:
-        parse_target(text)
-    except UsageError as exc:
-        raise ValueError(exc.message) from None
+    specs = ";".join(i for i in text.split(";") if i.strip() and not is_target_name(i))
+    if specs:  # names of [tool.aotipre.targets] are resolved with the table, later
+        try:
+            parse_targets(specs)
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
     return text
+
+
+def _targets(value: Any, base: Path) -> tuple[tuple[str, str], ...]:
+    """`[tool.aotipre.targets]`: a table of name = "target spec" (checked all without --target)."""
+    if not isinstance(value, dict) or not value:
+        raise ValueError('expected a table of name = "target spec", e.g. a100 = "cuda,cc=8.0"')
+    out = []
+    for name, spec in value.items():
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"target name {name!r}: use letters, digits, '_', '-', '.'")
+        out.append((name, _target(spec, base)))
+    return tuple(out)
 
 
 _DEVICE = re.compile(r"(cpu|cuda(:\d+)?)")
@@ -249,6 +269,7 @@ def _path(value: Any, base: Path) -> str:
 KEYS: tuple[Key, ...] = (
     Key("fail-on", "fail_on", _fail_on, "lowest severity that fails the gate: error, warning"),
     Key("target", "target", _target, "deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'"),
+    Key("targets", "targets", _targets, "named deployment targets: a table of name = spec"),
     Key("static-only", "static_only", _bool, "only read and check; compile, load and run nothing"),
     Key("select", "select", _codes, 'report only codes with these prefixes, e.g. ["AOT2"]'),
     Key("ignore", "ignore", _codes, "never report codes with these prefixes"),
@@ -274,6 +295,12 @@ KEYS: tuple[Key, ...] = (
         "exported_program",
         _path,
         "crash triage: the ExportedProgram (.pt2) of an AOTI-only package",
+    ),
+    Key(
+        "compile-at-deploy",
+        "compile_at_deploy",
+        _bool,
+        "the deployment compiles ExportedProgram-only archives at deploy time",
     ),
     Key("perf", "perf", _bool, "measure the load, latency and memory (the perf stage)"),
     Key("perf-runs", "perf_runs", _integer(2), "timed calls of the perf stage (after warm-up)"),
@@ -419,7 +446,22 @@ def load_config(
     base = found.resolve().parent
     values = parse_values(table, where, base, extra=(INPUTS_TABLE,))
     values["inputs"] = _inputs_table(table.get(INPUTS_TABLE, {}), f"{where} {INPUTS_TABLE}", base)
+    _check_target_names(values, where)
     return Settings(**values, source=display_path(found))
+
+
+def _check_target_names(values: Mapping[str, Any], where: str) -> None:
+    """A `target` naming targets must name ones of this file's `[targets]` table."""
+    from aotipre.host import is_target_name
+
+    text = values.get("target")
+    named = dict(values.get("targets", ()))
+    for item in (i.strip() for i in (text or "").split(";")):
+        if item and is_target_name(item) and item not in named:
+            raise UsageError(
+                f'{where}: target = "{text}": --target {item!r} is neither a target spec nor a '
+                f"name in the targets table ({', '.join(named) or 'none'})"
+            )
 
 
 def _inputs_table(table: Any, where: str, base: Path) -> tuple[tuple[str, str], ...]:

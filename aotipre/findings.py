@@ -185,6 +185,8 @@ class Report:
     """The host (this machine or --target) the compatibility checks ran against."""
     diagnosis: list[Diagnosis] = field(default_factory=list)
     """Crash triage's conclusion, one per model whose run crashed and was escalated."""
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    """One row per model and target: can it load there (aotipre.checks.target.TargetRow)."""
 
     @property
     def verdict(self) -> Verdict:
@@ -222,6 +224,7 @@ class Report:
             "inputs_source": self.inputs_source,
             "package": self.package,
             "host": self.host,
+            "targets": self.targets,
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "diagnosis": [d.to_dict() for d in self.diagnosis],

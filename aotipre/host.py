@@ -1,12 +1,22 @@
-"""Facts about a deployment host, torch-free: this machine's (detected) or a `--target` (described)."""
+"""Facts about a deployment host, torch-free: this machine's (detected) or a `--target`'s (described).
+
+A target is what a package will meet: a device type, GPUs (compute capabilities, a driver), CPUs
+(instruction-set extensions), a C library and a C++ runtime, and a torch (a release, whose shim
+exports aotipre ships as data, or a libtorch folder whose exports are read). Unknown facts stay
+None and the checks that need them are skipped with a note. Several targets may be checked in
+one run (`;` between them); `[tool.aotipre.targets]` names them in the configuration.
+"""
 
 from __future__ import annotations
 
+import glob
 import os
 import platform
+import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from aotipre.errors import UsageError
 
@@ -23,6 +33,44 @@ ISA_FLAGS: dict[str, tuple[str, ...]] = {
 }
 ISA_RANK = ("AVX2", "AVX512", "AVX512_VNNI", "AMX_TILE")
 
+_V2 = ("cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3")
+_V3 = (*_V2, "avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")
+_V4 = (*_V3, "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+_BASE = ("sse", "sse2", "mmx", "fxsr", "cmov", "cx8")
+ISA_LEVELS: dict[str, tuple[str, ...]] = {
+    "x86-64": _BASE,
+    "x86-64-v2": (*_BASE, *_V2),
+    "x86-64-v3": (*_BASE, *_V3),
+    "x86-64-v4": (*_BASE, *_V4),
+    "avx2": (*_BASE, *_V3),
+    "avx512": (*_BASE, *_V4),
+    "avx512_vnni": (*_BASE, *_V4, "avx512_vnni"),
+    "amx_tile": (*_BASE, *_V4, "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"),
+    "amx": (*_BASE, *_V4, "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"),
+}
+"""`isa=` words -> the /proc/cpuinfo flags every CPU of such a fleet has (x86-64 psABI levels;
+avx2 = v3 as on every AVX2 CPU since Haswell; avx512 = v4; amx = Sapphire Rapids' AMX set)."""
+
+TARGET_KEYS = ("cc", "isa", "torch", "libtorch", "glibc", "libstdcxx", "image", "driver")
+
+
+@dataclass(frozen=True)
+class TorchRuntime:
+    """The torch a package will be loaded by."""
+
+    version: str
+    """A release (`2.12`) or a full version (`2.13.0+cpu`)."""
+    source: str
+    """Where it was learned: `--target torch=`, a libtorch folder, installed here."""
+    exports: frozenset[str] | None = None
+    """The `aoti_*` shim functions its libraries export, when read from a folder (else the
+    shipped table of its release is used)."""
+
+    @property
+    def release(self) -> str:
+        parts = self.version.split("+")[0].split(".")
+        return ".".join(parts[:2])
+
 
 @dataclass(frozen=True)
 class HostInfo:
@@ -33,7 +81,7 @@ class HostInfo:
     device_types: frozenset[str]
     """Device types that can run: always cpu, plus cuda when a GPU is present."""
     compute_capabilities: tuple[str, ...] = ()
-    """e.g. ('9.0',) for an H100; empty when unknown."""
+    """e.g. ('9.0',) for an H100; a fleet lists every GPU kind; empty when unknown."""
     cpu_isa: frozenset[str] | None = None
     """ISA words (AOTI_CPU_ISA vocabulary) the CPU supports; None when unknown."""
     platform: str | None = None
@@ -43,17 +91,45 @@ class HostInfo:
     primary_device: str = "cpu"
     """The device type a --target deploys on."""
     notes: tuple[str, ...] = field(default=())
+    name: str | None = None
+    """The target's name in `[tool.aotipre.targets]`, when it has one."""
+    cpu_flags: frozenset[str] | None = None
+    """/proc/cpuinfo flags every CPU of the target has (None: unknown)."""
+    torch: TorchRuntime | None = None
+    glibc: str | None = None
+    """e.g. `2.31`."""
+    glibcxx: str | None = None
+    """The newest GLIBCXX_ version its libstdc++ defines, e.g. `3.4.29`."""
+    cxxabi: str | None = None
+    driver: str | None = None
+    """NVIDIA driver version, e.g. `535.104.05` or `535`."""
+
+    @property
+    def label(self) -> str:
+        """The target's name, its spec, or `this machine`."""
+        return self.name or self.description.removeprefix("target ")
 
     def to_dict(self) -> dict[str, object]:
         return {
             "description": self.description,
+            "name": self.name,
             "device_types": sorted(self.device_types),
             "compute_capabilities": list(self.compute_capabilities),
             "cpu_isa": None if self.cpu_isa is None else sorted(self.cpu_isa),
+            "cpu_flags": None if self.cpu_flags is None else len(self.cpu_flags),
             "platform": self.platform,
             "machine": self.machine,
             "is_target": self.is_target,
+            "torch": None
+            if self.torch is None
+            else {"version": self.torch.version, "source": self.torch.source},
+            "glibc": self.glibc,
+            "glibcxx": self.glibcxx,
+            "driver": self.driver,
         }
+
+
+# ------------------------------------------------------------------------------ this machine
 
 
 def detect_local(*, probe_cuda: bool = True) -> HostInfo:
@@ -67,22 +143,171 @@ def detect_local(*, probe_cuda: bool = True) -> HostInfo:
             devices.add("cuda")
         if note:
             notes.append(note)
+    flags = _local_flags()
+    glibcxx, cxxabi = _libstdcxx_versions(_local_libstdcxx())
     return HostInfo(
         description="this machine",
         device_types=frozenset(devices),
         compute_capabilities=ccs,
-        cpu_isa=_local_isa(),
+        cpu_isa=None if flags is None else isa_words(flags),
         platform=platform.system().lower() or None,
         machine=platform.machine() or None,
         notes=tuple(notes),
+        cpu_flags=flags,
+        torch=_local_torch(),
+        glibc=_local_glibc(),
+        glibcxx=glibcxx,
+        cxxabi=cxxabi,
+        driver=_local_driver(),
     )
 
 
-def parse_target(text: str) -> HostInfo:
-    """Parse `--target`: `cuda`, `cpu`, `cuda,cc=9.0`, `cpu,isa=avx2`, `cuda,cc=8.0,isa=avx512`.
+def isa_words(flags: frozenset[str]) -> frozenset[str]:
+    return frozenset(w for w, need in ISA_FLAGS.items() if all(f in flags for f in need))
 
-    The first word is the device type; `cc=` lists compute capabilities (`8.0+9.0`), `isa=` the
-    CPU's best instruction set (avx2, avx512, avx512_vnni, amx_tile), `platform=`/`machine=`.
+
+def _local_flags() -> frozenset[str] | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 20)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return None
+
+
+def _local_torch() -> TorchRuntime | None:
+    """The torch installed next to aotipre: its torch/version.py, read as text (torch is not
+    imported; importlib.metadata would take ~45 ms to scan the environment)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    version = _libtorch_version(list(spec.submodule_search_locations)[0])
+    return None if version is None else TorchRuntime(version, "installed here")
+
+
+def _local_glibc() -> str | None:
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError, AttributeError):
+        return None
+    found = re.fullmatch(r"glibc (\d+\.\d+(?:\.\d+)?)", text.strip())
+    return found.group(1) if found else None
+
+
+def _local_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
+            text = fh.read(4096)
+    except OSError:
+        return None
+    found = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return found.group(1) if found else None
+
+
+_LIBSTDCXX_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib",
+    "/lib",
+)
+
+
+def _local_libstdcxx() -> str | None:
+    """The libstdc++ a python process here loads: the environment's own first (conda), else
+    the system's."""
+    import sys
+
+    for folder in (os.path.join(sys.prefix, "lib"), *_LIBSTDCXX_DIRS):
+        path = os.path.join(folder, "libstdc++.so.6")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _libstdcxx_versions(path: str | None) -> tuple[str | None, str | None]:
+    """The newest GLIBCXX_ and CXXABI_ versions a libstdc++.so.6 defines (its verdef table)."""
+    versions = _defined_versions(path)
+    return _newest(versions, "GLIBCXX_"), _newest(versions, "CXXABI_")
+
+
+def _defined_versions(path: str | None) -> tuple[str, ...]:
+    if path is None:
+        return ()
+    from aotipre.binaries.elf import ElfError, ElfFile
+    from aotipre.binaries.source import SourceError, open_file
+
+    try:
+        with open_file(path) as source:
+            return ElfFile(source).version_definitions()
+    except (ElfError, SourceError):
+        return ()
+
+
+def _newest(versions: tuple[str, ...], prefix: str) -> str | None:
+    from aotipre.binaries.elf import highest
+
+    best = highest(versions, prefix)
+    return None if best is None else best[len(prefix) :]
+
+
+# ------------------------------------------------------------------------------ --target
+
+
+def parse_targets(text: str | None, named: Mapping[str, str] | None = None) -> list[HostInfo]:
+    """`--target`: one or more specs separated by `;`, each a spec or a name from
+    `[tool.aotipre.targets]`. Without text, every named target (in the table's order)."""
+    named = named or {}
+    if text is None:
+        return [replace(parse_target(spec), name=name) for name, spec in named.items()]
+    out = []
+    for item in (p.strip() for p in text.split(";")):
+        if not item:
+            continue
+        if item in named:
+            out.append(replace(parse_target(named[item]), name=item))
+        elif is_target_name(item):
+            known = ", ".join(named) or "none is configured"
+            raise UsageError(
+                f"--target {item!r} is neither a target spec (e.g. 'cuda,cc=9.0') nor a name "
+                f"in [tool.aotipre.targets] ({known})"
+            )
+        else:
+            out.append(parse_target(item))
+    if not out:
+        raise UsageError("--target is empty; use e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'")
+    return out
+
+
+def is_target_name(item: str) -> bool:
+    """A bare word that is not a device type: a name from `[tool.aotipre.targets]`."""
+    word = item.strip()
+    return re.fullmatch(r"[A-Za-z0-9_.-]+", word) is not None and word.lower().split(":")[
+        0
+    ] not in ("cpu", "cuda", "xpu", "mps")
+
+
+def parse_target(text: str) -> HostInfo:
+    """Parse one target: `cuda,cc=8.0,8.6,9.0,driver=535,torch=2.12` or `cpu,isa=avx2,glibc=2.31`.
+
+    The first word is the device type. Keys: `cc=` compute capabilities (a fleet: every GPU
+    kind, separated by `,` or `+`), `isa=` what every CPU has (x86-64-v2/v3/v4, avx2, avx512,
+    avx512_vnni, amx, or /proc/cpuinfo flags joined by `+`), `torch=` a release (2.11-2.15),
+    `libtorch=PATH` a libtorch or site-packages folder whose exports are read, `glibc=`,
+    `libstdcxx=` (GLIBCXX version, e.g. 3.4.29), `image=PATH` an unpacked container root (its
+    glibc, libstdc++ and torch are read), `driver=` the NVIDIA driver, `platform=`, `machine=`.
     """
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -90,48 +315,156 @@ def parse_target(text: str) -> HostInfo:
     device = parts[0].lower().split(":", 1)[0]
     if device not in ("cpu", "cuda", "xpu", "mps"):
         raise UsageError(f"--target device {parts[0]!r} is not one of cpu, cuda, xpu, mps")
-    devices = {"cpu", device}
-    ccs: tuple[str, ...] = ()
-    isa: frozenset[str] | None = None
-    plat = mach = None
+    fields: dict[str, object] = {}
+    ccs: list[str] = []
+    key = None
     for part in parts[1:]:
-        key, sep, value = part.partition("=")
-        key = key.strip().lower()
+        name, sep, value = part.partition("=")
+        if not sep and key == "cc":  # `cc=8.0,8.6,9.0`: the list goes on
+            ccs.append(_norm_cc(part))
+            continue
+        key = name.strip().lower()
         value = value.strip()
         if not sep or not value:
             raise UsageError(f"--target item {part!r} is not key=value")
         if key == "cc":
-            ccs = tuple(_norm_cc(v) for v in value.split("+"))
-        elif key == "isa":
-            isa = isa_up_to(value.upper())
-        elif key == "platform":
-            plat = value.lower()
-        elif key == "machine":
-            mach = value
+            ccs.extend(_norm_cc(v) for v in value.split("+"))
         else:
-            raise UsageError(f"--target key {key!r} is unknown (use cc, isa, platform, machine)")
+            fields.update(_target_value(key, value))
+    flags = fields.pop("cpu_flags", None)
     return HostInfo(
-        description=f"target {text}",
-        device_types=frozenset(devices),
-        compute_capabilities=ccs,
-        cpu_isa=isa,
-        platform=plat,
-        machine=mach,
+        description=f"target {text.strip()}",
+        device_types=frozenset({"cpu", device}),
+        compute_capabilities=tuple(dict.fromkeys(ccs)),
+        cpu_isa=None if flags is None else isa_words(flags),  # type: ignore[arg-type]
         is_target=True,
         primary_device=device,
+        cpu_flags=flags,  # type: ignore[arg-type]
+        **fields,  # type: ignore[arg-type]
     )
 
 
-def isa_up_to(best: str) -> frozenset[str]:
-    """The ISA words implied by a best ISA (AVX512_VNNI implies AVX512 and AVX2)."""
-    if best in ISA_RANK:
-        return frozenset(ISA_RANK[: ISA_RANK.index(best) + 1])
-    if best in ISA_FLAGS:
-        return frozenset([best])
+def _target_value(key: str, value: str) -> dict[str, object]:
+    if key == "isa":
+        return {"cpu_flags": isa_flags(value)}
+    if key == "platform":
+        return {"platform": value.lower()}
+    if key == "machine":
+        return {"machine": value}
+    if key == "torch":
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)?([+.\w]*)?", value):
+            raise UsageError(f"--target torch={value!r} is not a torch version like 2.12")
+        return {"torch": TorchRuntime(value, f"--target torch={value}")}
+    if key == "libtorch":
+        return {"torch": read_libtorch(value)}
+    if key == "glibc":
+        return {"glibc": _version_value(key, value.removeprefix("GLIBC_"))}
+    if key == "libstdcxx":
+        return {"glibcxx": _version_value(key, value.removeprefix("GLIBCXX_"))}
+    if key == "driver":
+        return {"driver": _version_value(key, value)}
+    if key == "image":
+        return read_image(value)
     raise UsageError(
-        f"--target isa {best.lower()!r} is unknown (use one of "
-        f"{', '.join(w.lower() for w in ISA_FLAGS)})"
+        f"--target key {key!r} is unknown (use {', '.join(TARGET_KEYS)}, platform, machine)"
     )
+
+
+def _version_value(key: str, value: str) -> str:
+    if not re.fullmatch(r"\d+(\.\d+)*", value):
+        raise UsageError(f"--target {key}={value!r} is not a version number")
+    return value
+
+
+def isa_flags(value: str) -> frozenset[str]:
+    """`isa=` value -> /proc/cpuinfo flags: a level word, and/or flags joined by `+`."""
+    flags: set[str] = set()
+    for word in (w.strip().lower() for w in value.split("+")):
+        if word in ISA_LEVELS:
+            flags.update(ISA_LEVELS[word])
+        elif re.fullmatch(r"[a-z0-9_]+", word):
+            flags.add(word)
+        else:
+            raise UsageError(
+                f"--target isa {word!r} is unknown (use one of {', '.join(ISA_LEVELS)}, or "
+                "/proc/cpuinfo flags joined by '+')"
+            )
+    return frozenset(flags)
+
+
+def read_libtorch(path: str) -> TorchRuntime:
+    """A libtorch distribution, a torch package folder or a site-packages folder: its version
+    and the `aoti_*` functions its libraries export (their dynamic symbol tables)."""
+    root = os.path.abspath(os.path.expanduser(path))
+    for lib_dir in (os.path.join(root, "lib"), os.path.join(root, "torch", "lib")):
+        if os.path.isfile(os.path.join(lib_dir, "libtorch_cpu.so")):
+            break
+    else:
+        raise UsageError(f"--target libtorch={path}: no lib/libtorch_cpu.so or torch/lib/ there")
+    from aotipre.binaries.elf import ElfError, ElfFile
+    from aotipre.binaries.source import SourceError, open_file
+
+    exports: set[str] = set()
+    for lib in sorted(glob.glob(os.path.join(lib_dir, "libtorch*.so"))):
+        try:
+            with open_file(lib) as source:
+                symbols = ElfFile(source).dynamic_symbols()
+        except (ElfError, SourceError) as exc:
+            raise UsageError(f"--target libtorch={path}: {os.path.basename(lib)}: {exc}") from None
+        exports.update(s.name for s in symbols if s.defined and s.name.startswith("aoti_"))
+    version = _libtorch_version(os.path.dirname(lib_dir)) or "unknown"
+    return TorchRuntime(version, f"libtorch {path}", frozenset(exports))
+
+
+def _libtorch_version(folder: str) -> str | None:
+    for name in ("build-version", "version.txt"):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                return fh.read(100).strip() or None
+        except OSError:
+            pass
+    try:
+        with open(os.path.join(folder, "version.py"), encoding="utf-8") as fh:
+            found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", fh.read(10_000))
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def read_image(path: str) -> dict[str, object]:
+    """An unpacked container root: its glibc, libstdc++ and (when installed) torch."""
+    root = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(root):
+        raise UsageError(f"--target image={path}: not a folder (unpack the image first)")
+    out: dict[str, object] = {}
+    libc = _first(root, ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64",
+                         "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib", "usr/lib"),
+                  "libc.so.6")  # fmt: skip
+    glibc = _newest(_defined_versions(libc), "GLIBC_")
+    if glibc is None:
+        raise UsageError(f"--target image={path}: no readable libc.so.6 in it")
+    out["glibc"] = glibc
+    conda = sorted(glob.glob(os.path.join(root, "opt/conda/lib")))
+    cxx = _first(root, (*(os.path.relpath(c, root) for c in conda), "usr/lib/x86_64-linux-gnu",
+                        "usr/lib64", "usr/lib/aarch64-linux-gnu", "usr/lib", "lib"),
+                 "libstdc++.so.6")  # fmt: skip
+    out["glibcxx"], out["cxxabi"] = _libstdcxx_versions(cxx)
+    torches = sorted(
+        glob.glob(os.path.join(root, "usr/local/lib/python3*/*-packages/torch"))
+        + glob.glob(os.path.join(root, "usr/lib/python3*/*-packages/torch"))
+        + glob.glob(os.path.join(root, "opt/conda/lib/python3*/site-packages/torch"))
+    )
+    if torches:
+        out["torch"] = read_libtorch(torches[0])
+    return out
+
+
+def _first(root: str, folders: tuple[str, ...], name: str) -> str | None:
+    for folder in folders:
+        path = os.path.join(root, folder, name)
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 def _norm_cc(value: str) -> str:
@@ -144,21 +477,6 @@ def _norm_cc(value: str) -> str:
     except ValueError:
         raise UsageError(f"--target cc {value!r} is not a compute capability like 9.0") from None
     return v
-
-
-def _local_isa() -> frozenset[str] | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            text = fh.read(1 << 20)
-    except OSError:
-        return None
-    flags: set[str] = set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            flags.update(value.split())
-            break
-    return frozenset(w for w, need in ISA_FLAGS.items() if all(f in flags for f in need))
 
 
 def _cuda_compute_capabilities() -> tuple[tuple[str, ...], str | None]:

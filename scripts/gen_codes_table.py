@@ -14,7 +14,10 @@ def main() -> None:
     print("| code | name | severity | category | meaning |")
     print("| --- | --- | --- | --- | --- |")
     for c in ALL_CODES:
-        print(f"| `{c.code}` | {c.name} | {c.severity.value} | {c.category.value} | {c.summary} |")
+        severity = "; ".join(
+            [c.severity.value] + [f"{sev.value} ({when})" for sev, when in c.overrides]
+        )
+        print(f"| `{c.code}` | {c.name} | {severity} | {c.category.value} | {c.summary} |")
 
 
 if __name__ == "__main__":

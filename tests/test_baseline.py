@@ -41,7 +41,7 @@ def test_round_trip_only_new_findings_fail(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rc, data = check(capsys, "aoti_inputs_out_of_range")
-    assert rc == 1 and {f["code"] for f in data["findings"]} == {"AOT304", "AOT013"}
+    assert rc == 1 and {f["code"] for f in data["findings"]} == {"AOT304", "AOT013", "AOT051"}
 
     rc, data = check(capsys, "aoti_inputs_out_of_range", "--write-baseline", "ci/baseline.json")
     assert rc == 0 and data["findings"] == []  # reported as the new baseline sees it
@@ -49,6 +49,7 @@ def test_round_trip_only_new_findings_fail(
     assert written["schema_version"] == 1
     assert [(e["package"], e["code"]) for e in written["findings"]] == [
         ("../models/both.pt2", "AOT013"),  # relative to the baseline's folder, sorted
+        ("../models/both.pt2", "AOT051"),
         ("../models/both.pt2", "AOT304"),
     ]
 
@@ -56,7 +57,7 @@ def test_round_trip_only_new_findings_fail(
     assert rc == 0 and data["findings"] == []
     stages = {s["name"]: s for s in data["stages"]}
     assert stages["static"]["status"] == "passed"  # it failed only on accepted findings
-    assert stages["baseline"]["detail"] == "2 known finding(s) accepted (baseline.json)"
+    assert stages["baseline"]["detail"] == "3 known finding(s) accepted (baseline.json)"
 
     rc, data = check(capsys, "aoti_inputs_bad_dtype", "--baseline", "ci/baseline.json")
     assert rc == 1 and [f["code"] for f in data["findings"]] == ["AOT201"]  # only the new one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -38,3 +39,149 @@ def test_readme_codes_table_is_current() -> None:
         check=True,
     ).stdout.strip()
     assert table == generated, "README's code table is stale: run scripts/gen_codes_table.py"
+
+
+# --------------------------------------------------------------------------------------------
+# Emitted severities match the table
+
+
+_CODE_RE = re.compile(r"AOT\d{3}")
+
+
+def _severities_in(node: ast.AST) -> set[str]:
+    """Names of every `Severity.X` (or the table's E/W/I aliases) inside `node`."""
+    out: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
+            if sub.value.id == "Severity":
+                out.add(sub.attr.lower())
+    return out
+
+
+def _assigned_in(func: ast.AST, name: str) -> list[ast.AST]:
+    """The values assigned to `name` inside `func` (`x = ...`)."""
+    values: list[ast.AST] = []
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Assign):
+            if any(isinstance(t, ast.Name) and t.id == name for t in sub.targets):
+                values.append(sub.value)
+    return values
+
+
+def _codes_of(call: ast.Call, func: ast.AST) -> list[str]:
+    """The codes a finding call is for: `codes.get("AOT201").finding(...)`, a helper that takes
+    the code first (`self._add("AOT702", ...)`), or a variable assigned literal codes in the
+    same function (`code = "AOT401" if ... else "AOT406"`)."""
+    candidates: list[ast.AST] = list(call.args[:1])
+    if isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Call):
+        candidates = list(call.func.value.args[:1]) + candidates
+    for arg in candidates:
+        if isinstance(arg, (ast.Constant, ast.IfExp)):  # "AOT401" or "AOT401" if c else "AOT406"
+            literal = [
+                sub.value
+                for sub in ast.walk(arg)
+                if isinstance(sub, ast.Constant)
+                and isinstance(sub.value, str)
+                and _CODE_RE.fullmatch(sub.value)
+            ]
+            if literal:
+                return literal
+        if isinstance(arg, ast.Name):
+            found = [
+                sub.value
+                for value in _assigned_in(func, arg.id)
+                for sub in ast.walk(value)
+                if isinstance(sub, ast.Constant)
+                and isinstance(sub.value, str)
+                and _CODE_RE.fullmatch(sub.value)
+            ]
+            if found:
+                return found
+    return []
+
+
+def emitted_severity_overrides() -> list[tuple[str, str, int, set[str] | None]]:
+    """(code, file, line, severities) of every finding built in aotipre/ with a severity other
+    than its code's default; severities None where they cannot be read from the source."""
+    root = Path(codes.__file__).resolve().parent
+    out: list[tuple[str, str, int, set[str] | None]] = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Module))]
+        for func in funcs:
+            for call in ast.walk(func):
+                if not isinstance(call, ast.Call):
+                    continue
+                found_codes = _codes_of(call, func)
+                if not found_codes:
+                    continue
+                exprs: list[ast.AST] = []
+                if (
+                    path.name == "target.py"
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "add"
+                ):
+                    # checks/target.py's _Context.add applies `self.sev` (info for facts of this
+                    # machine under --static-only) to every code it builds
+                    exprs.append(ast.parse("Severity.INFO", mode="eval").body)
+                for kw in call.keywords:
+                    if kw.arg == "severity":
+                        exprs.append(kw.value)
+                    elif kw.arg is None:  # **fields
+                        exprs.append(kw.value)
+                if not exprs:
+                    continue
+                found: set[str] = set()
+                for expr in exprs:
+                    found |= _severities_in(expr)
+                    for name in {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}:
+                        for value in _assigned_in(func, name):
+                            found |= _severities_in(value)
+                rel = str(path.relative_to(root.parent))
+                out.extend((code, rel, call.lineno, found) for code in found_codes)
+    return out
+
+
+def test_every_emitted_severity_is_in_the_table() -> None:
+    """AOT406 was emitted as a warning while the table said error: every severity a finding is
+    built with must be its code's default or an override the table documents (with when)."""
+    table = {c.code: c for c in codes.ALL_CODES}
+    wrong = []
+    for code, where, line, severities in emitted_severity_overrides():
+        entry = table[code]
+        allowed = {entry.severity.value} | {sev.value for sev, _ in entry.overrides}
+        for sev in severities or set():
+            if sev not in allowed:
+                wrong.append(f"{where}:{line}: {code} emitted as {sev}, table allows {allowed}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_scan_sees_the_known_overrides() -> None:
+    """The scan above is not vacuous: it finds the overrides known to exist."""
+    seen = {(code, sev) for code, _, _, sevs in emitted_severity_overrides() for sev in sevs or ()}
+    assert ("AOT202", "warning") in seen
+    assert ("AOT401", "info") in seen
+    assert ("AOT702", "warning") in seen
+
+
+def test_an_undeclared_override_is_caught(tmp_path: Path) -> None:
+    """The check itself fails on a severity the table does not allow."""
+    table = {c.code: c for c in codes.ALL_CODES}
+    entry = table["AOT201"]
+    allowed = {entry.severity.value} | {sev.value for sev, _ in entry.overrides}
+    src = 'codes.get("AOT201").finding("x", severity=Severity.INFO)\n'
+    call = ast.parse(src).body[0].value  # type: ignore[attr-defined]
+    assert _codes_of(call, call) == ["AOT201"]
+    assert _severities_in(call.keywords[0].value) - allowed == {"info"}
+
+
+def test_documented_overrides_are_emitted_somewhere() -> None:
+    """An override in the table that nothing emits is stale documentation."""
+    seen = {(code, sev) for code, _, _, sevs in emitted_severity_overrides() for sev in sevs or ()}
+    stale = [
+        (c.code, sev.value)
+        for c in codes.ALL_CODES
+        for sev, _ in c.overrides
+        if (c.code, sev.value) not in seen
+    ]
+    assert not stale, f"overrides documented but never emitted: {stale}"

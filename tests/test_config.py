@@ -134,7 +134,8 @@ def test_paths_are_relative_to_the_file(project: Path) -> None:
         ("select = ['XYZ']", "'XYZ' is not a code prefix"),
         ("ignore = ['AOT99']", "'AOT99' matches no code"),
         ("device = 'tpu'", 'device = "tpu": expected cpu, cuda or cuda:N'),
-        ("target = 'tpu'", "target = \"tpu\": --target device 'tpu'"),
+        ("target = 'tpu'", "target = \"tpu\": --target 'tpu' is neither a target spec"),
+        ("target = 'cuda,cc=x'", "target = \"cuda,cc=x\": --target cc 'x'"),
         ("inputs = 'x.pt'", "inputs: expected a table"),
         ("[inputs]\n'a.pt2' = 3", '"a.pt2" = 3: expected a file name'),
         ("timeout = ", "is not valid TOML"),
@@ -175,9 +176,10 @@ def test_precedence_flag_over_file_over_default(
     assert (rc, data["fail_on"]) == (0, "error")
     write(project / "aotipre.toml", "fail-on = 'warning'\nignore = ['AOT013']\n")
     rc, data = run_json(capsys, *args)
-    assert rc == 0 and data["findings"] == []
+    assert rc == 0 and [f["code"] for f in data["findings"]] == ["AOT051"]  # an info
     rc, data = run_json(capsys, *args, "--ignore", "AOT4", "--select", "AOT0")
-    assert rc == 1 and [f["code"] for f in data["findings"]] == ["AOT013"]  # flag replaces
+    codes = [f["code"] for f in data["findings"]]
+    assert rc == 1 and codes == ["AOT013", "AOT051"]  # flag replaces
 
 
 def test_static_only_from_the_file(
@@ -199,7 +201,7 @@ def test_per_package_inputs(project: Path, pkg: Pkg, capsys: pytest.CaptureFixtu
     )
     rc, data = run_json(capsys, "model.pt2")
     assert rc == 1 and data["inputs_source"] == "bad.pt"
-    assert [f["code"] for f in data["findings"]] == ["AOT201"]
+    assert [f["code"] for f in data["findings"]] == ["AOT051", "AOT052", "AOT201"]
     rc, data = run_json(capsys, "model.pt2", "-i", str(pkg("aoti_inputs")))  # the flag wins
     assert rc == 0
 

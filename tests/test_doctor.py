@@ -19,7 +19,7 @@ from aotipre.doctor.render import render
 from aotipre.errors import UsageError
 from aotipre.findings import Finding, StageStatus, Verdict
 from aotipre.runner import stages as stages_mod
-from aotipre.runner.stages import DynamicOptions
+from aotipre.runner.stages import DynamicOptions, libstdcxx
 
 TESTS = Path(__file__).resolve().parent
 FAKE_WORKER = TESTS / "fakes" / "fake_doctor_worker.py"
@@ -75,8 +75,8 @@ def dynamic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_lib: Path
 ) -> Callable[[dict[str, Any]], DynamicOptions]:
     """dynamic(script) -> DynamicOptions running the fake doctor worker with `script`."""
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
-    monkeypatch.setattr(stages_mod, "find_system_libstdcxx", lambda: str(fake_lib))
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
+    monkeypatch.setattr(libstdcxx, "find_system_libstdcxx", lambda: str(fake_lib))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     (tmp_path / "inductor").mkdir()
@@ -190,7 +190,7 @@ def test_crash_only_without_preload_is_verified(
     assert "_Scanner" in finding.message
     assert any(n.startswith("cpu: verified") for n in report.notes)
     # the preload fixes it, so the same doctor run under it passes
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})  # a new process, in effect
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})  # a new process, in effect
     monkeypatch.setenv("LD_PRELOAD", str(fake_lib))
     assert doctor(script).verdict is Verdict.PASS
 
@@ -310,7 +310,7 @@ def test_model_crash_with_a_crashing_canary_blames_the_host(
     options = dynamic({"load": {"crash": "SIGSEGV"}})
     model = tmp_path / "model.pt2"
     model.write_bytes(CANARY.read_bytes())
-    report = api.check(str(model), api.CheckOptions(dynamic=options))
+    report = api.check(str(model), api.CheckOptions(dynamic=options, compile_at_deploy=True))
     assert codes(report.findings) == ["AOT412"], report.findings
     (f,) = report.findings
     assert f.category.value == "environment" and f.model == "model"
@@ -321,7 +321,7 @@ def test_model_crash_with_a_crashing_canary_blames_the_host(
     canary_stage = report.stages[-1]
     assert canary_stage.name == "canary" and canary_stage.status is StageStatus.FAILED
     # the result is cached per host and torch version: the next check does not run it again
-    again = api.check(str(model), api.CheckOptions(dynamic=options))
+    again = api.check(str(model), api.CheckOptions(dynamic=options, compile_at_deploy=True))
     assert codes(again.findings) == ["AOT412"]
     assert "(cached result)" in again.stages[-1].detail
 
@@ -332,7 +332,7 @@ def test_model_crash_with_a_working_canary_stays_the_models(
     options = dynamic({"run": {"crash": "SIGSEGV"}, "canary.run": {}})
     model = tmp_path / "model.pt2"
     model.write_bytes(CANARY.read_bytes())
-    report = api.check(str(model), api.CheckOptions(dynamic=options))
+    report = api.check(str(model), api.CheckOptions(dynamic=options, compile_at_deploy=True))
     (crash,) = [f for f in report.findings if not f.code.startswith("AOT8")]  # 8: triage's
     assert crash.code == "AOT604"
     assert "the crash is specific to this package" in crash.message

@@ -2,27 +2,62 @@
 
 from __future__ import annotations
 
+from aotipre.binaries.facts import IsaScanner
+from aotipre.checks.contract import (
+    check_checkpoint,
+    check_loading,
+    check_specialized,
+    check_unplaced_specialized,
+)
+from aotipre.checks.indices import check_index_values
 from aotipre.checks.inputs import check_inputs
-from aotipre.checks.package import check_host, check_package
+from aotipre.checks.package import check_package
+from aotipre.checks.target import TargetRow, check_host, row_for
 from aotipre.findings import Finding
 from aotipre.host import HostInfo
 from aotipre.inputs.meta import SampleInputs
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 
 
+def check_targets(
+    package: PackageInfo, models: list[ModelInfo], hosts: list[HostInfo], *, soft: bool
+) -> tuple[list[Finding], list[TargetRow]]:
+    """Each model against each target: the findings, and one table row per model and target."""
+    scan = IsaScanner(package.path)
+    findings: list[Finding] = []
+    rows = []
+    for host in hosts:
+        for model in models:
+            found = check_host(model, host, soft=soft, scan=scan)
+            findings.extend(found)
+            rows.append(row_for(model, host, found))
+    return findings, rows
+
+
 def run_static_checks(
     package: PackageInfo,
     models: list[ModelInfo],
     samples: dict[str, SampleInputs | None],
-    host: HostInfo,
+    hosts: list[HostInfo],
     *,
     soft_host: bool,
-) -> list[Finding]:
-    """Package checks, then host compatibility, then each model's sample inputs, in that order."""
+    compile_at_deploy: bool = False,
+) -> tuple[list[Finding], list[TargetRow]]:
+    """Package checks, then how a deployment loads it, then compatibility with each target,
+    then each model's call contract and sample inputs, in that order."""
     findings = check_package(package, models)
+    findings.extend(check_loading(package, models, compile_at_deploy=compile_at_deploy))
+    target_findings, rows = check_targets(package, models, hosts, soft=soft_host)
+    findings.extend(target_findings)
     for model in models:
-        findings.extend(check_host(model, host, soft=soft_host))
         sample = samples.get(model.name)
+        checkpoint = check_checkpoint(model, sample) if sample is not None else []
+        if checkpoint:  # one clear finding, not one per parameter name
+            findings.extend(checkpoint)
+            continue
+        findings.extend(check_specialized(model, sample))
+        findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
             findings.extend(check_inputs(model, sample))
-    return findings
+            findings.extend(check_index_values(package, model, sample))
+    return findings, rows

@@ -76,7 +76,7 @@ def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, A
         ctx.add(
             "AOT101",
             f"{len(sample.args)} positional arguments given, the model was exported with "
-            f"{len(sig.args)} ({names})",
+            f"{len(sig.args)} ({names})" + _arg_count_effect(sample.args, sig.args, model),
             expected=len(sig.args),
             actual=len(sample.args),
         )
@@ -124,6 +124,36 @@ def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, A
         if key in sample.kwargs:
             _walk(ctx, spec, sample.kwargs[key], key, f"kwargs[{key!r}]", found)
     return [(inp, found[inp.path]) for inp in model.inputs if inp.path in found]
+
+
+def _arg_count_effect(
+    given: tuple[Any, ...], exported: tuple[TreeSpec, ...], model: ModelInfo
+) -> str:
+    """What the compiled model does with a wrong number of positional arguments, when only
+    non-tensors differ: torch's AOTICompiledModel drops every non-tensor leaf, so it runs."""
+    if len(given) < len(exported):
+        missing = [
+            i
+            for i in model.inputs
+            if any(i.path.startswith(f"args[{n}]") for n in range(len(given), len(exported)))
+        ]
+        if missing and all(i.tensor is None for i in missing):
+            shown = ", ".join(
+                f"{i.name}={i.value!r}" if i.value is not None else i.name for i in missing
+            )
+            return (
+                f"; the compiled model runs without the missing non-tensor argument(s) and "
+                f"computes with what export specialized ({shown})"
+            )
+    if len(given) > len(exported):
+        extra = _flatten(list(given[len(exported) :]))
+        if extra and not any(isinstance(v, TensorMeta) for v in extra):
+            shown = ", ".join(repr(v) for v in extra[:4])
+            return (
+                f"; the compiled model silently ignores the extra non-tensor value(s) {shown} "
+                "and computes with the defaults export used"
+            )
+    return ""
 
 
 def _walk(
@@ -342,6 +372,10 @@ def _check_range(
     shown = f"[{eff_lo if eff_lo is not None else 0}, {eff_hi if eff_hi is not None else 'inf'}]"
     if eff_lo is not None and got < eff_lo:
         narrower = aoti_lo is not None and (lo is None or aoti_lo > lo) and got >= (lo or 0)
+        hint = {}
+        if aoti_lo == 2 and eff_lo == 2 and got in (0, 1):
+            # AOTI compiles dynamic dims for sizes >= 2 whatever the Dim min (0/1 specialization)
+            hint = {"hint": zero_one_hint(got)}
         ctx.add(
             "AOT303",
             f"input '{spec.name}' dim {dim} ({label}) is {got}, below the minimum {eff_lo} "
@@ -355,6 +389,7 @@ def _check_range(
             dim=dim,
             expected=f">= {eff_lo}",
             actual=got,
+            **hint,
         )
     if eff_hi is not None and got > eff_hi:
         ctx.add(
@@ -366,6 +401,16 @@ def _check_range(
             expected=f"<= {eff_hi}",
             actual=got,
         )
+
+
+def zero_one_hint(size: int) -> str:
+    """How to really accept a size of 0 or 1 that export allows but the AOTI code refuses."""
+    return (
+        "AOTInductor specializes sizes 0 and 1 away, so a smaller Dim min does not help; to "
+        f"accept {size}, export under torch.fx.experimental._config.patch("
+        "backed_size_oblivious=True) and recompile (measured on torch 2.13 with Dim(min=1): "
+        "the compiled check becomes >= 1 and a batch of 1 runs), or pad the input to 2"
+    )
 
 
 def _check_derived(ctx: _Ctx, spec: InputSpec, meta: TensorMeta) -> None:
@@ -393,6 +438,10 @@ def _check_derived(ctx: _Ctx, spec: InputSpec, meta: TensorMeta) -> None:
             bound = t.bounds[dim] if dim < len(t.bounds) else None
             _check_range(ctx, spec, dim, expr, got, ctx.model.symbol(expr), bound)
     if t.strides is None or len(t.strides) != len(meta.strides):
+        return
+    if meta.is_contiguous and _contiguous_strides(t, env):
+        # Both contiguous: a stride that differs follows from a size that differs, which the
+        # shape checks report; `.contiguous()` would change nothing.
         return
     for dim, (want, got) in enumerate(zip(t.strides, meta.strides)):
         if meta.shape[dim] <= 1:
@@ -453,15 +502,27 @@ def _check_scalar(ctx: _Ctx, spec: InputSpec, value: Any) -> None:
                 actual=repr(value),
             )
         return
-    if spec.kind in _VALUE_KINDS and spec.value is not None and value != spec.value:
+    if spec.kind in _VALUE_KINDS and spec.value is not None and not _same_value(value, spec.value):
         ctx.add(
             "AOT105",
-            f"input '{spec.name}' is {value!r}, but the model was specialized to {spec.value!r} "
-            f"at export",
+            f"input '{spec.name}' is {value!r}, but export specialized it to {spec.value!r}: the "
+            f"compiled model ignores the value passed and silently computes with "
+            f"{spec.value!r} (the ExportedProgram's module() refuses it: Guard failed: "
+            f"{spec.name} == {spec.value!r})",
             spec,
             expected=spec.value,
             actual=value,
         )
+
+
+def _same_value(value: Any, exported: Any) -> bool:
+    """Equal as export's guard compares them (`alpha == 0.5`: Python ==), lists and tuples
+    alike."""
+    if isinstance(exported, (list, tuple)) and isinstance(value, (list, tuple)):
+        return len(value) == len(exported) and all(
+            _same_value(v, e) for v, e in zip(value, exported)
+        )
+    return bool(value == exported)
 
 
 def _describe_spec(spec: InputSpec) -> str:

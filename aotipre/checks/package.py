@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from aotipre import codes
-from aotipre.findings import Finding, Severity
-from aotipre.host import ISA_RANK, HostInfo
-from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.binaries.facts import GpuMember, SharedObject
+from aotipre.checks.target import KNOWN_DEVICES
+from aotipre.checks.inputs import zero_one_hint
+from aotipre.findings import Finding
+from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 
-KNOWN_DEVICES = ("cpu", "cuda", "xpu", "mps")
 SUPPORTED_TORCH = ((2, 11), (2, 13))
 
 
@@ -60,6 +61,8 @@ def _check_model(model: ModelInfo) -> list[Finding]:
         )
     if model.has_exported_program:
         out.extend(_export_vs_aoti_bounds(model))
+    if model.aoti is not None:
+        out.extend(_binaries(model, model.aoti))
     if model.torch_version:
         version = _major_minor(model.torch_version)
         if version is not None and not (SUPPORTED_TORCH[0] <= version <= SUPPORTED_TORCH[1]):
@@ -100,6 +103,7 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                 if not narrower or (want.expr, side) in seen:
                     continue
                 seen.add((want.expr, side))
+                zero_one = side == "min" and aoti_v == 2 and export_v is not None and export_v <= 1
                 out.append(
                     codes.get("AOT013").finding(
                         f"model '{model.name}': dynamic dim {want.expr} has {side} {export_v} in "
@@ -112,6 +116,7 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                         expected=export_v,
                         actual=aoti_v,
                         stage="static",
+                        **({"hint": zero_one_hint(export_v or 0)} if zero_one else {}),
                     )
                 )
     return out
@@ -125,107 +130,79 @@ def _major_minor(version: str) -> tuple[int, int] | None:
         return None
 
 
-def check_host(model: ModelInfo, host: HostInfo, *, soft: bool) -> list[Finding]:
-    """Can `host` run `model`'s AOTI code? `soft`: report facts of this machine as info only."""
-    aoti = model.aoti
-    if aoti is None:
+def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:
+    """What the compiled members are: unreadable ones (the loader fails on them), the CPU target
+    the .so was compiled for, the torch that produced it, the GPU code it carries."""
+    facts = aoti.binaries
+    if facts is None:
         return []
-    out: list[Finding] = []
-    sev = {"severity": Severity.INFO} if soft else {}
-    where = host.description
     name = model.name
+    out = []
+    bad_members: list[SharedObject | GpuMember] = [
+        *(s for s in facts.shared_objects if s.error),
+        *(g for g in facts.gpu if g.error),
+    ]
+    for bad in bad_members:
+        kind = "shared object" if bad.member.endswith(".so") else "GPU code member"
+        out.append(
+            codes.get("AOT050").finding(
+                f"model '{name}': {kind} {bad.member} is not loadable: {bad.error}",
+                model=name,
+                stage="static",
+                actual=bad.member,
+            )
+        )
+    sos = [s for s in facts.shared_objects if s.error is None]
     device = (aoti.device_type or "").split(":")[0]
-    if device and device in KNOWN_DEVICES and device not in host.device_types:
-        code = "AOT401" if device == "cuda" else "AOT406"
-        out.append(
-            codes.get(code).finding(
-                f"model '{name}' was compiled for {device}, and {where} has no {device} device",
-                model=name,
-                stage="static",
-                expected=device,
-                actual=sorted(host.device_types),
-                **sev,
-            )
-        )
-    if host.is_target and device and device in host.device_types and device != host.primary_device:
-        out.append(
-            codes.get("AOT406").finding(
-                f"model '{name}' was compiled for {device}, but the {where} deploys on "
-                f"{host.primary_device}",
-                model=name,
-                stage="static",
-                expected=host.primary_device,
-                actual=device,
-                hint=f"recompile the ExportedProgram for {host.primary_device}, or target "
-                f"{device} on purpose",
-                severity=Severity.WARNING,
-            )
-        )
-    cc = aoti.compute_capability
-    if (
-        device == "cuda"
-        and cc
-        and host.compute_capabilities
-        and cc not in _cc_variants(host.compute_capabilities)
-    ):
-        out.append(
-            codes.get("AOT402").finding(
-                f"model '{name}' was compiled for compute capability {_fmt_cc(cc)}, {where} has "
-                f"{', '.join(host.compute_capabilities)}",
-                model=name,
-                stage="static",
-                expected=_fmt_cc(cc),
-                actual=list(host.compute_capabilities),
-                **sev,
-            )
-        )
-    if device == "cpu" and aoti.cpu_isa and host.cpu_isa is not None:
-        missing = [w for w in (x.upper() for x in aoti.cpu_isa) if w not in host.cpu_isa]
-        missing = [w for w in missing if w in ISA_RANK or w in ("ASIMD", "NEON", "VSX", "ZVECTOR")]
-        if missing:
+    for so in sos:
+        if device == "cpu" and (so.flags is not None or aoti.cpu_isa):
+            flags = so.flags
+            what = f"-march={flags.march}" if flags and flags.march else "an unknown -march"
+            isa = f"; metadata AOTI_CPU_ISA: {' '.join(aoti.cpu_isa)}" if aoti.cpu_isa else ""
+            wide = [f for f in (flags.enabled if flags else ()) if f.startswith(("avx512", "amx"))]
             out.append(
-                codes.get("AOT403").finding(
-                    f"model '{name}' was compiled with {' '.join(aoti.cpu_isa)}; {where} lacks "
-                    f"{' '.join(missing)}",
+                codes.get("AOT051").finding(
+                    f"model '{name}': CPU code compiled for {what} (enabled: "
+                    f"{', '.join(wide) or 'no AVX-512/AMX'}{isa})",
                     model=name,
                     stage="static",
-                    expected=list(aoti.cpu_isa),
-                    actual=sorted(host.cpu_isa),
-                    **sev,
+                    actual=list(flags.enabled) if flags else list(aoti.cpu_isa),
+                    evidence=(f"{so.member}: {flags.source if flags else 'metadata'}",),
                 )
             )
-    if aoti.platform and host.platform and aoti.platform.lower() != host.platform.lower():
+    if not model.torch_version and sos:
+        from aotipre.binaries.versions import producer_range
+
+        so = sos[0]
+        found = producer_range(so.entry_points, so.imports)
         out.append(
-            codes.get("AOT404").finding(
-                f"model '{name}' was compiled for {aoti.platform}, {where} runs {host.platform}",
+            codes.get("AOT052").finding(
+                f"model '{name}': AOTI code produced by torch {found.text} (from the "
+                f"{len(so.entry_points)} AOTInductor entry points and "
+                f"{sum(1 for s in so.imports if s.startswith('aoti_'))} shim imports of its .so)",
                 model=name,
                 stage="static",
-                expected=aoti.platform,
-                actual=host.platform,
-                **sev,
+                actual=list(found.releases),
+                evidence=found.evidence,
             )
         )
-    elif aoti.machine and host.machine and aoti.machine != host.machine:
+    images = sorted({i.label for g in facts.gpu for i in g.images})
+    if images:
+        ptx = sorted(
+            {
+                ".".join(map(str, i.ptx_version))
+                for g in facts.gpu
+                for i in g.images
+                if i.ptx_version
+            }
+        )
         out.append(
-            codes.get("AOT404").finding(
-                f"model '{name}' was compiled for {aoti.machine}, {where} is {host.machine}",
+            codes.get("AOT053").finding(
+                f"model '{name}': {len(facts.gpu)} GPU code member(s) carry {', '.join(images)}"
+                + (f" (PTX ISA {', '.join(ptx)})" if ptx else "; no PTX"),
                 model=name,
                 stage="static",
-                expected=aoti.machine,
-                actual=host.machine,
-                **sev,
+                actual=images,
             )
         )
-    return out
-
-
-def _fmt_cc(cc: str) -> str:
-    return f"{cc[:-1]}.{cc[-1]}" if cc.isdigit() and len(cc) >= 2 else cc
-
-
-def _cc_variants(ccs: tuple[str, ...]) -> set[str]:
-    out = set()
-    for cc in ccs:
-        out.add(cc)
-        out.add(cc.replace(".", ""))
     return out

@@ -29,7 +29,7 @@ from aotipre.doctor.frames import CrashSite, build_backtrace_helper, crash_site
 from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
 from aotipre.runner import cache as cache_mod
-from aotipre.runner import stages as stages_mod
+from aotipre.runner import launch
 from aotipre.runner.proc import ProcessOutcome, run_process
 from aotipre.runner.stages import DynamicOptions, parse_device, run_dynamic_stages
 
@@ -191,10 +191,7 @@ def run_worker_job(
     result_path = os.path.join(workdir, f"{tag}.result.json")
     with open(job_path, "w") as f:
         json.dump(body, f)
-    if options.worker_command:
-        argv: tuple[str, ...] = (*options.worker_command, job_path)
-    else:
-        argv = (options.python or sys.executable, stages_mod.WORKER_PATH, job_path)
+    argv = launch.worker_argv(options.python, options.worker_command, job_path)
     child_env = dict(os.environ)
     child_env.update(options.extra_env)
     child_env.update(env or {})
@@ -204,7 +201,7 @@ def run_worker_job(
     outcome = run_process(
         argv,
         env=child_env,
-        timeout_s=budget + stages_mod.STARTUP_SLACK_S,
+        timeout_s=budget + launch.STARTUP_SLACK_S,
         cwd=workdir,
         result_path=result_path,
     )

@@ -466,7 +466,7 @@ def _make_tensor(
                 f"a {dtype}{list(shape)} tensor (stride {list(strides)}, offset {offset}) "
                 f"needs {need} bytes but its storage data/{storage.key} has {storage.nbytes}"
             )
-    meta = TensorMeta(dtype, shape, strides, storage.device, offset, requires_grad)
+    meta = TensorMeta(dtype, shape, strides, storage.device, offset, requires_grad, storage.key)
     return _Tensor(meta)
 
 
@@ -507,7 +507,13 @@ def _rebuild_parameter(data: object, requires_grad: object, backward_hooks: obje
     meta = data.meta
     return _Tensor(
         TensorMeta(
-            meta.dtype, meta.shape, meta.strides, meta.device, meta.storage_offset, requires_grad
+            meta.dtype,
+            meta.shape,
+            meta.strides,
+            meta.device,
+            meta.storage_offset,
+            requires_grad,
+            meta.storage_key,
         )
     )
 

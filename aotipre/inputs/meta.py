@@ -18,6 +18,9 @@ class TensorMeta:
     """Device type recorded in the file (cpu, cuda, ...)."""
     storage_offset: int = 0
     requires_grad: bool = False
+    storage_key: str | None = field(default=None, compare=False)
+    """The file's storage member (`<archive>/data/<key>`) holding the values, for readers of
+    values (aotipre.inputs.values); None for tensors without data (meta tensors)."""
 
     @property
     def is_contiguous(self) -> bool:

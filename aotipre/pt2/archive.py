@@ -12,6 +12,7 @@ import stat
 import unicodedata
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -109,6 +110,19 @@ class Archive:
 
     def read_text(self, name: str, limit: int = MAX_JSON_BYTES) -> str:
         return self.read(name, limit).decode("utf-8", errors="replace")
+
+    def chunks(self, name: str) -> Iterator[bytes]:
+        """Stream one member of any size in 1 MiB chunks (bounded memory; e.g. to hash it)."""
+        if name not in self.members:
+            raise CodedPackageError("AOT006", f"member {name} is missing from the archive")
+        try:
+            with self._zf.open(name) as fh:
+                while chunk := fh.read(_CHUNK):
+                    yield chunk
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError) as exc:
+            raise CodedPackageError(
+                "AOT008", f"member {name} cannot be read: {_one_line(exc)}"
+            ) from exc
 
     def crc_ok(self, name: str) -> bool:
         """Stream one member and compare its CRC-32 (bounded memory; False on any read error)."""

@@ -252,6 +252,9 @@ _SCALAR_KINDS = {
 }
 
 
+_LIST_KINDS = {"as_ints": "ints", "as_floats": "floats", "as_bools": "bools", "as_strings": "strs"}
+
+
 def _arg_kind(arg: Any) -> tuple[str, str, Any]:
     """(kind, graph name, constant value) of a serialized Argument."""
     if not isinstance(arg, dict) or not arg:
@@ -266,6 +269,8 @@ def _arg_kind(arg: Any) -> tuple[str, str, Any]:
         return _SCALAR_KINDS[key], str(name), None
     if key in _SCALAR_KINDS:
         return _SCALAR_KINDS[key], "", body
+    if key in _LIST_KINDS and isinstance(body, list):
+        return _LIST_KINDS[key], "", list(body)
     return "other", "", None
 
 

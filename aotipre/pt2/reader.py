@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from aotipre.binaries.facts import read_binary_facts
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
+from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
 from aotipre.pt2.wrapper_contract import contract_from_wrapper
 
@@ -26,14 +28,36 @@ def read_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> Pa
         return _read(archive, verify_crc=verify_crc)
 
 
+@dataclass(frozen=True)
+class OpenPackage:
+    """A .pt2 read once and kept open: its PackageInfo and its validated archive, for the later
+    readers of one check (sample inputs, synthesized-input hints, the compile-cache key, crash
+    triage) instead of each reopening the file. Close it with `archive` (a context manager)."""
+
+    info: PackageInfo
+    archive: Archive
+
+
+def open_package(path: str | os.PathLike[str], *, verify_crc: bool = True) -> OpenPackage:
+    """read_package(), keeping the archive open. Raises CodedPackageError (one clear line)."""
+    archive = open_archive(path)
+    try:
+        return OpenPackage(_read(archive, verify_crc=verify_crc), archive)
+    except BaseException:
+        archive.close()
+        raise
+
+
 def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
     names = archive.names()
     root = _single_root(archive, names)
     fmt_member = f"{root}/{layout.ARCHIVE_FORMAT}"
     if fmt_member not in archive.members:
+        what = describe_foreign_zip(names, root)
         raise CodedPackageError(
             "AOT004",
-            f"{archive.path}: a zip archive without {layout.ARCHIVE_FORMAT}, so not a .pt2 package",
+            f"{archive.path}: "
+            + (what or f"a zip archive without {layout.ARCHIVE_FORMAT}, so not a .pt2 package"),
         )
     archive_format = archive.read_text(fmt_member, limit=1024).strip()
     if archive_format != layout.ARCHIVE_FORMAT_VALUE:
@@ -167,6 +191,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
             symbols=wrapper.symbols,
             signature=wrapper.signature,
             contract_source="wrapper_cpp" if wrapper.inputs or wrapper.signature else "none",
+            call_leaves=wrapper.call_leaves,
         )
     notes = (*model.notes, "no wrapper.cpp is packaged, so the input contract is unknown")
     return replace(model, notes=notes)
@@ -213,6 +238,8 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
         metadata = {str(k): str(v) for k, v in data.items()}
     wrappers = sorted(n for n in files if n.endswith(layout.WRAPPER_CPP_SUFFIX))
     isa = metadata.get("AOTI_CPU_ISA", "")
+    shared = tuple(sorted(n for n in files if n.endswith(".so")))
+    gpu = tuple(sorted(n for n in files if n.endswith((".cubin", ".fatbin", ".spv"))))
     return AotiPart(
         directory=directory,
         device_type=metadata.get("AOTI_DEVICE_KEY") or None,
@@ -222,9 +249,10 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
         compute_capability=metadata.get("AOTI_COMPUTE_CAPABILITY") or None,
         metadata=metadata,
         wrapper_cpp=wrappers[0] if wrappers else None,
-        shared_objects=tuple(sorted(n for n in files if n.endswith(".so"))),
-        cubins=tuple(sorted(n for n in files if n.endswith((".cubin", ".fatbin", ".spv")))),
+        shared_objects=shared,
+        cubins=gpu,
         weights_on_disk=posixpath.join(directory, layout.AOTI_WEIGHTS_CONFIG) in archive.members,
+        binaries=read_binary_facts(archive, shared, gpu),
     )
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aotipre.binaries.facts import BinaryFacts
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,8 @@ class AotiPart:
     cubins: tuple[str, ...]
     weights_on_disk: bool
     """True when weights_config.json says the weights live outside the .so."""
+    binaries: BinaryFacts | None = None
+    """What the .so / cubin members need, read from them (aotipre.binaries.facts)."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +197,10 @@ class ModelInfo:
     """in_so, on_disk, exported_program, none."""
     notes: tuple[str, ...] = ()
     """Things the reader noticed (e.g. export and AOTI bounds differ)."""
+    call_leaves: tuple[tuple[str, str], ...] = ()
+    """AOTI-only, when the call has non-tensor leaves (arguments export specialized) whose place
+    could not be told from wrapper.cpp: every (name, path) leaf of its in_spec_. Those that
+    could be placed are inputs of kind `constant` instead."""
 
     @property
     def has_aoti(self) -> bool:
@@ -259,6 +268,7 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
             "shared_objects": list(aoti.shared_objects),
             "cubins": len(aoti.cubins),
             "weights_on_disk": aoti.weights_on_disk,
+            "binaries": None if aoti.binaries is None else aoti.binaries.to_dict(),
         },
         "inputs": [i.to_dict() for i in model.inputs],
         "outputs": [o.to_dict() if o is not None else None for o in model.outputs],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from aotipre.pt2.exported import ContractError, call_signature, leaf_paths, parse_treespec
@@ -17,6 +18,12 @@ class WrapperView:
     symbols: tuple[SymbolRange, ...]
     signature: CallSignature | None
     notes: tuple[str, ...]
+    specialized: tuple[tuple[str, str], ...] = ()
+    """(name, path) of the call's non-tensor leaves: export specialized them, and the compiled
+    model ignores whatever is passed there (their values are not recorded in the wrapper)."""
+    call_leaves: tuple[tuple[str, str], ...] = ()
+    """Every (name, path) leaf of in_spec_, kept when the call has non-tensor leaves whose place
+    could not be told (then inputs are matched by tensor order and signature is None)."""
 
 
 def contract_from_wrapper(text: str) -> WrapperView:
@@ -32,26 +39,87 @@ def contract_from_wrapper(text: str) -> WrapperView:
         except ContractError as exc:
             notes.append(f"in_spec_ cannot be read: {exc}")
     inputs = _inputs(contract, leaves, notes)
+    specialized: tuple[tuple[str, str], ...] = ()
+    unplaced: tuple[tuple[str, str], ...] = ()
     if signature is not None and len(leaves) != len(inputs):
-        # non-tensor leaves (specialized scalars) are not AOTI inputs; the wrapper cannot say
-        # which leaf is which, so structure checks fall back to tensor order
-        notes.append(
-            f"in_spec_ has {len(leaves)} leaves but the wrapper takes {len(inputs)} tensors; "
-            "inputs are matched by tensor order"
-        )
-        signature = None
-        inputs = _inputs(contract, [], notes)
+        # Non-tensor leaves (Python scalars export specialized) are not AOTI inputs: the
+        # Python runner drops every non-tensor before calling the .so.
+        positions = tensor_leaf_positions(contract, len(leaves))
+        if positions is not None:
+            inputs = _inputs(contract, [leaves[p] for p in positions], notes, positions)
+            specialized = tuple(leaves[i] for i in range(len(leaves)) if i not in set(positions))
+            inputs = _with_specialized(inputs, specialized, leaves)
+        else:
+            unplaced = tuple(leaves)
+            notes.append(
+                f"in_spec_ has {len(leaves)} leaves but the wrapper takes {len(inputs)} tensors; "
+                "inputs are matched by tensor order"
+            )
+            signature = None
+            inputs = _inputs(contract, [], notes)
     return WrapperView(
         inputs=tuple(inputs),
         symbols=_symbols(contract),
         signature=signature,
         notes=tuple(notes),
+        specialized=specialized,
+        call_leaves=unplaced,
     )
 
 
-def _inputs(
-    contract: WrapperContract, leaves: list[tuple[str, str]], notes: list[str]
+_ARG_NAME_RE = re.compile(r"arg(\d{1,9})_1")
+_LIFTED_KINDS = ("Parameter", "Buffer", "TensorConstant")
+
+
+def tensor_leaf_positions(contract: WrapperContract, n_leaves: int) -> list[int] | None:
+    """Which in_spec leaves the wrapper's tensor inputs are, or None when it cannot be told.
+
+    The AOTI graph names its placeholders `arg<N>_1`, N counting every placeholder of the
+    ExportedProgram in order: the lifted parameters, buffers and tensor constants (K of them)
+    first, then every user input leaf, the specialized non-tensor ones included (torch
+    2.11-2.13: with 2 parameters, `forward(self, x, alpha: float)` has `x` as `arg2_1`). So a
+    tensor's leaf is N - K. K is not recorded (inductor drops constants it inlines: a model
+    with 3 lifted constants kept 1 in constants_info_), but it is bounded: K >= the lifted
+    constants still listed, K >= N_last - (leaves - 1) (the last tensor is a leaf), and
+    K <= N_first (the first is). Only a K that the bounds pin down is used.
+    """
+    numbers = []
+    for w in contract.inputs:
+        m = _ARG_NAME_RE.fullmatch(w.name or "")
+        if m is None:
+            return None
+        numbers.append(int(m.group(1)))
+    if not numbers or any(a >= b for a, b in zip(numbers, numbers[1:])):
+        return None
+    listed = sum(
+        1 for c in contract.constants if c.kind in _LIFTED_KINDS and c.from_folded is not True
+    )
+    low = max(listed, numbers[-1] - (n_leaves - 1))
+    high = numbers[0]
+    if low != high:
+        return None
+    return [n - low for n in numbers]
+
+
+def _with_specialized(
+    inputs: list[InputSpec], specialized: tuple[tuple[str, str], ...], leaves: list[tuple[str, str]]
 ) -> list[InputSpec]:
+    """Add the non-tensor leaves as inputs of kind `constant` whose value is not recorded."""
+    out = list(inputs)
+    for name, path in specialized:
+        out.append(
+            InputSpec(name=name, position=leaves.index((name, path)), path=path, kind="constant")
+        )
+    return sorted(out, key=lambda i: i.position)
+
+
+def _inputs(
+    contract: WrapperContract,
+    leaves: list[tuple[str, str]],
+    notes: list[str],
+    positions: list[int] | None = None,
+) -> list[InputSpec]:
+    """The wrapper's tensor inputs, named by `leaves` (the i-th tensor's leaf, in order)."""
     out = []
     for w in contract.inputs:
         if w.index < len(leaves):
@@ -81,7 +149,7 @@ def _inputs(
         out.append(
             InputSpec(
                 name=name,
-                position=w.index,
+                position=positions[w.index] if positions is not None else w.index,
                 path=path,
                 kind="tensor",
                 tensor=TensorSpec(

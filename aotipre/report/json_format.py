@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre import __version__
-from aotipre.findings import SCHEMA_VERSION, Report
+from aotipre.findings import SCHEMA_VERSION, Finding, Report
 from aotipre.pt2.spec import PackageInfo, package_to_dict
 from aotipre.report.common import combined_counts, combined_verdict, worst_exit_code
+
+if TYPE_CHECKING:
+    from aotipre.checks.target import TargetRow
 
 
 def render_report(report: Report) -> str:
     return dumps(report.to_dict())
 
 
-def render_package(package: PackageInfo) -> str:
-    return dumps({"schema_version": 1, "package": package_to_dict(package, members=True)})
+def render_package(
+    package: PackageInfo, findings: Sequence[Finding] = (), rows: Sequence[TargetRow] = ()
+) -> str:
+    return dumps(
+        {
+            "schema_version": 1,
+            "package": package_to_dict(package, members=True),
+            "findings": [f.to_dict() for f in findings],
+            "targets": [r.to_dict() for r in rows],
+        }
+    )
 
 
 def dumps(data: Any) -> str:

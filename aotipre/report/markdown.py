@@ -85,6 +85,14 @@ def _section(report: Report) -> list[str]:
     else:
         lines.append("No findings.")
         lines.append("")
+    if report.targets:
+        lines.append("| target | model | status |")
+        lines.append("| --- | --- | --- |")
+        for row in report.targets:
+            lines.append(
+                f"| {_text(row['target'])} | {_text(row['model'])} | {_text(row['status'])} |"
+            )
+        lines.append("")
     if report.stages:
         lines.append("<details><summary>stages</summary>")
         lines.append("")

@@ -12,6 +12,7 @@ from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.report.common import combined_counts, combined_verdict, counts_text, worst_exit_code
 
 if TYPE_CHECKING:
+    from aotipre.checks.target import TargetRow
     from aotipre.triage.diagnosis import Diagnosis
 
 _MSG_WIDTH = 70
@@ -61,6 +62,8 @@ def render_report(report: Report) -> str:
     if report.findings:
         lines.append(findings_table(report.findings))
         lines.append("")
+    if report.targets and (len(report.targets) > 1 or report.targets[0]["status"] != "loads"):
+        lines.append(targets_table(report.targets))
     for diagnosis in report.diagnosis:
         lines.extend(_diagnosis_lines(diagnosis))
         lines.append("")
@@ -148,7 +151,23 @@ def _parts(model: dict[str, Any]) -> str:
     return "+".join(parts) or "empty"
 
 
-def render_package(package: PackageInfo) -> str:
+def targets_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per target: each model's verdict (loads / needs X / cannot load) and the reasons."""
+    lines: list[str] = []
+    for target in dict.fromkeys(r["target"] for r in rows):
+        mine = [r for r in rows if r["target"] == target]
+        lines.append(f"target: {target}")
+        body = [[r["model"], r["status"], "\n".join(r["reasons"][:4]) or "-"] for r in mine]
+        lines.append(
+            tabulate(body, headers=["model", "status", "why"], maxcolwidths=[None, 24, 80])
+        )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_package(
+    package: PackageInfo, findings: Sequence[Finding] = (), rows: Sequence[TargetRow] = ()
+) -> str:
     lines = [
         f"{package.path}: {package.kind} archive, version {package.archive_version}, "
         f"root '{package.root}', {len(package.members)} members, {package.total_size} bytes",
@@ -160,7 +179,14 @@ def render_package(package: PackageInfo) -> str:
     for model in package.models:
         lines.append("")
         lines.extend(_model_lines(model))
-    return "\n".join(lines) + "\n"
+    about = [f for f in findings if f.code.startswith("AOT05")]
+    if about:
+        lines.append("")
+        lines.append(findings_table(about))
+    if rows:
+        lines.append("")
+        lines.append(targets_table([r.to_dict() for r in rows]))
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _model_lines(model: ModelInfo) -> list[str]:

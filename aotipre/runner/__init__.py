@@ -1,4 +1,6 @@
-"""Worker-process control: running isolated children (proc) and, later, the torch worker itself."""
+"""Running models in isolated torch workers: child processes (proc), the worker script
+(worker, the only torch importer), how it is started (launch), what its logs mean (classify),
+the compile cache (cache), planned inputs and probes (synth), and the dynamic stages (stages/)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,10 @@ import time
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aotipre.pt2.archive import Archive
 
 # Layout: `<cache_dir>/<key>/model.pt2` plus `<key>/entry.json` (what was compiled, when, how
 # big). An entry is built in `<cache_dir>/.tmp-<key>-<random>/` and renamed into place in one
@@ -50,9 +53,16 @@ def exported_program_members(names: Iterable[str], root: str, model: str) -> lis
     return sorted(wanted)
 
 
-def hash_members(path: str, members: Iterable[str]) -> str:
-    """sha256 over (name, size, bytes) of each member, read in chunks."""
+def hash_members(path: str, members: Iterable[str], archive: Archive | None = None) -> str:
+    """sha256 over (name, size, bytes) of each member, read in chunks from `archive` (the
+    package's, already open) when given, else from the zip at `path`."""
     digest = hashlib.sha256()
+    if archive is not None:
+        for name in members:
+            digest.update(f"{name}\0{archive.members[name].size}\0".encode())
+            for chunk in archive.chunks(name):
+                digest.update(chunk)
+        return digest.hexdigest()
     with zipfile.ZipFile(path) as zf:
         for name in members:
             info = zf.getinfo(name)

@@ -10,7 +10,7 @@ from typing import Any
 
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2 import symexpr
-from aotipre.pt2.archive import open_archive
+from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo, TreeSpec
 
 DEFAULT_INT_HIGH = 2
@@ -255,33 +255,38 @@ def _flatten(value: Any) -> list[Any]:
 # Index-input hints
 
 
-def index_input_bounds(package: PackageInfo, model: ModelInfo) -> tuple[dict[int, int], int | None]:
+def index_input_bounds(
+    package: PackageInfo, model: ModelInfo, archive: Archive | None = None
+) -> tuple[dict[int, int], int | None]:
     """Upper bounds for integer inputs that index an embedding.
 
     Returns ({tensor_index: rows} from the ExportedProgram graph, where an input feeds an
     embedding's indices directly or through views/casts; the smallest `index out of bounds:
-    0 <= tmp < N` bound in the packaged AOTI kernel sources, or None).
+    0 <= tmp < N` bound in the packaged AOTI kernel sources, or None). Reads `archive` (the
+    package's, open), else opens `package.path`.
     """
+    if archive is None:
+        with open_archive(package.path) as opened:
+            return index_input_bounds(package, model, opened)
     per_input: dict[int, int] = {}
     kernel_bound: int | None = None
-    with open_archive(package.path) as archive:
-        if model.has_exported_program:
-            member = f"{package.root}/models/{model.name}.json"
-            try:
-                data = json.loads(archive.read(member))
-                per_input = _embedding_inputs(data)
-            except Exception:  # a best-effort hint: never fail the check over it
-                per_input = {}
-        if model.aoti is not None:
-            for name in archive.names():
-                if name.startswith(model.aoti.directory) and name.endswith(".cpp"):
-                    try:
-                        text = archive.read(name).decode("utf-8", errors="replace")
-                    except Exception:
-                        continue
-                    for m in _INDEX_BOUND.finditer(text):
-                        n = int(m.group(1))
-                        kernel_bound = n if kernel_bound is None else min(kernel_bound, n)
+    if model.has_exported_program:
+        member = f"{package.root}/models/{model.name}.json"
+        try:
+            data = json.loads(archive.read(member))
+            per_input = _embedding_inputs(data)
+        except Exception:  # a best-effort hint: never fail the check over it
+            per_input = {}
+    if model.aoti is not None:
+        for name in archive.names():
+            if name.startswith(model.aoti.directory) and name.endswith(".cpp"):
+                try:
+                    text = archive.read(name).decode("utf-8", errors="replace")
+                except Exception:
+                    continue
+                for m in _INDEX_BOUND.finditer(text):
+                    n = int(m.group(1))
+                    kernel_bound = n if kernel_bound is None else min(kernel_bound, n)
     return per_input, kernel_bound
 
 
@@ -362,8 +367,15 @@ def choose_symbol_values(ranges: dict[str, tuple[int, int | None]]) -> dict[str,
     return out
 
 
-def synthesize(package: PackageInfo, model: ModelInfo, *, index_hints: bool = True) -> SynthPlan:
-    """Plan seeded random inputs from the contract alone. Raises PlanError."""
+def synthesize(
+    package: PackageInfo,
+    model: ModelInfo,
+    *,
+    index_hints: bool = True,
+    archive: Archive | None = None,
+) -> SynthPlan:
+    """Plan seeded random inputs from the contract alone (index hints read from `archive`, the
+    package's open archive, else from `package.path`). Raises PlanError."""
     if model.contract_source == "none" or not model.inputs:
         raise PlanError(f"model '{model.name}' has no readable input contract to synthesize from")
     ranges = effective_ranges(model)
@@ -373,7 +385,7 @@ def synthesize(package: PackageInfo, model: ModelInfo, *, index_hints: bool = Tr
     kernel_bound: int | None = None
     if index_hints:
         try:
-            per_input, kernel_bound = index_input_bounds(package, model)
+            per_input, kernel_bound = index_input_bounds(package, model, archive)
         except Exception:
             per_input, kernel_bound = {}, None
     notes: list[str] = []

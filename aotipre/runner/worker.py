@@ -1,4 +1,9 @@
-"""The torch worker: a child process running compile, load, run, compare and probe steps."""
+"""The torch worker: a child process running compile, load, run, compare and probe steps.
+
+One file on purpose (longer than the ~600 lines of the other modules): it runs as a script in
+a fresh interpreter and imports torch and the standard library only, never the aotipre package,
+so the parent's code and state cannot leak into the process that loads compiled code.
+"""
 
 from __future__ import annotations
 

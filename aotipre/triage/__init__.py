@@ -1,4 +1,7 @@
-"""Crash triage: the escalation ladder that names the kernel a crashed run faulted in."""
+"""Crash triage: the escalation ladder that names the kernel a crashed run faulted in.
+
+ladder (data) <- state <- steps <- schedule; conclude and artifacts read state; escalate runs
+schedule -> conclude -> artifacts. parsers and codegen are pure text parsers."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from aotipre.findings import StageStatus
 
 if TYPE_CHECKING:
     from aotipre.triage.diagnosis import Diagnosis
-    from aotipre.triage.escalate import _Triage
+    from aotipre.triage.state import TriageState
 
 # Layout of DIR/<model>/:
 #   README.md             what happened and how to re-run it
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _ENV_KEPT = re.compile(r"^(CUDA_|PYTORCH_|TORCH|TORCHINDUCTOR_|AOT|LD_PRELOAD$|OMP_NUM_THREADS$)")
 
 
-def write_bundle(triage: _Triage, diagnosis: Diagnosis | None, directory: str) -> str:
+def write_bundle(triage: TriageState, diagnosis: Diagnosis | None, directory: str) -> str:
     """Write the bundle into `directory`/<model>; returns that folder. Raises OSError."""
     crash = triage.crash
     out = os.path.join(os.path.abspath(directory), _safe(crash.model.name))
@@ -101,7 +101,7 @@ def _place(src: str, dst: str) -> None:
         shutil.copyfile(src, dst)
 
 
-def _inputs(triage: _Triage, out: str, paths: dict[str, str]) -> str:
+def _inputs(triage: TriageState, out: str, paths: dict[str, str]) -> str:
     spec = triage.inputs
     dst = os.path.join(out, "inputs.pt")
     if spec.get("kind") == "file" and os.path.isfile(str(spec.get("path"))):
@@ -159,7 +159,7 @@ def _prefix(argv: tuple[str, ...]) -> str:
     return ""
 
 
-def _environment(triage: _Triage) -> dict[str, Any]:
+def _environment(triage: TriageState) -> dict[str, Any]:
     from aotipre.runner.cache import torch_version
 
     crash = triage.crash
@@ -182,7 +182,7 @@ def _environment(triage: _Triage) -> dict[str, Any]:
     }
 
 
-def _run_script(triage: _Triage) -> str:
+def _run_script(triage: TriageState) -> str:
     crash = triage.crash
     device = crash.device
     model = crash.aoti_model
@@ -215,7 +215,7 @@ print("ran:", [tuple(o.shape) for o in out] if isinstance(out, (list, tuple)) el
 '''
 
 
-def _repro(triage: _Triage, out: str) -> str | None:
+def _repro(triage: TriageState, out: str) -> str | None:
     run = triage.runs.get("minify")
     repro = run.extra.get("repro") if run is not None else None
     if not repro or not os.path.isfile(repro):
@@ -234,7 +234,7 @@ def _repro(triage: _Triage, out: str) -> str | None:
 
 
 def _readme(
-    triage: _Triage, diagnosis: Diagnosis | None, inputs_note: str, repro: str | None
+    triage: TriageState, diagnosis: Diagnosis | None, inputs_note: str, repro: str | None
 ) -> str:
     crash = triage.crash
     lines = [

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aotipre import codes
+from aotipre.errors import PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.pt2.wrapper import parse_wrapper_cpp
 from aotipre.triage import parsers
 from aotipre.triage.diagnosis import Diagnosis, IndexBound, TensorStats
 from aotipre.triage.ladder import LADDER
-
-if TYPE_CHECKING:
-    from aotipre.triage.escalate import StepRun, _Triage
+from aotipre.triage.state import StepRun, TriageState, crash_archive, read_generated_code, stage_for
 
 SYNCHRONOUS = ("printer-3", "sync-rerun", "sanitizer")
 """Steps whose kernel attribution is trustworthy (synchronous launches or a memory checker)."""
@@ -52,14 +51,12 @@ class KernelCode:
         return None
 
 
-def kernel_code(triage: _Triage, kernel: str) -> KernelCode:
+def kernel_code(triage: TriageState, kernel: str) -> KernelCode:
     """Read the kernel's source and call site: from the crashing package first (what is
     deployed), else from the packages the printer steps compiled."""
     cache: dict[str, KernelCode] = triage.kernel_codes
     if kernel in cache:
         return cache[kernel]
-    from aotipre.triage.escalate import read_generated_code
-
     code = KernelCode(kernel)
     packages: list[tuple[str, str]] = [(triage.crash.aoti_package, triage.crash.aoti_model)]
     for sid in ("printer-3", "printer-2", "nan-asserts"):
@@ -109,7 +106,7 @@ def _arg_for(code: KernelCode, pointer: str | None) -> str | None:
     return code.args[i] if i < len(code.args) else None
 
 
-def _input_names(triage: _Triage, wrapper: str) -> dict[str, str]:
+def _input_names(triage: TriageState, wrapper: str) -> dict[str, str]:
     names = parse_wrapper_cpp(wrapper).input_names if wrapper else ()
     out = {}
     for i, graph_name in enumerate(names):
@@ -119,7 +116,7 @@ def _input_names(triage: _Triage, wrapper: str) -> dict[str, str]:
     return out
 
 
-def kernel_inputs(triage: _Triage, code: KernelCode) -> list[TensorStats]:
+def kernel_inputs(triage: TriageState, code: KernelCode) -> list[TensorStats]:
     """The tensors the kernel reads, as printed before its launch (level 2); graph inputs fall
     back to the model-input blocks, which level 2 always prints."""
     run = triage.runs.get("printer-2")
@@ -146,7 +143,7 @@ def _violation(bound: IndexBound, stats: list[TensorStats]) -> TensorStats | Non
     return None
 
 
-def explanation(triage: _Triage) -> tuple[str, IndexBound | None, TensorStats | None] | None:
+def explanation(triage: TriageState) -> tuple[str, IndexBound | None, TensorStats | None] | None:
     """(kind, bound, offending tensor) when the evidence explains the fault, else None."""
     kernel = triage.kernel()
     if kernel is None or "printer-2" not in triage.runs:
@@ -192,9 +189,7 @@ def _indirect_bounds(code: KernelCode) -> list[IndexBound]:
 # --------------------------------------------------------------------------------------------
 
 
-def conclude(triage: _Triage) -> Concluded:
-    from aotipre.triage.escalate import stage_for
-
+def conclude(triage: TriageState) -> Concluded:
     crash = triage.crash
     model = crash.model.name
     runs = triage.runs
@@ -353,7 +348,7 @@ def code_prev(fault: parsers.LaunchFault | None) -> str:
     return fault.previous if fault is not None and fault.previous else "unknown"
 
 
-def _named(triage: _Triage) -> tuple[str | None, str | None, tuple[str, ...]]:
+def _named(triage: TriageState) -> tuple[str | None, str | None, tuple[str, ...]]:
     for sid in SYNCHRONOUS:
         run = triage.runs.get(sid)
         if run is not None and run.named:
@@ -386,7 +381,7 @@ def _named(triage: _Triage) -> tuple[str | None, str | None, tuple[str, ...]]:
     return None, None, ()
 
 
-def _why_unnamed(triage: _Triage) -> str:
+def _why_unnamed(triage: TriageState) -> str:
     p3 = triage.runs.get("printer-3")
     if p3 is None or p3.status is StageStatus.SKIPPED:
         return p3.detail if p3 is not None else "the printer step did not run"
@@ -397,7 +392,7 @@ def _why_unnamed(triage: _Triage) -> str:
     return "the printer showed no launch without its after_launch (the fault is outside a kernel)"
 
 
-def _bound_in_error(triage: _Triage, bounds: list[IndexBound]) -> IndexBound | None:
+def _bound_in_error(triage: TriageState, bounds: list[IndexBound]) -> IndexBound | None:
     texts = [triage.first_text] + [r.error_text for r in triage.runs.values()]
     for b in bounds:
         if any(f"0 <= {b.variable} < {b.upper}" in t for t in texts):
@@ -405,7 +400,7 @@ def _bound_in_error(triage: _Triage, bounds: list[IndexBound]) -> IndexBound | N
     return None
 
 
-def _nodes(triage: _Triage, code: KernelCode) -> tuple[list[parsers.FxNode], str]:
+def _nodes(triage: TriageState, code: KernelCode) -> tuple[list[parsers.FxNode], str]:
     text = _ep_json(triage)
     nodes = parsers.fx_nodes(text) if text else []
     if not nodes:
@@ -413,14 +408,11 @@ def _nodes(triage: _Triage, code: KernelCode) -> tuple[list[parsers.FxNode], str
     return parsers.match_nodes(code.kernel, nodes, code.node_names or None)
 
 
-def _ep_json(triage: _Triage) -> str | None:
+def _ep_json(triage: TriageState) -> str | None:
     if triage.ep_source is None or triage.ep_model is None:
         return None
-    from aotipre.errors import PackageError
-    from aotipre.pt2.archive import open_archive
-
     try:
-        with open_archive(triage.ep_source) as archive:
+        with crash_archive(triage.crash, triage.ep_source) as archive:
             want = f"/models/{triage.ep_model}.json"
             name = next((n for n in archive.names() if n.endswith(want)), None)
             return archive.read_text(name) if name else None
@@ -460,12 +452,12 @@ def _num(value: float | None) -> str:
     return f"{value:.6g}"
 
 
-def _repro(triage: _Triage) -> str | None:
+def _repro(triage: TriageState) -> str | None:
     run = triage.runs.get("minify")
     return run.extra.get("repro") if run is not None else None
 
 
-def _minify_and_sanitizer_findings(triage: _Triage, add: Any) -> None:
+def _minify_and_sanitizer_findings(triage: TriageState, add: Any) -> None:
     mini: StepRun | None = triage.runs.get("minify")
     if mini is not None and mini.extra.get("repro"):
         nodes = mini.extra.get("nodes") or []

@@ -36,7 +36,7 @@ def _codes(report: Report, severity: Severity = Severity.ERROR) -> list[str]:
         ("dtypes", "dtypes_inputs"),
         ("kwargs", "kwargs_inputs"),
         ("strides", "strides_inputs"),
-        ("embedding_oob", "embedding_oob_inputs"),  # out-of-range VALUES are not static facts
+        ("embedding_oob", "embedding_oob_inputs_good"),
     ],
 )
 def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
@@ -46,15 +46,36 @@ def test_good_inputs_pass(pkg: Pkg, package: str, inputs: str) -> None:
     assert report.exit_code == 0
 
 
+def test_index_values_past_the_embedding_are_static_facts(pkg: Pkg) -> None:
+    """The sample holds the token ids: one past the 500 rows is found before anything runs."""
+    report = _check(pkg, "embedding_oob", "embedding_oob_inputs")
+    f = [f for f in report.findings if f.code == "AOT308"][0]
+    assert (f.input, f.actual, f.expected) == ("ids", 600, "0..499")
+    assert "at position [1, 3]" in f.message
+
+
 def test_stored_sample_inputs_are_used(pkg: Pkg) -> None:
-    report = _check(pkg, "ep_only")
+    report = _check(pkg, "ep_only", compile_at_deploy=True)
     assert report.inputs_source == "archive"
     assert report.verdict is Verdict.PASS
 
 
+def test_exported_program_only_cannot_be_loaded_by_aoti_load_package(pkg: Pkg) -> None:
+    """torch 2.13: aoti_load_package on a torch.export.save file raises "Failed to find a
+    generated cpp file or so file for model 'model'" (tests/data/real/README.md)."""
+    report = _check(pkg, "ep_only")
+    (f,) = [f for f in report.findings if f.code == "AOT015"]
+    assert f.severity is Severity.ERROR and f.model == "model"
+    assert "aoti_load_package cannot load it" in f.message
+    assert report.verdict is Verdict.FAIL
+    deploy = _check(pkg, "ep_only", compile_at_deploy=True)
+    assert not [f for f in deploy.findings if f.code == "AOT015"]
+
+
 def test_no_inputs_is_info_not_pass_of_inputs(pkg: Pkg) -> None:
     report = _check(pkg, "aoti")
-    assert _codes(report, Severity.INFO) == ["AOT022"]
+    # AOT051: the CPU target it was compiled for; AOT052: the producing torch (AOTI-only)
+    assert _codes(report, Severity.INFO) == ["AOT022", "AOT051", "AOT052"]
 
 
 def test_dtype_mismatch(pkg: Pkg) -> None:
@@ -158,7 +179,8 @@ def test_corrupt_so(pkg: Pkg) -> None:
 def test_cuda_target_on_a_cpu_package(pkg: Pkg) -> None:
     report = _check(pkg, "aoti", "aoti_inputs", target="cuda,cc=9.0")
     (f,) = [f for f in report.findings if f.code == "AOT406"]
-    assert f.severity is Severity.WARNING
+    assert f.severity is Severity.ERROR and report.verdict is Verdict.FAIL  # the code table's
+    assert report.targets[0]["status"] == "cannot load"
 
 
 def test_target_isa_weaker_than_package(pkg: Pkg) -> None:
@@ -167,7 +189,9 @@ def test_target_isa_weaker_than_package(pkg: Pkg) -> None:
     if not any(w.upper().startswith(("AVX512", "AMX")) for w in isa):
         pytest.skip(f"this machine compiled for {isa}; nothing weaker to target")
     report = _check(pkg, "aoti", "aoti_inputs", target="cpu,isa=avx2")
-    assert "AOT403" in _codes(report)
+    (f,) = [f for f in report.findings if f.code == "AOT436"]  # decoded, not compared
+    assert f.severity is Severity.ERROR and "avx512f" in f.expected and "SIGILL" in f.message
+    assert report.targets[0]["status"] == "cannot run"
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from aotipre.cli import main
-from aotipre.runner import stages
+from aotipre.runner import launch
 
 if __name__ == "__main__":
-    stages.WORKER_PATH = sys.argv[1]
+    launch.WORKER_PATH = sys.argv[1]
     sys.exit(main(sys.argv[2:]))

@@ -24,7 +24,8 @@ import signal
 import sys
 import time
 
-from fake_torch_worker import _default_entry, _write  # same folder: sys.path[0]
+from fake_torch_worker import _default_entry  # same folder: sys.path[0]
+from protocol import WorkerResult
 
 
 def default_facts() -> dict:
@@ -62,11 +63,7 @@ def main(argv: list[str]) -> int:
         job = json.load(f)
     script = json.loads(os.environ.get("AOTIPRE_FAKE_DOCTOR") or "{}")
     canary = os.path.basename(job.get("source_package") or "").startswith("canary")
-    result_path = os.environ.get("AOTIPRE_RESULT_PATH")
-    workdir = job["workdir"]
-    data: dict = {"protocol": 1, "pid": os.getpid(), "current": None, "done": False, "steps": {}}
-    _write(result_path, data)
-    real = os.dup(2)
+    result = WorkerResult(job)
     for step in job["steps"]:
         sid, op = step["id"], step["op"]
         behaviour = script.get(sid) or script.get(op) or {}
@@ -74,45 +71,30 @@ def main(argv: list[str]) -> int:
             if key in script:
                 behaviour = script[key]
                 break
-        log_path = os.path.join(workdir, f"{job.get('tag', 'job')}.{sid.replace(':', '_')}.log")
-        data["current"] = {"id": sid, "log": log_path, "started": time.time()}
-        _write(result_path, data)
-        os.write(real, f"@@aotipre start {sid}\n".encode())
-        started = time.monotonic()
-        log = open(log_path, "w+b")  # noqa: SIM115
-        os.dup2(log.fileno(), 2)
-        if behaviour.get("log"):
-            os.write(2, behaviour["log"].encode())
-        unless = behaviour.get("unless_preload")
-        spared = bool(unless) and unless in os.environ.get("LD_PRELOAD", "")
-        if behaviour.get("crash") and not spared:
-            os.kill(os.getpid(), getattr(signal, behaviour["crash"]))
-            time.sleep(5)
-        entry: dict = {"op": op, **_default_entry(op, step)}
-        if op == "facts":
-            entry["facts"] = _merge(default_facts(), script.get("facts") or {})
-        elif op == "canary_program":
-            os.makedirs(os.path.dirname(step["out"]), exist_ok=True)
-            shutil.copyfile(os.environ["AOTIPRE_FAKE_CANARY"], step["out"])
-            entry["package"] = step["out"]
-        entry.update(behaviour.get("entry", {}))
-        if behaviour.get("error"):
-            entry.update(status="error", error=behaviour["error"])
-        else:
-            entry["status"] = "ok"
-        os.dup2(real, 2)
-        log.seek(0)
-        entry["log"] = log.read().decode("utf-8", errors="replace")
-        log.close()
-        entry["duration_s"] = time.monotonic() - started
-        data["steps"][sid] = entry
-        data["current"] = None
-        _write(result_path, data)
+        with result.step(sid, op) as entry:
+            if behaviour.get("log"):
+                os.write(2, behaviour["log"].encode())
+            unless = behaviour.get("unless_preload")
+            spared = bool(unless) and unless in os.environ.get("LD_PRELOAD", "")
+            if behaviour.get("crash") and not spared:
+                os.kill(os.getpid(), getattr(signal, behaviour["crash"]))
+                time.sleep(5)
+            entry.update(_default_entry(op, step))
+            if op == "facts":
+                entry["facts"] = _merge(default_facts(), script.get("facts") or {})
+            elif op == "canary_program":
+                os.makedirs(os.path.dirname(step["out"]), exist_ok=True)
+                shutil.copyfile(os.environ["AOTIPRE_FAKE_CANARY"], step["out"])
+                entry["package"] = step["out"]
+            entry.update(behaviour.get("entry", {}))
+            if behaviour.get("error"):
+                entry.update(status="error", error=behaviour["error"])
+            else:
+                entry["status"] = "ok"
         if entry["status"] == "error" and op in ("compile", "load"):
-            data["stopped"] = {"after": sid, "reason": f"{op} failed"}
+            result.stop(sid, f"{op} failed")
             break
-    data["done"] = True
-    _write(result_path, data)
+    result.finish()
     return 0
 
 

@@ -26,16 +26,9 @@ import signal
 import sys
 import time
 
+from protocol import WorkerResult  # same folder: sys.path[0]
+
 DEFAULT_OUTPUT = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 0, "inf": 0}
-
-
-def _write(path: str | None, data: dict) -> None:
-    if not path:
-        return
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
 
 
 def _default_entry(op: str, step: dict) -> dict:
@@ -89,64 +82,47 @@ def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         job = json.load(f)
     script = json.loads(os.environ.get("AOTIPRE_FAKE_SCRIPT") or "{}")
-    result_path = os.environ.get("AOTIPRE_RESULT_PATH")
     workdir = job["workdir"]
     faulthandler.enable()
-    data: dict = {"protocol": 1, "pid": os.getpid(), "current": None, "done": False, "steps": {}}
-    _write(result_path, data)
-    real = os.dup(2)
+    result = WorkerResult(job)
     for step in job["steps"]:
         sid, op = step["id"], step["op"]
         behaviour = script.get(sid) or script.get(op) or {}
-        log_path = os.path.join(workdir, f"{job.get('tag', 'job')}.{sid.replace(':', '_')}.log")
-        data["current"] = {"id": sid, "log": log_path, "started": time.time()}
-        _write(result_path, data)
-        os.write(real, f"@@aotipre start {sid}\n".encode())
-        started = time.monotonic()
-        log = open(log_path, "w+b")  # noqa: SIM115
-        os.dup2(log.fileno(), 2)
-        if behaviour.get("log"):
-            os.write(2, behaviour["log"].encode())
-        marker = os.path.join(workdir, f"fake-once-{sid.replace(':', '_')}")
-        fire = not (behaviour.get("once") and os.path.exists(marker))
-        if behaviour.get("once"):
-            open(marker, "w").close()
-        if fire and behaviour.get("crash"):
-            os.kill(os.getpid(), getattr(signal, behaviour["crash"]))
-            time.sleep(5)
-        if fire and behaviour.get("exit") is not None:
-            os._exit(int(behaviour["exit"]))
-        if fire and behaviour.get("hang_hard"):
-            while True:
-                time.sleep(1000)
-        if fire and behaviour.get("hang"):
-            faulthandler.dump_traceback_later(float(job["step_timeout_s"]), exit=True)
-            while True:
-                time.sleep(1000)
-        entry: dict = {"op": op, **_default_entry(op, step), **behaviour.get("entry", {})}
-        for key in ("package", "source_package"):
-            if op == "load" and job.get(key) and not os.path.isabs(job[key]):
-                # the real worker runs in its own cwd: a relative path would not open
-                behaviour = {"error": {"type": "RuntimeError", "message": f"relative {key}"}}
-        if behaviour.get("error"):
-            entry.update(status="error", error=behaviour["error"])
-        else:
-            entry["status"] = "ok"
-        os.dup2(real, 2)
-        log.seek(0)
-        entry["log"] = log.read().decode("utf-8", errors="replace")
-        log.close()
-        entry["duration_s"] = time.monotonic() - started
-        data["steps"][sid] = entry
-        data["current"] = None
-        _write(result_path, data)
+        with result.step(sid, op) as entry:
+            if behaviour.get("log"):
+                os.write(2, behaviour["log"].encode())
+            marker = os.path.join(workdir, f"fake-once-{sid.replace(':', '_')}")
+            fire = not (behaviour.get("once") and os.path.exists(marker))
+            if behaviour.get("once"):
+                open(marker, "w").close()
+            if fire and behaviour.get("crash"):
+                os.kill(os.getpid(), getattr(signal, behaviour["crash"]))
+                time.sleep(5)
+            if fire and behaviour.get("exit") is not None:
+                os._exit(int(behaviour["exit"]))
+            if fire and behaviour.get("hang_hard"):
+                while True:
+                    time.sleep(1000)
+            if fire and behaviour.get("hang"):
+                faulthandler.dump_traceback_later(float(job["step_timeout_s"]), exit=True)
+                while True:
+                    time.sleep(1000)
+            entry.update(_default_entry(op, step))
+            entry.update(behaviour.get("entry", {}))
+            for key in ("package", "source_package"):
+                if op == "load" and job.get(key) and not os.path.isabs(job[key]):
+                    # the real worker runs in its own cwd: a relative path would not open
+                    behaviour = {"error": {"type": "RuntimeError", "message": f"relative {key}"}}
+            if behaviour.get("error"):
+                entry.update(status="error", error=behaviour["error"])
+            else:
+                entry["status"] = "ok"
         if entry["status"] == "error" and op in ("compile", "load"):
             break
         if script.get("__stop_after__") == sid:
-            data["stopped"] = {"after": sid, "reason": "scripted stop"}
+            result.stop(sid, "scripted stop")
             break
-    data["done"] = True
-    _write(result_path, data)
+    result.finish()
     if script.get("__teardown__"):
         os.kill(os.getpid(), getattr(signal, script["__teardown__"]))
         time.sleep(5)

@@ -113,6 +113,7 @@ def test_processes_share_the_cache_with_fake_compiles(
     cmd = [
         *(sys.executable, CLI, FAKE, "check", "--no-config", "--no-probe"),
         *(str(pkg("ep_only")), "--cache-dir", str(cache_dir), "--format", "json"),
+        "--compile-at-deploy",  # an ExportedProgram-only archive, compiled by the check
     ]
     for round_ in range(3):
         runs = _concurrent([cmd] * 4, env, tmp_path)
@@ -134,6 +135,7 @@ def test_two_real_compiles_share_the_cache_and_a_damaged_entry_is_rebuilt(
     cmd = [
         *(sys.executable, "-m", "aotipre", "check", "--no-config", "--no-probe"),
         *(str(pkg("ep_only")), "--cache-dir", str(cache_dir), "--format", "json"),
+        "--compile-at-deploy",  # an ExportedProgram-only archive, compiled by the check
     ]
     first = _concurrent([cmd, cmd], env, tmp_path)
     for r in first:

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from aotipre.findings import Finding, StageResult, StageStatus
-from aotipre.runner import stages as stages_mod
+from aotipre.runner import launch
 from aotipre.runner.proc import DEFAULT_MAX_CAPTURE_BYTES, ProcessOutcome, run_process
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
+from aotipre.runner.stages import jobs as jobs_mod
 from tests.fakes.specs import token_model, write_package
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -155,7 +156,7 @@ def test_hung_worker_is_killed_with_its_whole_process_group(
     code: str,
     stage: str,
 ) -> None:
-    monkeypatch.setattr(stages_mod, "STARTUP_SLACK_S", 0.5)
+    monkeypatch.setattr(launch, "STARTUP_SLACK_S", 0.5)
     started = time.monotonic()
     res, findings = faulty.run(
         script, ep_only=ep_only, timeout_s=1.0, compile_timeout_s=1.0, probe=False
@@ -174,7 +175,7 @@ def test_gigabytes_on_stdout_are_read_in_bounded_memory(
         outcomes.append(run_process(*args, **kwargs))
         return outcomes[-1]
 
-    monkeypatch.setattr(stages_mod, "run_process", recording)
+    monkeypatch.setattr(jobs_mod, "run_process", recording)
     tracemalloc.start()
     try:
         res, findings = faulty.run(hostile={"stdout_bytes": 4 * GiB}, probe=False)
@@ -286,6 +287,6 @@ def test_ctrl_c_during_a_compile_leaves_no_half_written_cache_entry(
     tmp_path: Path, pkg: Callable[[str], Path]
 ) -> None:
     cache = tmp_path / "cache"
-    args = [str(pkg("ep_only")), "--cache-dir", str(cache)]
+    args = [str(pkg("ep_only")), "--cache-dir", str(cache), "--compile-at-deploy"]
     _interrupt(tmp_path, args, {"compile": {"hang_hard": True}}, workers=1)
     assert cache.is_dir() and list(cache.iterdir()) == []

@@ -15,8 +15,9 @@ import pytest
 from aotipre.errors import UsageError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
 from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.runner import launch
 from aotipre.runner import stages as stages_mod
-from aotipre.runner.stages import DynamicOptions, parse_device, run_dynamic_stages
+from aotipre.runner.stages import DynamicOptions, libstdcxx, parse_device, run_dynamic_stages
 from tests.fakes.specs import token_model, write_package
 
 FAKE = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_torch_worker.py")
@@ -118,7 +119,7 @@ def test_hang_is_stopped_by_the_per_step_watchdog(run: Run) -> None:
 def test_hang_past_the_watchdog_is_stopped_by_the_backstop(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(stages_mod, "STARTUP_SLACK_S", 0.5)
+    monkeypatch.setattr(launch, "STARTUP_SLACK_S", 0.5)
     model = token_model(ep=False)
     res, findings = run(
         model=model, script={"run": {"hang_hard": True}}, timeout_s=1.0, probe=False
@@ -277,8 +278,8 @@ def test_load_failures(run: Run, message: str, code: str) -> None:
 
 
 def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
-    lib = stages_mod.find_system_libstdcxx()
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
+    lib = libstdcxx.find_system_libstdcxx()
     if lib is None:
         pytest.skip("no system libstdc++ on this host")
     res, findings = run(script={"load": {"crash": "SIGSEGV", "once": True}})
@@ -293,21 +294,21 @@ def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.Monk
 def test_preload_diagnosis_is_reused_for_the_next_model(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if stages_mod.find_system_libstdcxx() is None:
+    if libstdcxx.find_system_libstdcxx() is None:
         pytest.skip("no system libstdc++ on this host")
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
     run(script={"load": {"crash": "SIGSEGV", "once": True}}, probe=False)
     res, findings = run(probe=False)  # no crash scripted: it starts preloaded
     assert codes(findings) == ["AOT515"]
     assert "diagnosed on an earlier model" in findings[0].message
-    assert res["run"].env["LD_PRELOAD"] == stages_mod.find_system_libstdcxx()
+    assert res["run"].env["LD_PRELOAD"] == libstdcxx.find_system_libstdcxx()
     assert res["run"].command[-1].endswith("job0.json")  # one worker, no crash this time
 
 
 def test_load_crash_not_fixed_by_preload(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stages_mod, "_PRELOAD_DIAGNOSED", {})
-    if stages_mod.find_system_libstdcxx() is None:
-        monkeypatch.setattr(stages_mod, "find_system_libstdcxx", lambda: None)
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
+    if libstdcxx.find_system_libstdcxx() is None:
+        monkeypatch.setattr(libstdcxx, "find_system_libstdcxx", lambda: None)
     res, findings = run(script={"load": {"crash": "SIGSEGV"}})
     assert codes(findings) == ["AOT514"]
     assert res["run"].status is StageStatus.SKIPPED

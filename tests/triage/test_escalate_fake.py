@@ -17,7 +17,7 @@ import pytest
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.pt2.spec import MemberInfo, ModelInfo, PackageInfo
 from aotipre.runner.stages import DynamicOptions, RunCrash, run_dynamic_stages
-from aotipre.triage import escalate as escalate_mod
+from aotipre.triage import state as triage_state
 from aotipre.triage.escalate import Escalation, TriageOptions, escalate
 from tests.fakes.specs import token_model
 from tests.triage import cuda_logs as C
@@ -240,7 +240,7 @@ def test_sanitizer_runs_when_asked_and_installed(
         "sys.exit(1 if subprocess.call(rest) else 0)\n"
     )
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr(escalate_mod, "_find_sanitizer", lambda: str(tool))
+    monkeypatch.setattr(triage_state, "_find_sanitizer", lambda: str(tool))
     scenario = cuda_scenario()
     # as on the H100: the synchronous run aborts (c10::AcceleratorError), so under the sanitizer
     # the worker leaves no result and the tool exits 1

@@ -1,0 +1,183 @@
+"""Out-of-range indices found before anything runs: integer sample inputs whose values lie past
+the rows of the embedding (or other gather) the package indexes with them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from aotipre import codes
+from aotipre.checks.contract import at_path
+from aotipre.checks.inputs import _flatten as flatten
+from aotipre.errors import PackageError
+from aotipre.findings import Finding
+from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.inputs.values import int_extremes
+from aotipre.pt2.archive import open_archive
+from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
+from aotipre.pt2.wrapper import parse_wrapper_cpp
+from aotipre.runner.synth import index_input_bounds
+from aotipre.triage.parsers import (
+    index_bounds,
+    index_pointer,
+    kernel_call_args,
+    kernel_call_order,
+    kernel_params,
+    kernel_source,
+)
+
+# The only steps allowed between the load of an index and its bounds check (a cast, the
+# wrap-around of negative indices): anything else computes a new index, and then the bound is
+# not a bound on the input's own values.
+_PLAIN_STEPS = (
+    re.compile(r"in_ptr\d+\[[^;]*\]"),
+    re.compile(r"tmp\d+"),
+    re.compile(r"(?:c10::convert|static_cast)<[\w:]+>\((tmp\d+)\)"),
+    re.compile(r"tmp\d+ \+ (?P<rows>\d+)L?"),
+    re.compile(r"tmp\d+ < 0L?"),
+    re.compile(r"tmp\d+ \? tmp\d+ : tmp\d+"),
+)
+_DEF = re.compile(r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);\s*$")
+
+
+def check_index_values(
+    package: PackageInfo, model: ModelInfo, sample: SampleInputs
+) -> list[Finding]:
+    """AOT308 for each integer input holding a value outside [0, rows) of what it indexes."""
+    ints = [
+        (spec, meta)
+        for spec, meta in _tensor_pairs(model, sample)
+        if spec.tensor is not None and spec.tensor.dtype.startswith(("int", "uint"))
+    ]
+    if not ints:
+        return []
+    bounds = index_bounds_of_inputs(package, model)
+    source = _sample_bytes_or_path(sample.source)
+    out: list[Finding] = []
+    for spec, meta in ints:
+        found = bounds.get(spec.tensor_index if spec.tensor_index is not None else -1)
+        if found is None or source is None:
+            continue
+        rows, where = found
+        ext = int_extremes(source, meta)
+        if ext is None:
+            continue
+        bad = [(ext.max, ext.max_at)] if ext.max >= rows else []
+        if ext.min < 0:
+            bad.insert(0, (ext.min, ext.min_at))
+        for value, at in bad[:1]:
+            out.append(
+                codes.get("AOT308").finding(
+                    f"input '{spec.name}' holds {value} at position {list(at)}, outside the "
+                    f"{rows} rows of {where} it indexes (valid 0..{rows - 1}; the input's values "
+                    f"span {ext.min}..{ext.max}): the compiled model's index check fails on it, "
+                    "or, compiled without index asserts, it reads out of bounds",
+                    model=model.name,
+                    input=spec.name,
+                    position=spec.position,
+                    stage="static",
+                    expected=f"0..{rows - 1}",
+                    actual=value,
+                )
+            )
+    return out
+
+
+def index_bounds_of_inputs(package: PackageInfo, model: ModelInfo) -> dict[int, tuple[int, str]]:
+    """{tensor index: (rows, what it indexes)} from the ExportedProgram graph (an embedding's
+    indices, directly or through views and casts), else from the AOTI kernels' bounds checks
+    whose index is loaded straight from a model input."""
+    out: dict[int, tuple[int, str]] = {}
+    try:
+        if model.has_exported_program:
+            per_input, _ = index_input_bounds(package, model)
+            out.update({i: (rows, "the embedding") for i, rows in per_input.items()})
+        if model.aoti is not None and model.aoti.wrapper_cpp is not None:
+            for i, rows in _kernel_bounds(package, model).items():
+                out.setdefault(i, (rows, "the table"))
+    except (PackageError, OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+        return out
+    return out
+
+
+def _kernel_bounds(package: PackageInfo, model: ModelInfo) -> dict[int, int]:
+    assert model.aoti is not None and model.aoti.wrapper_cpp is not None
+    with open_archive(package.path) as archive:
+        wrapper = archive.read_text(model.aoti.wrapper_cpp)
+        kernels = "\n".join(
+            archive.read_text(n)
+            for n in archive.names()
+            if n.startswith(model.aoti.directory) and n.endswith(".kernel.cpp")
+        )
+    names = {name: i for i, name in enumerate(parse_wrapper_cpp(wrapper).input_names)}
+    out: dict[int, int] = {}
+    for kernel in kernel_call_order(wrapper):
+        if not kernel.startswith(("cpp_", "triton_")):
+            continue
+        src = kernel_source(kernels, kernel) or kernel_source(wrapper, kernel)
+        args = kernel_call_args(wrapper, kernel)
+        if src is None or args is None:
+            continue
+        params = kernel_params(src)
+        for bound in index_bounds(src):
+            ptr = index_pointer(src, bound.variable)
+            if ptr is None or ptr not in params or not _plain_chain(src, bound.variable):
+                continue
+            arg = args[params.index(ptr)] if params.index(ptr) < len(args) else None
+            if arg in names:
+                i = names[arg]
+                out[i] = min(out.get(i, bound.upper), bound.upper)
+    return out
+
+
+def _plain_chain(source: str, variable: str) -> bool:
+    """True when every step from the load to `variable` is a plain copy, cast or wrap."""
+    defs: dict[str, str] = {}
+    for m in _DEF.finditer(source):
+        defs.setdefault(m.group(1), m.group(2).strip())
+    seen: set[str] = set()
+    queue = [variable]
+    while queue:
+        var = queue.pop()
+        if var in seen:
+            continue
+        seen.add(var)
+        rhs = defs.get(var)
+        if rhs is None:
+            return False
+        if not any(p.fullmatch(rhs) for p in _PLAIN_STEPS):
+            return False
+        if not rhs.startswith("in_ptr"):
+            queue.extend(re.findall(r"\btmp\d+\b", rhs))
+    return True
+
+
+def _tensor_pairs(model: ModelInfo, sample: SampleInputs) -> list[tuple[InputSpec, TensorMeta]]:
+    """Each tensor input of the contract with its sample tensor (by path; by order when the
+    contract has no call signature)."""
+    if model.signature is None:
+        flat = flatten([*sample.args, *sample.kwargs.values()])
+        tensors = [v for v in flat if isinstance(v, TensorMeta)]
+        specs = model.tensor_inputs
+        return list(zip(specs, tensors)) if len(specs) == len(tensors) else []
+    out = []
+    for spec in model.tensor_inputs:
+        found, value = at_path(sample, spec.path)
+        if found and isinstance(value, TensorMeta):
+            out.append((spec, value))
+    return out
+
+
+def _sample_bytes_or_path(source: str) -> str | bytes | None:
+    """The sample file: a path, or `<package>:<member>` for inputs stored in the archive."""
+    if source and os.path.isfile(source):
+        return source
+    package, sep, member = source.rpartition(":")
+    if sep and os.path.isfile(package):
+        try:
+            with open_archive(package) as archive:
+                return archive.read(member)
+        except PackageError:
+            return None
+    return None

@@ -1,0 +1,396 @@
+"""Can a target (this machine, or a `--target`) load and run a model's compiled code?
+
+Judged from the binaries (aotipre.binaries): the symbols and symbol versions the `.so` needs,
+the GPU code its cubins and fatbins carry, the CPU extensions its instructions use. Metadata
+strings (AOTI_COMPUTE_CAPABILITY, AOTI_CPU_ISA) say where a package was compiled, not what it
+runs on: they are used only when the binaries cannot be read. One finding per incompatibility;
+a `TargetRow` per model and target sums them up (loads / needs X / cannot load).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aotipre import codes
+from aotipre.binaries.elf import version_key
+from aotipre.binaries.facts import GCC_FLAGS, SharedObject
+from aotipre.findings import Finding, Severity
+from aotipre.host import ISA_FLAGS, ISA_RANK, HostInfo
+from aotipre.pt2.spec import AotiPart, ModelInfo
+
+if TYPE_CHECKING:
+    from aotipre.binaries.x86 import IsaScan
+
+KNOWN_DEVICES = ("cpu", "cuda", "xpu", "mps")
+CANNOT_RUN = {"AOT433", "AOT434", "AOT436", "AOT403", "AOT402"}
+"""Codes whose error means the package loads but its code cannot run there."""
+EXTENSIONS = frozenset(GCC_FLAGS.values())
+NOTABLE = frozenset(f for f in EXTENSIONS if f.startswith(("avx", "amx")) or f in ("fma", "f16c"))
+"""The extensions an AOTI_CPU_ISA mismatch is about (vector and matrix units)."""
+Scan = Callable[[str], "IsaScan"]
+"""member name -> the instruction scan of that .so (cached by the caller)."""
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One model on one target: the verdict line of the per-target table."""
+
+    target: str
+    model: str
+    status: str
+    """loads, needs ..., cannot load, cannot run."""
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "model": self.model,
+            "status": self.status,
+            "reasons": list(self.reasons),
+        }
+
+
+def check_host(
+    model: ModelInfo, host: HostInfo, *, soft: bool, scan: Scan | None = None
+) -> list[Finding]:
+    """Can `host` run `model`'s AOTI code? `soft`: report facts of this machine as info only."""
+    aoti = model.aoti
+    if aoti is None:
+        return []
+    ctx = _Context(model, aoti, host, soft)
+    device = (aoti.device_type or "").split(":")[0]
+    ctx.device(device)
+    sos = aoti.binaries.shared_objects if aoti.binaries else ()
+    readable = [s for s in sos if s.error is None]
+    ctx.platform(readable)
+    for so in readable:
+        ctx.libc(so)
+        ctx.shim(so)
+    if device == "cuda":
+        ctx.gpu()
+    if device == "cpu":
+        ctx.cpu(readable, scan)
+    return ctx.out
+
+
+def row_for(model: ModelInfo, host: HostInfo, findings: list[Finding]) -> TargetRow:
+    """The table line of `model` on `host`, from the findings check_host gave."""
+    mine = [f for f in findings if f.model == model.name]
+    errors = [f for f in mine if f.severity is Severity.ERROR]
+    warnings = [f for f in mine if f.severity is Severity.WARNING]
+    if model.aoti is None:
+        return TargetRow(host.label, model.name, "no AOTI code (compiles at deploy time)")
+    if errors:
+        load = [f for f in errors if f.code not in CANNOT_RUN]
+        status = "cannot load" if load else "cannot run"
+        return TargetRow(
+            host.label, model.name, status, tuple(_short(f, model.name) for f in errors)
+        )
+    if warnings:
+        return TargetRow(
+            host.label,
+            model.name,
+            "needs " + "; ".join(f.hint or f.code for f in warnings[:2]),
+            tuple(_short(f, model.name) for f in warnings),
+        )
+    notes = tuple(_short(f, model.name) for f in mine)
+    return TargetRow(host.label, model.name, "loads", notes)
+
+
+def _short(f: Finding, model: str) -> str:
+    """The message without the `target X: model 'm': ` the table already says."""
+    marker = f"model '{model}': "
+    return f"{f.code}: {f.message.split(marker, 1)[-1]}"
+
+
+class _Context:
+    def __init__(self, model: ModelInfo, aoti: AotiPart, host: HostInfo, soft: bool) -> None:
+        self.model, self.aoti, self.host = model, aoti, host
+        self.sev: dict[str, Severity] = {"severity": Severity.INFO} if soft else {}
+        self.where = "the target" if host.is_target else "this machine"
+        self.out: list[Finding] = []
+
+    def add(self, code: str, message: str, **fields: Any) -> None:
+        if "severity" not in fields:
+            fields.update(self.sev)
+        prefix = f"target {self.host.label}: " if self.host.is_target else ""
+        self.out.append(
+            codes.get(code).finding(
+                f"{prefix}model '{self.model.name}': {message}",
+                model=self.model.name,
+                stage="static",
+                **fields,
+            )
+        )
+
+    # ------------------------------------------------------------------ device, platform
+
+    def device(self, device: str) -> None:
+        host = self.host
+        if device and device in KNOWN_DEVICES and device not in host.device_types:
+            self.add(
+                "AOT401" if device == "cuda" else "AOT406",
+                f"compiled for {device}, and {self.where} has no {device} device",
+                expected=device,
+                actual=sorted(host.device_types),
+            )
+        if (
+            host.is_target
+            and device
+            and device in host.device_types
+            and device != host.primary_device
+        ):
+            self.add(
+                "AOT406",
+                f"compiled for {device}, but the target deploys on {host.primary_device}",
+                expected=host.primary_device,
+                actual=device,
+                hint=f"recompile the ExportedProgram for {host.primary_device}, or target "
+                f"{device} on purpose",
+            )
+
+    def platform(self, readable: list[SharedObject]) -> None:
+        aoti, host = self.aoti, self.host
+        if aoti.platform and host.platform and aoti.platform.lower() != host.platform.lower():
+            self.add(
+                "AOT404",
+                f"compiled for {aoti.platform}, {self.where} runs {host.platform}",
+                expected=aoti.platform,
+                actual=host.platform,
+            )
+            return
+        machines = {s.machine for s in readable if s.machine}
+        have = _norm_machine(host.machine)
+        for machine in sorted(machines):
+            if have and _norm_machine(machine) != have:
+                self.add(
+                    "AOT404",
+                    f"its .so is {machine} code (ELF header), {self.where} is {host.machine}",
+                    expected=machine,
+                    actual=host.machine,
+                )
+                return
+        if not machines and aoti.machine and have and _norm_machine(aoti.machine) != have:
+            self.add(
+                "AOT404",
+                f"compiled for {aoti.machine} (metadata), {self.where} is {host.machine}",
+                expected=aoti.machine,
+                actual=host.machine,
+            )
+
+    # ------------------------------------------------------------------ C library, C++ runtime
+
+    def libc(self, so: SharedObject) -> None:
+        host, name = self.host, _base(so.member)
+        for need, have, code, lib in (
+            (so.glibc, host.glibc, "AOT431", "libc.so.6"),
+            (so.glibcxx, host.glibcxx, "AOT432", "libstdc++.so.6"),
+            (so.cxxabi, host.cxxabi, "AOT432", "libstdc++.so.6"),
+        ):
+            if need is None or have is None:
+                continue
+            prefix = need.rsplit("_", 1)[0]
+            if version_key(need) > version_key(f"{prefix}_{have}"):
+                self.add(
+                    code,
+                    f"{name} needs {need}; {self.where} has {prefix}_{have}: dlopen fails with "
+                    f"`{lib}: version `{need}' not found (required by {name})`",
+                    expected=need,
+                    actual=f"{prefix}_{have}",
+                    evidence=(f"{so.member}: version need {need}",),
+                )
+
+    # ------------------------------------------------------------------ torch's shim
+
+    def shim(self, so: SharedObject) -> None:
+        torch = self.host.torch
+        imports = [s for s in so.imports if s.startswith("aoti_")]
+        if torch is None or not imports:
+            return
+        exports = torch.exports
+        source = torch.source
+        if exports is None:
+            from aotipre.binaries.versions import load_table
+
+            table = load_table()
+            exports = table.exports(torch.release)
+            if exports is None:
+                self.add(
+                    "AOT439",
+                    f"torch {torch.version} ({source}) is not in aotipre's export table "
+                    f"({', '.join(table.releases)}); the {len(imports)} shim functions "
+                    f"{_base(so.member)} imports were not checked against it",
+                    actual=torch.version,
+                    expected=list(table.releases),
+                )
+                return
+            source = f"torch {torch.release} exports ({table.sources[torch.release].split(':')[0]})"
+        missing = [s for s in imports if s not in exports]
+        if missing:
+            self.add(
+                "AOT430",
+                f"{_base(so.member)} imports {len(missing)} shim function(s) torch "
+                f"{torch.version} does not export: dlopen fails with `undefined symbol: "
+                f"{missing[0]}`",
+                expected=missing,
+                actual=f"torch {torch.version}",
+                evidence=(f"checked against {source}",),
+            )
+
+    # ------------------------------------------------------------------ GPU code
+
+    def gpu(self) -> None:
+        host, aoti = self.host, self.aoti
+        members = [g for g in (aoti.binaries.gpu if aoti.binaries else ()) if g.error is None]
+        if not members:
+            self._gpu_from_metadata()
+            return
+        for cc in host.compute_capabilities:
+            stuck = [g for g in members if not any(i.runs_on(cc) for i in g.images)]
+            if stuck:
+                carried = sorted({i.label for g in stuck for i in g.images})
+                self.add(
+                    "AOT433",
+                    f"{len(stuck)} of {len(members)} GPU code member(s) have no SASS for "
+                    f"sm_{cc.replace('.', '')} and no PTX to JIT (they carry "
+                    f"{', '.join(carried)}): kernels fail to launch on compute capability {cc}",
+                    expected=cc,
+                    actual=carried,
+                    evidence=tuple(_base(g.member) for g in stuck[:3]),
+                )
+                continue
+            jit = [
+                g for g in members if not any(i.kind == "sass" and i.runs_on(cc) for i in g.images)
+            ]
+            if jit:
+                self.add(
+                    "AOT435",
+                    f"on compute capability {cc}, {len(jit)} GPU code member(s) run from PTX "
+                    "that the driver JIT-compiles at load",
+                    expected=cc,
+                )
+            self._driver(cc, members)
+
+    def _driver(self, cc: str, members: list[Any]) -> None:
+        from aotipre.binaries.cuda import GpuImage
+
+        have = self.host.driver
+        if have is None:
+            return
+        worst: tuple[str, GpuImage, str] | None = None
+        for g in members:
+            usable = [i for i in g.images if i.runs_on(cc)]
+            image = next((i for i in usable if i.kind == "sass"), usable[0] if usable else None)
+            need = image.min_driver() if image else None
+            if need and version_key(f"_{need}") > version_key(f"_{have}"):
+                if worst is None or version_key(f"_{need}") > version_key(f"_{worst[0]}"):
+                    worst = (need, image, g.member)  # type: ignore[assignment]
+        if worst is not None:
+            need, image, member = worst
+            what = (
+                f"PTX ISA {'.'.join(map(str, image.ptx_version or ()))}"
+                if image.kind == "ptx"
+                else f"SASS built by CUDA {image.toolkit}"
+            )
+            self.add(
+                "AOT434",
+                f"on compute capability {cc} it runs {what} ({_base(member)}), which needs an "
+                f"NVIDIA driver >= {need}; {self.where} has {have}",
+                expected=need,
+                actual=have,
+            )
+
+    def _gpu_from_metadata(self) -> None:
+        cc = self.aoti.compute_capability
+        ccs = self.host.compute_capabilities
+        if not cc or not ccs:
+            return
+        if cc not in {c for x in ccs for c in (x, x.replace(".", ""))}:
+            self.add(
+                "AOT402",
+                f"compiled on compute capability {_fmt_cc(cc)} (metadata; its cubins could not "
+                f"be read), {self.where} has {', '.join(ccs)}",
+                expected=_fmt_cc(cc),
+                actual=list(ccs),
+            )
+
+    # ------------------------------------------------------------------ CPU code
+
+    def cpu(self, readable: list[SharedObject], scan: Scan | None) -> None:
+        flags = self.host.cpu_flags
+        if flags is None or any(f.code == "AOT404" for f in self.out):
+            return
+        meta = {f for w in self.aoti.cpu_isa for f in ISA_FLAGS.get(w.upper(), ())}
+        for so in readable:
+            if so.machine not in (None, "x86_64"):
+                continue
+            enabled = set(so.flags.enabled) if so.flags else set(meta)
+            gap = sorted((enabled | meta) & (EXTENSIONS - flags))
+            if not gap:
+                continue
+            result = scan(so.member) if scan is not None else None
+            if result is None or result.error is not None:
+                self._isa_from_flags(so, gap, result)
+                continue
+            used = [u for u in result.uses if u.flag not in flags]
+            if used:
+                counts = ", ".join(f"{u.flag.upper()} {u.count}" for u in used)
+                self.add(
+                    "AOT436",
+                    f"{_base(so.member)} holds instructions of CPU extensions {self.where} lacks "
+                    f"({counts}): the process dies with SIGILL when they run (e.g. "
+                    f"{used[0].example})",
+                    expected=[u.flag for u in used],
+                    actual=sorted(flags & EXTENSIONS),
+                    evidence=tuple(u.example for u in used),
+                )
+            unused = [f for f in gap if result.use(f) is None and f in NOTABLE]
+            if unused and result.complete:
+                self.add(
+                    "AOT437",
+                    f"compiled with {', '.join(f.upper() for f in unused)} enabled "
+                    f"({self._compiled_for(so)}), which {self.where} lacks, but none of the "
+                    f"{result.instructions} instructions of {_base(so.member)} uses them: it "
+                    "loads (torch only warns about the AOTI_CPU_ISA mismatch)",
+                    expected=unused,
+                    severity=Severity.INFO,
+                )
+
+    def _compiled_for(self, so: SharedObject) -> str:
+        if so.flags and so.flags.march:
+            return f"-march={so.flags.march}"
+        return f"AOTI_CPU_ISA {' '.join(self.aoti.cpu_isa)}" if self.aoti.cpu_isa else "metadata"
+
+    def _isa_from_flags(self, so: SharedObject, gap: list[str], result: IsaScan | None) -> None:
+        why = result.error if result is not None else "no instruction scan"
+        words = [w for w in (x.upper() for x in self.aoti.cpu_isa) if w in ISA_RANK]
+        self.add(
+            "AOT403",
+            f"compiled with {', '.join(f.upper() for f in gap)} enabled "
+            f"({self._compiled_for(so)}), which {self.where} lacks; whether the code uses them "
+            f"is unknown ({why}): it may die with SIGILL",
+            expected=words or gap,
+            actual=sorted((self.host.cpu_flags or frozenset()) & EXTENSIONS),
+        )
+
+
+def _base(member: str) -> str:
+    """`<hash>.wrapper.so` -> `wrapper.so (<first 8 of hash>)`: the hashes are 52 characters."""
+    name = member.rsplit("/", 1)[-1]
+    stem, dot, rest = name.partition(".")
+    if dot and len(stem) > 16:
+        return f"{rest} ({stem[:8]})"
+    return name
+
+
+def _norm_machine(machine: str | None) -> str | None:
+    if not machine:
+        return None
+    m = machine.lower()
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(m, m)
+
+
+def _fmt_cc(cc: str) -> str:
+    return f"{cc[:-1]}.{cc[-1]}" if cc.isdigit() and len(cc) >= 2 else cc

@@ -1,0 +1,94 @@
+"""Read the values of small integer sample tensors (token ids, indices) without torch.
+
+Only what a static check needs: the smallest and largest value and where they are. The storage
+member is read from the same torch.save zip the metadata came from, and only for integer
+dtypes up to MAX_VALUE_BYTES, so a large file costs nothing.
+"""
+
+from __future__ import annotations
+
+import array
+import io
+import itertools
+import os
+import struct
+import sys
+import zipfile
+from dataclasses import dataclass
+from typing import IO
+
+from aotipre.inputs.meta import TensorMeta
+
+MAX_VALUE_BYTES = 16 * 1024 * 1024
+"""Storages larger than this are not read (2M int64 values: far more than token ids)."""
+_FORMATS = {"int64": "q", "int32": "i", "int16": "h", "int8": "b", "uint8": "B"}
+
+
+@dataclass(frozen=True)
+class IntExtremes:
+    """The extreme values of an integer tensor, with the index of their first occurrence."""
+
+    min: int
+    min_at: tuple[int, ...]
+    max: int
+    max_at: tuple[int, ...]
+    count: int
+
+
+def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
+    """Min and max of an integer tensor of a torch.save file (path or bytes); None when the
+    tensor is not an integer one, empty, too large, or its storage cannot be read."""
+    fmt = _FORMATS.get(meta.dtype)
+    if fmt is None or meta.storage_key is None or meta.numel() == 0:
+        return None
+    itemsize = struct.calcsize(fmt)
+    try:
+        data = _storage_bytes(source, meta.storage_key, itemsize)
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+        return None
+    if data is None:
+        return None
+    raw, order = data
+    flat = array.array(fmt)
+    if flat.itemsize != itemsize:
+        return None
+    flat.frombytes(raw)
+    if order != sys.byteorder:
+        flat.byteswap()
+    lo: int | None = None
+    hi: int | None = None
+    lo_at: tuple[int, ...] = ()
+    hi_at: tuple[int, ...] = ()
+    count = 0
+    for index in itertools.product(*(range(n) for n in meta.shape)):
+        pos = meta.storage_offset + sum(i * s for i, s in zip(index, meta.strides))
+        if pos < 0 or pos >= len(flat):
+            return None
+        v = int(flat[pos])
+        count += 1
+        if lo is None or v < lo:
+            lo, lo_at = v, index
+        if hi is None or v > hi:
+            hi, hi_at = v, index
+    if lo is None or hi is None:
+        return None
+    return IntExtremes(lo, lo_at, hi, hi_at, count)
+
+
+def _storage_bytes(source: str | bytes, key: str, itemsize: int) -> tuple[bytes, str] | None:
+    fileobj: IO[bytes]
+    fileobj = io.BytesIO(source) if isinstance(source, bytes) else open(os.fspath(source), "rb")
+    with fileobj, zipfile.ZipFile(fileobj) as zf:
+        names = zf.namelist()
+        prefix = names[0].split("/", 1)[0] + "/"
+        info = zf.getinfo(f"{prefix}data/{key}")
+        if info.file_size > MAX_VALUE_BYTES or info.file_size % itemsize:
+            return None
+        order = "little"
+        if f"{prefix}byteorder" in names:
+            order = zf.read(f"{prefix}byteorder")[:16].decode("ascii", "replace")
+        with zf.open(info) as member:
+            data = member.read(MAX_VALUE_BYTES + 1)
+    if len(data) > MAX_VALUE_BYTES:
+        return None
+    return data, order

@@ -1,0 +1,100 @@
+"""The dynamic stages of one model (compile, load, run, compare, probe), run in torch workers.
+
+Entry point: `run_dynamic_stages(package, model, inputs_path, inputs_member, options)`.
+
+Layout (one stage, one module; data flows down the list):
+
+- options.py: DynamicOptions, parse_device.
+- base.py: StepRecord (what became of one worker step), PlannedStep, RunCrash (handed to
+  crash triage), helpers that describe outputs, inputs and probes.
+- session.py: the Stage interface (plan worker steps, turn their records into a StageResult
+  and findings) and the thin Session that owns the shared state (package, open archive,
+  inputs, device, records, findings) and runs the worker loop.
+- jobs.py: one worker process over a list of steps, and the record of the step it died in.
+- inputs.py: which inputs the workers get (file, archive member, synthesized) and their shapes.
+- libstdcxx.py: the retry of a crashing load with a libstdc++ preloaded (AOT515).
+- compile.py, load.py, run.py, compare.py, probe.py: the stages, in the order of PIPELINE.
+
+A new stage is one module with a Stage subclass, added to PIPELINE below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aotipre.findings import Finding, StageResult
+from aotipre.inputs.meta import SampleInputs
+from aotipre.pt2.archive import Archive
+from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.runner.launch import RUNTIME_CHECK_ENV, STARTUP_SLACK_S, WORKER_PATH
+from aotipre.runner.stages.base import RunCrash, StepRecord
+from aotipre.runner.stages.compare import CompareStage
+from aotipre.runner.stages.compile import CompileStage
+from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
+from aotipre.runner.stages.load import LoadStage
+from aotipre.runner.stages.options import DynamicOptions, parse_device
+from aotipre.runner.stages.probe import ProbeStage
+from aotipre.runner.stages.run import RunStage
+from aotipre.runner.stages.session import Session, Stage
+
+__all__ = [
+    "PIPELINE",
+    "RUNTIME_CHECK_ENV",
+    "STAGES",
+    "STARTUP_SLACK_S",
+    "WORKER_PATH",
+    "DynamicOptions",
+    "RunCrash",
+    "Stage",
+    "StepRecord",
+    "find_system_libstdcxx",
+    "parse_device",
+    "run_dynamic_stages",
+]
+
+PIPELINE: tuple[type[Stage], ...] = (CompileStage, LoadStage, RunStage, CompareStage, ProbeStage)
+"""The stages, in the order they plan steps and report."""
+STAGES = tuple(stage.name for stage in PIPELINE)
+"""The stage names, in order, as they appear in StageResult.name and Finding.stage."""
+
+
+def run_dynamic_stages(
+    package: PackageInfo,
+    model: ModelInfo,
+    inputs_path: str | None,
+    inputs_member: str | None,
+    options: DynamicOptions,
+    progress: Callable[[str], None] | None = None,
+    on_run_crash: Callable[[RunCrash], None] | None = None,
+    *,
+    archive: Archive | None = None,
+    sample: SampleInputs | None = None,
+) -> tuple[list[StageResult], list[Finding]]:
+    """Compile (if needed), load, run, compare and probe one model in isolated torch workers.
+
+    `inputs_path`: a user's torch.save file of `(args, kwargs)`; `inputs_member`: the archive
+    member of stored sample inputs; neither: inputs are synthesized from the contract (seeded)
+    and the run stage's detail says how. `archive`: the package's archive, already open (else
+    it is opened here, once, when needed); `sample`: those inputs, already read. Returns one
+    StageResult per stage in `STAGES` (each passed, failed, skipped with a reason, or error
+    when it could not run) and the findings. Never raises because a worker crashed or hung;
+    raises UsageError for a bad `device`. `on_run_crash` is called with a RunCrash when the
+    run step failed inside the model (not an input check or a timeout), while the session's
+    files still exist (crash triage).
+    """
+    session = Session(
+        [stage() for stage in PIPELINE],
+        package,
+        model,
+        inputs_path,
+        inputs_member,
+        options,
+        progress,
+        archive=archive,
+        sample=sample,
+    )
+    session.on_run_crash = on_run_crash
+    try:
+        return session.execute()
+    finally:
+        session.cleanup()

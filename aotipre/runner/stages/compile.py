@@ -1,0 +1,155 @@
+"""The compile stage: when the model has an ExportedProgram and no AOTI code for the device (or
+--recompile), aoti_compile_and_package in a worker, through the compile cache."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from functools import partial
+from typing import Any
+
+from aotipre.findings import StageResult, StageStatus
+from aotipre.runner import cache as cache_mod
+from aotipre.runner.classify import classify_compile_failure
+from aotipre.runner.stages.base import PlannedStep, StepRecord, failure_of, host_traits, ok
+from aotipre.runner.stages.session import Session, Stage
+
+
+class CompileStage(Stage):
+    name = "compile"
+    labels = {"compile": "compiling for {device}"}
+
+    def __init__(self) -> None:
+        self.note = ""
+        self.lookup_s = 0.0
+        self.cache: cache_mod.CompileCache | None = None
+        self.pending: cache_mod.PendingEntry | None = None
+
+    def plan(self, s: Session) -> list[PlannedStep]:
+        m = s.model
+        s.need_compile = m.has_exported_program and (
+            s.opts.recompile or m.aoti is None or (m.aoti.device_type or "cpu") != s.device_type
+        )
+        started = time.monotonic()
+        steps: list[PlannedStep] = []
+        if s.need_compile:
+            steps = self._plan(s)
+        else:
+            s.aoti_package = os.path.abspath(s.package.path)
+        self.lookup_s = time.monotonic() - started
+        return steps
+
+    def _plan(self, s: Session) -> list[PlannedStep]:
+        configs = dict(s.opts.inductor_configs)
+        package_out = os.path.join(s.workdir, "compiled", cache_mod.PACKAGE_FILE)
+        if s.opts.use_cache:
+            self.cache = cache_mod.CompileCache(s.opts.cache_dir)
+            key = self._cache_key(s, configs)
+            hit = self.cache.lookup(key)
+            if hit is not None:
+                s.aoti_package = hit.package
+                s.aoti_model = "model"
+                self.note = f"compile cache hit ({hit.directory})"
+                s.say("compiled package found in the cache")
+                return []
+            self.pending = self.cache.begin(key)
+            package_out = self.pending.package
+            self.note = f"compiled into the cache (key {key})"
+        else:
+            self.note = "compiled without the cache"
+        s.aoti_package = package_out
+        s.aoti_model = "model"
+        return [
+            PlannedStep("compile", "compile", {"out": package_out, "inductor_configs": configs})
+        ]
+
+    def _cache_key(self, s: Session, configs: dict[str, Any]) -> str:
+        m = s.model
+        names = [mem.name for mem in s.package.members]
+        members = cache_mod.exported_program_members(names, s.package.root, m.name)
+        content = cache_mod.hash_members(s.package.path, members, s.archive)
+        sample_member = f"{s.package.root}/data/sample_inputs/{m.name}.pt"
+        stored = next((mem for mem in s.package.members if mem.name == sample_member), None)
+        example: str | None = None
+        if stored is None or stored.size == 0:
+            example = _inputs_digest(s.inputs.spec)
+        return cache_mod.compile_key(
+            content_hash=content,
+            torch_version=cache_mod.torch_version(),
+            device=s.device,
+            configs=configs,
+            host=host_traits(s.device_type),
+            example_inputs=example,
+        )
+
+    def after_job(self, s: Session) -> None:
+        """Commit a finished compile to the cache (the next workers load the entry)."""
+        if self.pending is None or self.cache is None or not ok(s.records.get("compile")):
+            return
+        rec = s.records["compile"]
+        try:
+            entry = self.cache.commit(
+                self.pending,
+                {
+                    "source": os.path.abspath(s.package.path),
+                    "model": s.model.name,
+                    "device": s.device,
+                    "torch": cache_mod.torch_version(),
+                    "compile_s": round(rec.duration_s, 3),
+                },
+            )
+        except OSError as exc:
+            self.note = f"compiled, but the cache entry could not be written: {exc}"
+            return
+        finally:
+            self.pending = None
+        s.aoti_package = entry.package
+
+    def cleanup(self, s: Session) -> None:
+        if self.pending is not None and self.cache is not None:
+            self.cache.discard(self.pending)
+
+    def result(self, s: Session) -> StageResult:
+        m = s.model
+        if not s.need_compile:
+            why = (
+                f"the package has AOTI code for {s.device_type}"
+                if m.has_aoti
+                else "no ExportedProgram to compile"
+            )
+            return s.skipped("compile", why)
+        if "compile" not in s.records:
+            # a cache hit: the compile stage passed without a worker step
+            s.records["compile"] = StepRecord(
+                "compile", "compile", "ok", self.lookup_s, detail=self.note
+            )
+        r = s.records["compile"]
+        if ok(r):
+            return s.stage("compile", StageStatus.PASSED, r.detail or self.note, [r])
+        err = r.error
+        fail = failure_of(classify_compile_failure, r, err)
+        found = partial(s.add, stage="compile", evidence=fail.evidence)
+        where = f"compiling model '{m.name}' for {s.device}"
+        if r.status == "timeout":
+            found("AOT503", f"{where} did not finish within {s.opts.compile_timeout_s:g} s")
+        elif r.status == "crash":
+            found("AOT502", f"{where}: the compiler process was killed by {r.signal}")
+        elif r.status == "worker_error":
+            return s.stage("compile", StageStatus.ERROR, f"worker failed: {r.detail}", [r])
+        else:
+            kernel = f" (kernel {fail.kernel})" if fail.kernel else ""
+            found("AOT501", f"{where} failed{kernel}: {fail.summary}")
+        return s.stage("compile", StageStatus.FAILED, fail.summary, [r])
+
+
+def _inputs_digest(inputs: dict[str, Any]) -> str:
+    digest = hashlib.sha256()
+    if inputs.get("kind") == "file":
+        with open(inputs["path"], "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    else:
+        digest.update(json.dumps(inputs, sort_keys=True, default=str).encode())
+    return digest.hexdigest()

@@ -1,0 +1,163 @@
+"""One worker process over a list of planned steps: the job file it reads, and a StepRecord for
+every step it finished or died in (a death is classified from the step's own log)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from aotipre.runner import launch
+from aotipre.runner.classify import watchdog_fired
+from aotipre.runner.proc import ProcessOutcome, run_process
+from aotipre.runner.stages.base import PlannedStep, StepRecord
+
+
+@dataclass
+class JobResult:
+    """What one worker did."""
+
+    records: list[StepRecord]
+    """The steps it finished or died in, in order."""
+    seen: set[str]
+    """Their ids (steps it never reached are not in the set)."""
+    startup_s: float
+    """Worker time no step accounts for (interpreter start, `import torch`): it counts toward
+    the first step it ran."""
+
+
+def run_job(
+    job: dict[str, Any],
+    steps: list[PlannedStep],
+    *,
+    workdir: str,
+    argv_for: Callable[[str], tuple[str, ...]],
+    env: dict[str, str],
+    budget_s: float,
+    shown_env: Callable[[str], dict[str, str]],
+    on_output: Callable[[str], None],
+) -> JobResult:
+    """Run one worker over `steps` (`job` is the job file without its steps). Never raises
+    because the worker crashed or hung."""
+    tag = job["tag"]
+    job = {**job, "steps": [{"id": s.id, "op": s.op, **s.body} for s in steps]}
+    job_path = os.path.join(workdir, f"{tag}.json")
+    result_path = os.path.join(workdir, f"{tag}.result.json")
+    with open(job_path, "w") as f:
+        json.dump(job, f)
+    argv = argv_for(job_path)
+    outcome = run_process(
+        argv,
+        env=env,
+        timeout_s=budget_s + launch.STARTUP_SLACK_S,
+        cwd=workdir,
+        result_path=result_path,
+        on_output=on_output,
+    )
+    return absorb(steps, outcome, argv, shown_env)
+
+
+def absorb(
+    steps: list[PlannedStep],
+    outcome: ProcessOutcome,
+    argv: tuple[str, ...],
+    shown_env: Callable[[str], dict[str, str]],
+) -> JobResult:
+    """The records of one finished worker: its own per-step entries, plus the step it died in."""
+    result = outcome.result or {}
+    steps_done = result.get("steps")
+    done: dict[str, Any] = steps_done if isinstance(steps_done, dict) else {}
+    current = result.get("current") if isinstance(result.get("current"), dict) else None
+    seen: set[str] = set()
+    records: list[StepRecord] = []
+    for step in steps:
+        entry = done.get(step.id)
+        if not isinstance(entry, dict):
+            continue
+        seen.add(step.id)
+        status = entry.get("status")
+        records.append(
+            StepRecord(
+                id=step.id,
+                op=step.op,
+                status=status if status in ("ok", "skipped") else "error",
+                duration_s=float(entry.get("duration_s") or 0.0),
+                entry=entry,
+                log=str(entry.get("log") or ""),
+                argv=argv,
+                env=shown_env(step.op),
+            )
+        )
+    finished = bool(result.get("done") or result.get("stopped"))
+    if not outcome.ok and not (finished and current is None):
+        # (a death after the worker finished or stopped, e.g. in a CUDA teardown, belongs
+        # to no step: the steps it did not reach stay pending for a fresh worker)
+        victim = _victim(steps, seen, current)
+        if victim is not None:
+            seen.add(victim.id)
+            records.append(died(victim, outcome, current, argv, shown_env(victim.op)))
+    startup = max(0.0, outcome.duration_s - sum(r.duration_s for r in records))
+    return JobResult(records, seen, startup)
+
+
+def _victim(
+    steps: list[PlannedStep], seen: set[str], current: dict[str, Any] | None
+) -> PlannedStep | None:
+    if current is not None:
+        for step in steps:
+            if step.id == current.get("id"):
+                return step
+    for step in steps:
+        if step.id not in seen:
+            return step
+    return None
+
+
+def died(
+    step: PlannedStep,
+    outcome: ProcessOutcome,
+    current: dict[str, Any] | None,
+    argv: tuple[str, ...],
+    env: dict[str, str],
+) -> StepRecord:
+    """The record of the step a worker died in: timeout, crash (a signal) or worker_error."""
+    log = ""
+    log_path = current.get("log") if current and current.get("id") == step.id else None
+    if isinstance(log_path, str) and os.path.isfile(log_path):
+        with open(log_path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - 64 * 1024))
+            log = f.read().decode("utf-8", errors="replace")
+    if not log:
+        log = outcome.stderr_tail
+    started = current.get("started") if current else None
+    duration = max(0.0, time.time() - float(started)) if isinstance(started, (int, float)) else 0.0
+    entry: dict[str, Any] = {"phase": current.get("phase")} if current else {}
+    base = StepRecord(
+        id=step.id,
+        op=step.op,
+        status="worker_error",
+        duration_s=min(duration, outcome.duration_s),
+        entry=entry,
+        log=log,
+        argv=argv,
+        env=env,
+    )
+    if outcome.timed_out or (outcome.returncode == 1 and watchdog_fired(log)):
+        limit = watchdog_fired(log)
+        detail = f"no result after {limit}" if limit else outcome.summary
+        return replace(base, status="timeout", detail=detail)
+    if outcome.crashed:
+        return replace(base, status="crash", signal=outcome.signal_name, detail=outcome.summary)
+    if outcome.interrupted:
+        return replace(base, detail="interrupted")
+    detail = outcome.summary
+    if outcome.result_error and not outcome.result:
+        detail = f"{detail}; {outcome.result_error}"
+    tail = outcome.stderr_tail.strip().splitlines()[-3:]
+    if tail:
+        detail += " | " + " | ".join(line.strip() for line in tail)
+    return replace(base, detail=detail)

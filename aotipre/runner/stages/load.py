@@ -1,0 +1,96 @@
+"""The load stage: aoti_load_package in a worker; wrong device, CUDA missing, model not found,
+an ABI mismatch, a timeout and a crash while loading are distinct findings, and a crash that
+the libstdc++ retry (stages/libstdcxx.py) made go away is AOT515."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+from aotipre.findings import StageResult, StageStatus
+from aotipre.runner.classify import classify_load_failure
+from aotipre.runner.stages.base import PlannedStep, StepRecord, failure_of, ok
+from aotipre.runner.stages.session import Session, Stage
+
+
+class LoadStage(Stage):
+    name = "load"
+    labels = {"load": "loading"}
+
+    def plan(self, s: Session) -> list[PlannedStep]:
+        with_ep = s.model.has_exported_program and not s.need_compile
+        return [PlannedStep("load", "load", {"with_ep": with_ep})]
+
+    def result(self, s: Session) -> StageResult:
+        r = s.records.get("load")
+        if r is None:
+            return s.skipped("load", s.upstream_reason())
+        target = f"model '{s.aoti_model}' of {os.path.basename(s.aoti_package or '')}"
+        if ok(r):
+            return self._loaded(s, r, target)
+        if r.status == "worker_error":
+            return s.stage("load", StageStatus.ERROR, f"worker failed: {r.detail}", [r])
+        err = r.error
+        if err.get("type") == "InputsFailed":
+            return s.stage("load", StageStatus.ERROR, err.get("message", ""), [r])
+        fail = failure_of(classify_load_failure, r, err)
+        found = partial(s.add, stage="load", evidence=fail.evidence)
+        if r.status == "timeout":
+            found("AOT516", f"loading {target} did not finish within {s.opts.timeout_s:g} s")
+        elif r.status == "crash":
+            found(
+                "AOT514",
+                f"the process was killed by {r.signal} while loading {target}"
+                + (
+                    " (preloading the system libstdc++ did not help)"
+                    if s.libstdcxx.crash is not None
+                    else ""
+                ),
+            )
+        elif fail.kind == "wrong_device":
+            found(
+                "AOT511",
+                f"loading {target} on {s.device} was refused: {fail.summary}",
+                expected=s.model.device_type,
+                actual=s.device,
+            )
+        elif fail.kind == "cuda_missing":
+            found("AOT512", f"{target} needs CUDA, and this torch cannot use it: {fail.summary}")
+        elif fail.kind == "model_not_found":
+            found(
+                "AOT513",
+                f"the loader found no compiled code for model '{s.aoti_model}': {fail.summary}",
+            )
+        elif fail.kind == "abi":
+            found(
+                "AOT510",
+                f"loading {target} failed: the compiled code does not match this "
+                f"torch ({fail.summary})",
+                hint="load it with the torch version that compiled it",
+            )
+        else:
+            found("AOT510", f"loading {target} failed: {fail.summary}")
+        return s.stage("load", StageStatus.FAILED, fail.summary, [r])
+
+    def _loaded(self, s: Session, r: StepRecord, target: str) -> StageResult:
+        how = r.entry.get("how", "")
+        detail = f"loaded {target} on {s.device}" + (f" ({how})" if how else "")
+        retry = s.libstdcxx
+        if not retry.confirmed:
+            return s.stage("load", StageStatus.PASSED, detail, [r])
+        crash = retry.crash
+        assert crash is not None
+        fail = classify_load_failure(log=crash.log, signal=crash.signal)
+        s.add(
+            "AOT515",
+            f"loading {target} crashed with {crash.signal} in this environment and "
+            f"succeeded with LD_PRELOAD={retry.libstdcxx}: a libstdc++ mismatch between "
+            "the toolchain that built the compiled code and this process's runtime (an "
+            "environment problem, not a model bug); the other stages ran with the preload"
+            + (" (diagnosed on an earlier model of this check)" if retry.earlier else ""),
+            "load",
+            evidence=fail.evidence,
+        )
+        detail += f"; needed LD_PRELOAD={retry.libstdcxx}"
+        recs = [r] if retry.earlier else [crash, r]
+        return s.stage("load", StageStatus.FAILED, detail, recs)

@@ -1,0 +1,53 @@
+"""What the dynamic stages can be told (DynamicOptions) and how a device is spelled."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aotipre.errors import UsageError
+
+
+@dataclass(frozen=True)
+class DynamicOptions:
+    """What the dynamic stages can be told (the CLI maps `check` flags onto this)."""
+
+    device: str | None = None
+    """cpu, cuda or cuda:N; None: the device the model was compiled (or exported) for."""
+    recompile: bool = False
+    """Compile the ExportedProgram even when the package has AOTI code for the device."""
+    timeout_s: float = 300.0
+    """Limit for each load, run, eager and probe step (the worker's watchdog enforces it)."""
+    compile_timeout_s: float = 1800.0
+    """Limit for the compile step."""
+    rtol: float | None = None
+    """Overrides the dtype-aware default relative tolerance of the eager comparison."""
+    atol: float | None = None
+    probe: bool = True
+    """Run each dynamic dim at its min, max and max+1."""
+    probe_budget: int = 1 << 22
+    """Most elements any input may hold in a probe run; larger maxima are probed capped."""
+    seed: int = 0
+    """Seed of synthesized and probe inputs."""
+    cache_dir: str | None = None
+    """Compile cache location; None: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile."""
+    use_cache: bool = True
+    """False: neither read nor write the compile cache."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Added to the workers' environment (and shown in every stage's env)."""
+    inductor_configs: Mapping[str, Any] = field(default_factory=dict)
+    """Passed to aoti_compile_and_package (part of the cache key)."""
+    python: str | None = None
+    """Interpreter for the workers; None: the running one (sys.executable)."""
+    worker_command: tuple[str, ...] | None = None
+    """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
+
+
+def parse_device(device: str) -> tuple[str, int]:
+    """`cpu` -> ('cpu', -1); `cuda` -> ('cuda', -1); `cuda:1` -> ('cuda', 1). Raises UsageError."""
+    text = device.strip().lower()
+    kind, sep, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (sep and (kind == "cpu" or not index.isdigit())):
+        raise UsageError(f"unsupported device {device!r}: use cpu, cuda or cuda:N")
+    return kind, int(index) if sep else -1

@@ -1,0 +1,217 @@
+"""The probe stage: each dynamic dim at its min and max (capped by --probe-budget elements per
+input), and max+1, which the runtime input check must reject cleanly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aotipre.findings import Severity, StageResult, StageStatus
+from aotipre.runner.classify import classify_run_failure
+from aotipre.runner.stages.base import (
+    PlannedStep,
+    StepRecord,
+    failure_of,
+    ok,
+    probe_label,
+    tensor_input,
+)
+from aotipre.runner.stages.compare import compare_findings
+from aotipre.runner.stages.session import Session, Stage
+from aotipre.runner.synth import ProbeCase, ProbePlan, plan_probes
+
+
+class ProbeStage(Stage):
+    name = "probe"
+
+    def __init__(self) -> None:
+        self.plan_: ProbePlan | None = None
+        self.why_not = ""
+        """Why no probe was planned."""
+
+    def progress(self, s: Session, op: str, rest: str) -> str | None:
+        if op != "probe":
+            return None
+        symbol, _, kind = rest.partition(":")
+        return f"probing {symbol} at its {kind}"
+
+    def plan(self, s: Session) -> list[PlannedStep]:
+        if not s.opts.probe:
+            return []
+        m = s.model
+        shapes = s.inputs.shapes
+        self.why_not = s.inputs.shapes_unknown
+        if not m.symbols:
+            self.why_not = "the model has no dynamic dims"
+            return []
+        if len(shapes) != len(m.tensor_inputs):
+            self.why_not = self.why_not or "the input shapes could not be matched to the contract"
+            return []
+        plan = plan_probes(m, shapes, s.opts.probe_budget)
+        self.plan_ = plan
+        eager = m.has_exported_program
+        return [
+            PlannedStep(
+                case.id,
+                "probe",
+                {
+                    "shapes": {str(k): list(v) for k, v in case.shapes.items()},
+                    "expect": case.expect,
+                    "eager": eager,
+                    "requires": ["run"],
+                },
+                probe=case,
+            )
+            for case in plan.cases
+        ]
+
+    def result(self, s: Session) -> StageResult:
+        if not s.opts.probe:
+            return s.skipped("probe", "probing is off")
+        plan = self.plan_
+        if plan is None or not plan.cases:
+            why = self.why_not or "; ".join(plan.notes if plan else ()) or "nothing to probe"
+            return s.skipped("probe", why)
+        run = s.records.get("run")
+        if run is None or not ok(run):
+            return s.skipped(
+                "probe",
+                f"{s.upstream_reason()} (probe inputs are derived from the sample inputs)",
+            )
+        recs = [
+            s.records[c.id]
+            for c in plan.cases
+            if c.id in s.records and s.records[c.id].status != "skipped"
+        ]
+        if not recs:
+            return s.skipped("probe", s.upstream_reason())
+        before = len(s.findings)
+        parts = []
+        for case in plan.cases:
+            r = s.records.get(case.id)
+            if r is None:
+                parts.append(f"{case.symbol}={case.value} not run")
+                continue
+            parts.append(_probe_case(s, case, r))
+        errors = [r for r in recs if r.status == "worker_error"]
+        status = StageStatus.PASSED
+        if any(f.severity is Severity.ERROR for f in s.findings[before:]):
+            status = StageStatus.FAILED
+        elif errors:
+            status = StageStatus.ERROR
+        detail = "; ".join(parts)
+        if plan.notes:
+            detail += " (" + "; ".join(plan.notes) + ")"
+        return s.stage("probe", status, detail, recs)
+
+
+def _what_failed(r: StepRecord, summary: str) -> str:
+    if r.status == "crash":
+        return f"crashed ({r.signal})"
+    return "timed out" if r.status == "timeout" else f"failed: {summary}"
+
+
+def _probe_case(s: Session, case: ProbeCase, r: StepRecord) -> str:
+    m = s.model
+    label = probe_label(m, case)
+    spec = tensor_input(m, case.dims[0][0]) if case.dims else None
+    subject: dict[str, Any] = {
+        "input": spec.name if spec else None,
+        "position": spec.position if spec else None,
+        "dim": case.dims[0][1] if case.dims else None,
+    }
+    if r.status == "worker_error":
+        return f"{label}: worker failed ({r.detail})"
+    err = r.entry.get("aoti_error") or r.error
+    if case.kind == "over":
+        return _over_max(s, case, r, err, label, subject)
+    capped = f" (capped from {case.bound} by the probe budget)" if case.capped else ""
+    if r.status != "ok":
+        fail = failure_of(classify_run_failure, r, err)
+        what = _what_failed(r, fail.summary)
+        kernel = f" in kernel {fail.kernel}" if fail.kernel else ""
+        rng = m.symbol(case.symbol)
+        lo, hi = (rng.min, rng.max) if rng is not None else (None, None)
+        severity = None
+        if fail.kind == "input_check" and r.status == "error":
+            # The compiled code accepts a narrower range than declared: a contract problem
+            # (inputs in between are rejected under the runtime check), not a broken model.
+            severity = Severity.WARNING
+            what = (
+                f"is rejected by the compiled model's runtime check ({fail.summary}), "
+                "although the declared range allows it"
+            )
+            small = next((c for c in fail.checks if c.kind == "dim_too_small"), None)
+            if small is not None and case.value <= 1 and small.expected == 2:
+                what += (
+                    "; AOTInductor specializes dynamic sizes 0 and 1 away, so size "
+                    f"{case.value} is refused whenever AOTI_RUNTIME_CHECK_INPUTS=1"
+                )
+        s.add(
+            "AOT610",
+            f"{label}{capped}, the {case.kind}imum of the declared range "
+            f"[{lo}, {hi}], {what}{kernel}",
+            "probe",
+            evidence=fail.evidence,
+            expected=f"runs for {lo} <= {case.symbol} <= {hi}",
+            actual=f"{case.symbol}={case.value}: {fail.summary}",
+            **({"severity": severity} if severity else {}),
+            **subject,
+        )
+        return f"{label}: {what}"
+    cmp = r.entry.get("compare")
+    if isinstance(cmp, dict):
+        found = compare_findings(s, cmp, "probe", case)
+        if found:
+            return f"{label}: outputs differ from eager"
+    if r.entry.get("eager_error"):
+        e = r.entry["eager_error"]
+        return f"{label}{capped}: ran (eager failed: {e.get('type')})"
+    return f"{label}{capped}: ok"
+
+
+def _over_max(
+    s: Session,
+    case: ProbeCase,
+    r: StepRecord,
+    err: dict[str, Any],
+    label: str,
+    subject: dict[str, Any],
+) -> str:
+    """max+1: the runtime input check must reject it, not the model crash or accept it."""
+    outcome = r.entry.get("outcome")
+    if r.status == "ok" and outcome == "accepted":
+        s.add(
+            "AOT611",
+            f"{label}, one above the maximum {case.bound}, ran without being rejected",
+            "probe",
+            expected=f"<= {case.bound}",
+            actual=case.value,
+            **subject,
+        )
+        return f"{label}: accepted (not rejected)"
+    if r.status == "error" or (r.status == "ok" and outcome == "rejected"):
+        fail = classify_run_failure(exc_type=err.get("type"), message=err.get("message"), log=r.log)
+        if fail.kind == "input_check":
+            return f"{label}: rejected by the runtime check"
+    if r.status == "ok" and outcome == "rejected":
+        s.add(
+            "AOT612",
+            f"{label}, one above the maximum {case.bound}, failed inside "
+            f"the model instead of being rejected by the input check: {fail.summary}",
+            "probe",
+            severity=Severity.WARNING,
+            evidence=fail.evidence,
+            **subject,
+        )
+        return f"{label}: failed unclean"
+    fail = failure_of(classify_run_failure, r, err)
+    what = _what_failed(r, fail.summary)
+    s.add(
+        "AOT612",
+        f"{label}, one above the maximum {case.bound}, {what} instead of "
+        "being rejected by the input check",
+        "probe",
+        evidence=fail.evidence,
+        **subject,
+    )
+    return f"{label}: {what}"

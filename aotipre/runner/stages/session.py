@@ -1,0 +1,329 @@
+"""The thin session of one model's dynamic stages: the shared state (package, archive, inputs,
+device, records, findings), the stages' interface, and the worker loop that runs their steps.
+
+How the work is split into processes (wall time matters: `import torch` alone costs ~1.5 s):
+
+- One worker runs every planned step in order: [compile], load, run, [eager, compare],
+  [probe ...]. Outputs go through torch.save files in a private temporary folder, so any later
+  worker can pick up where a dead one stopped.
+- When a worker dies (signal, per-step watchdog, backstop timeout) the step it was running is
+  classified from its own log (stages/jobs.py); the remaining steps that still make sense run
+  in a fresh worker that loads the model again. A compile or load failure ends the model's
+  run; a crashed run skips compare and probes; a crashed probe only moves the other probes to a
+  fresh worker.
+- On CUDA a worker also stops by itself after an unexpected error in a model call, because a
+  device fault poisons the CUDA context for the rest of the process.
+- A load that dies by SIGSEGV is retried once with a libstdc++ preloaded (stages/libstdcxx.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from aotipre import codes
+from aotipre.errors import InputsError
+from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.inputs.meta import SampleInputs
+from aotipre.pt2.archive import Archive, open_archive
+from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.runner import launch
+from aotipre.runner.stages import jobs
+from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
+from aotipre.runner.stages.inputs import WorkerInputs, plan_inputs
+from aotipre.runner.stages.libstdcxx import LibstdcxxRetry
+from aotipre.runner.stages.options import DynamicOptions, parse_device
+from aotipre.runner.synth import PlanError
+
+_ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "LD_PRELOAD", "OMP_NUM_THREADS")
+_MODEL_CALLS = ("run", "probe", "load", "eager")
+"""Worker operations that call into the compiled or exported model (they get RUNTIME_CHECK_ENV)."""
+
+
+class Stage(ABC):
+    """One dynamic stage: the worker steps it needs, and what their records mean.
+
+    A stage plans its steps from the session's shared state (`plan`, in pipeline order, before
+    any worker runs), may act between workers (`after_job`), turns the records of its steps into
+    one StageResult plus findings (`result`, in pipeline order, after the last worker), and
+    releases what it holds (`cleanup`). Adding a stage is one new module with a Stage subclass,
+    listed in aotipre/runner/stages/__init__.py.
+    """
+
+    name: ClassVar[str]
+    """The stage's name in StageResult.name and Finding.stage."""
+    labels: ClassVar[dict[str, str]] = {}
+    """Progress text per worker step id (before any `#` or `:`); `{device}` is filled in."""
+
+    def plan(self, session: Session) -> list[PlannedStep]:
+        return []
+
+    def progress(self, session: Session, op: str, rest: str) -> str | None:
+        """The progress line for a step of this stage that starts (`op:rest` is its id)."""
+        label = self.labels.get(op.split("#")[0])
+        return label.format(device=session.device) if label else None
+
+    def after_job(self, session: Session) -> None:
+        """Called after each worker exits."""
+        return None
+
+    @abstractmethod
+    def result(self, session: Session) -> StageResult: ...
+
+    def cleanup(self, session: Session) -> None:
+        """Called once the model's stages are done, whatever happened."""
+        return None
+
+
+class Session:
+    """One model's dynamic stages: the shared state, the stages in order, the worker loop."""
+
+    def __init__(
+        self,
+        stages: Sequence[Stage],
+        package: PackageInfo,
+        model: ModelInfo,
+        inputs_path: str | None,
+        inputs_member: str | None,
+        options: DynamicOptions,
+        progress: Callable[[str], None] | None,
+        *,
+        archive: Archive | None = None,
+        sample: SampleInputs | None = None,
+    ) -> None:
+        self.stages = tuple(stages)
+        self.package = package
+        self.model = model
+        self.inputs_path = inputs_path
+        self.inputs_member = inputs_member
+        self.sample = sample
+        """The sample inputs already read (from `inputs_path` or `inputs_member`), if any."""
+        self.opts = options
+        self.progress = progress
+        self.on_run_crash: Callable[[RunCrash], None] | None = None
+        self.device = options.device or model.device_type or "cpu"
+        self.device_type, self.device_index = parse_device(self.device)
+        self.workdir = tempfile.mkdtemp(prefix="aotipre-")
+        self.records: dict[str, StepRecord] = {}
+        self.findings: list[Finding] = []
+        self.extra_env: dict[str, str] = {}
+        self.jobs = 0
+        self.inputs = WorkerInputs({}, {}, "")
+        self.aoti_package: str | None = None
+        """The package the workers load: the archive, a compile-cache entry or a fresh compile."""
+        self.aoti_model = model.name
+        self.need_compile = False
+        """The ExportedProgram is compiled for this device (set by the compile stage's plan)."""
+        self._archive = archive
+        self._own_archive = False
+        self.libstdcxx = LibstdcxxRetry(
+            launch.worker_key(options.python, options.worker_command), self.extra_env
+        )
+
+    # -- shared state
+
+    @property
+    def archive(self) -> Archive:
+        """The package's open archive: the caller's, else opened here once."""
+        if self._archive is None:
+            self._archive = open_archive(self.package.path)
+            self._own_archive = True
+        return self._archive
+
+    @property
+    def callers_archive(self) -> Archive | None:
+        """The archive the caller passed in (open for as long as the caller's check runs; the
+        session's own is closed when the session ends, so it is never handed on)."""
+        return None if self._own_archive else self._archive
+
+    def cleanup(self) -> None:
+        for stage in self.stages:
+            stage.cleanup(self)
+        if self._own_archive and self._archive is not None:
+            self._archive.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(f"{self.model.name}: {text}")
+
+    def add(self, code: str, message: str, stage: str, **fields: Any) -> Finding:
+        finding = codes.get(code).finding(message, model=self.model.name, stage=stage, **fields)
+        self.findings.append(finding)
+        return finding
+
+    def stage(
+        self, name: str, status: StageStatus, detail: str, recs: list[StepRecord]
+    ) -> StageResult:
+        """A stage's result from the records of its steps (their env, command and durations)."""
+        env: dict[str, str] = {}
+        command: tuple[str, ...] = ()
+        for r in recs:
+            env.update(r.env)
+            command = command or r.argv
+        return StageResult(
+            name=name,
+            status=status,
+            duration_s=sum(r.duration_s for r in recs),
+            detail=detail,
+            model=self.model.name,
+            env=env,
+            command=command,
+        )
+
+    def skipped(self, name: str, why: str) -> StageResult:
+        return StageResult(name, StageStatus.SKIPPED, detail=why, model=self.model.name)
+
+    def upstream_reason(self) -> str:
+        for name in ("compile", "load", "run"):
+            r = self.records.get(name)
+            if r is not None and not ok(r):
+                return f"the {name} stage did not succeed"
+        return "a previous stage did not succeed"
+
+    # -- the pipeline
+
+    def execute(self) -> tuple[list[StageResult], list[Finding]]:
+        m = self.model
+        if not m.has_aoti and not m.has_exported_program:
+            return self._all_skipped("the model has neither AOTI code nor an ExportedProgram"), []
+        try:
+            self.inputs = plan_inputs(
+                self.package,
+                self.model,
+                inputs_path=self.inputs_path,
+                inputs_member=self.inputs_member,
+                sample=self.sample,
+                archive=lambda: self.archive,
+                seed=self.opts.seed,
+            )
+        except (PlanError, InputsError) as exc:
+            return self._all_skipped(f"no inputs to run with: {exc}", error=True), []
+        steps = [step for stage in self.stages for step in stage.plan(self)]
+        self._loop(steps)
+        return [stage.result(self) for stage in self.stages], self.findings
+
+    def _all_skipped(self, why: str, *, error: bool = False) -> list[StageResult]:
+        status = StageStatus.ERROR if error else StageStatus.SKIPPED
+        return [StageResult(s.name, status, detail=why, model=self.model.name) for s in self.stages]
+
+    # -- the worker loop
+
+    def _loop(self, steps: list[PlannedStep]) -> None:
+        pending = list(steps)
+        max_jobs = len(steps) + 3
+        while pending and self.jobs < max_jobs:
+            job_steps = pending
+            if pending[0].op not in ("compile", "load"):
+                job_steps = [PlannedStep(f"load#{self.jobs}", "load", {"with_ep": False}), *pending]
+            done_ids = self._run_job(job_steps)
+            for stage in self.stages:
+                stage.after_job(self)
+            if self.libstdcxx.should_retry(self.records.get("load"), self.opts.extra_env, self.say):
+                pending = [s for s in steps if s.op != "compile"]
+                for s in pending:
+                    self.records.pop(s.id, None)
+                continue
+            pending = [s for s in pending if s.id not in done_ids]
+            pending = self._still_sensible(pending)
+        self.libstdcxx.finish(self.records.get("load"))
+
+    def _still_sensible(self, pending: list[PlannedStep]) -> list[PlannedStep]:
+        """Drop the steps whose prerequisites failed; keep the rest for a fresh worker."""
+        rec = self.records
+        if any(r.op == "compile" and not ok(r) for r in rec.values()):
+            return []
+        loads = [r for r in rec.values() if r.op == "load"]
+        if loads and not ok(loads[-1]):
+            return []
+        run = rec.get("run")
+        if run is not None and run.status in ("crash", "timeout", "worker_error"):
+            return []
+        return [
+            step
+            for step in pending
+            if not any(
+                (r := rec.get(req)) is not None and not ok(r)
+                for req in step.body.get("requires", ())
+            )
+        ]
+
+    def _run_job(self, steps: list[PlannedStep]) -> set[str]:
+        """Run one worker over `steps`, store the records of the steps it finished or died in,
+        and return their ids."""
+        tag = f"job{self.jobs}"
+        self.jobs += 1
+        job = {
+            "protocol": 1,
+            "tag": tag,
+            "package": self.aoti_package,
+            "source_package": os.path.abspath(self.package.path),
+            "model": self.model.name,
+            "aoti_model": self.aoti_model,
+            "device": self.device,
+            "workdir": self.workdir,
+            "inputs": self.inputs.spec,
+            "seed": self.opts.seed,
+            "rtol": self.opts.rtol,
+            "atol": self.opts.atol,
+            "step_timeout_s": self.opts.timeout_s,
+            "compile_timeout_s": self.opts.compile_timeout_s,
+        }
+        budget = sum(
+            self.opts.compile_timeout_s if s.op == "compile" else self.opts.timeout_s for s in steps
+        )
+        done = jobs.run_job(
+            job,
+            steps,
+            workdir=self.workdir,
+            argv_for=lambda path: launch.worker_argv(
+                self.opts.python, self.opts.worker_command, path
+            ),
+            env=self._job_env(),
+            budget_s=budget,
+            shown_env=self._shown_env,
+            on_output=self._on_output,
+        )
+        for rec in done.records:
+            self._store(rec)
+        if done.records:
+            done.records[0].duration_s += done.startup_s
+        return done.seen
+
+    def _store(self, rec: StepRecord) -> None:
+        if rec.id.startswith("load#"):
+            if rec.status == "ok":
+                return  # a reload for a fresh worker: only its failure is news
+            rec = replace(rec, id="load")
+        self.records[rec.id] = rec
+
+    def _job_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(launch.RUNTIME_CHECK_ENV)
+        env.update(self.opts.extra_env)
+        env.update(self.extra_env)
+        return env
+
+    def _shown_env(self, op: str) -> dict[str, str]:
+        shown = {k: os.environ[k] for k in _ENV_SHOWN if k in os.environ}
+        if op in _MODEL_CALLS:
+            shown.update(launch.RUNTIME_CHECK_ENV)
+        shown.update(self.opts.extra_env)
+        shown.update(self.extra_env)
+        return shown
+
+    def _on_output(self, line: str) -> None:
+        if not line.startswith("@@aotipre start "):
+            return
+        sid = line.split(" ", 2)[2].strip()
+        op, _, rest = sid.partition(":")
+        for stage in self.stages:
+            label = stage.progress(self, op, rest)
+            if label:
+                self.say(label)
+                return

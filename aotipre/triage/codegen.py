@@ -1,0 +1,330 @@
+"""What crash triage reads in generated code and in the ExportedProgram's graph: kernel sources,
+their parameters and call sites in wrapper.cpp, the kernels' call order, inductor's source-node
+comments, where an index check's variable is loaded from, and the FX nodes a kernel fuses."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# --------------------------------------------------------------------------------------------
+# Generated code
+
+
+def kernel_source(text: str, kernel: str) -> str | None:
+    """The kernel's function in generated code: `extern "C" void <kernel>(...) {...}` in a
+    kernel.cpp, the `def <kernel>(...)` Triton function embedded in a wrapper.cpp comment (with
+    its decorators), or a top-level `def <kernel>` in a Triton .py file."""
+    if not text or kernel not in text:
+        return None
+    cpp = re.search(r'(?m)^extern "C"\s+\w[\w\s\*]*?\b' + re.escape(kernel) + r"\s*\(", text)
+    if cpp:
+        body = _braced(text, cpp.start())
+        if body:
+            return body
+    start = text.find(f"async_compile.triton('{kernel}'")
+    if start >= 0:
+        open_q = text.find("'''", start)
+        close_q = text.find("'''", open_q + 3) if open_q >= 0 else -1
+        if open_q >= 0 and close_q > open_q:
+            block = _dedent(text[open_q + 3 : close_q]).strip("\n")
+            m = re.search(r"(?m)^@|^def " + re.escape(kernel), block)
+            return block[m.start() :] if m else block
+    py = re.search(r"(?m)^(?P<indent>[ \t]*)def " + re.escape(kernel) + r"\(", text)
+    if py:
+        indent = py.group("indent")
+        before = text[: py.start()].splitlines(keepends=True)
+        j = len(before)
+        while j > 0:
+            prev = before[j - 1]
+            deeper = prev.startswith(indent) and prev[len(indent) : len(indent) + 1] in (" ", "\t")
+            if prev.strip().startswith(("@", ")")) or (deeper and prev.strip()):
+                j -= 1
+                continue
+            break
+        while j < len(before) and not before[j].strip().startswith("@"):
+            j += 1
+        begin = py.start() - sum(len(line) for line in before[j:])
+        end = len(text)
+        newline = text.find("\n", py.end())
+        after = len(text) if newline < 0 else newline + 1
+        for m in re.finditer(r"(?m)^(?P<i>[ \t]*)\S", text[after:]):
+            if len(m.group("i")) <= len(indent):
+                end = after + m.start()
+                break
+        return _dedent(text[begin:end]).strip("\n")
+    return None
+
+
+def _braced(text: str, start: int) -> str | None:
+    open_at = text.find("{", start)
+    if open_at < 0:
+        return None
+    depth = 0
+    for i in range(open_at, len(text)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(text)
+
+
+def kernel_params(source: str) -> list[str]:
+    """Parameter names of a cpp or Triton kernel function (`in_ptr0`, `out_ptr0`, `ks0`, ...)."""
+    m = re.search(r"\b(?:void\s+\w+|def\s+\w+)\s*\((?P<params>[^)]*)\)", source or "", re.S)
+    if not m:
+        return []
+    out = []
+    for part in _split_args(m.group("params")):
+        words = re.findall(r"\w+", part.split(":")[0])
+        if words:
+            out.append(words[-1])
+    return out
+
+
+def kernel_call_args(wrapper: str, kernel: str) -> list[str] | None:
+    """The arguments run_impl passes to the kernel, simplified to their names:
+    `cpp_fused_x((const int64_t*)(arg1_1.data_ptr()), ...)` -> `arg1_1`;
+    `call_triton_x(arg3_1, embed_weight, buf0, ...)` -> `arg3_1`, `embed_weight`, `buf0`."""
+    for pattern in (
+        r"\bcall_" + re.escape(kernel) + r"\(",
+        r"(?<![\w.])" + re.escape(kernel) + r"\(",
+    ):
+        for m in re.finditer(pattern, wrapper or ""):
+            line_start = wrapper.rfind("\n", 0, m.start()) + 1
+            prefix = wrapper[line_start : m.start()].strip()
+            if prefix and not prefix.endswith(("(", ",", "=")):
+                continue  # a declaration (`void k(`, `static inline void call_k(`) or a string
+            args = _call_args(wrapper, m.end() - 1)
+            if args is None:
+                continue
+            return [_arg_name(a) for a in args]
+    return None
+
+
+def _call_args(text: str, open_at: int) -> list[str] | None:
+    depth = 0
+    for i in range(open_at, min(len(text), open_at + 20000)):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return _split_args(text[open_at + 1 : i])
+    return None
+
+
+def _split_args(text: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for c in text:
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _arg_name(arg: str) -> str:
+    m = re.search(r"\(\s*(\w+)\.data_ptr\(\)\s*\)", arg) or re.search(r"(\w+)\.data_ptr\(\)", arg)
+    if m:
+        return m.group(1)
+    m = re.search(
+        r"(?:copy_arrayref_tensor_to_tensor|convert_arrayref_tensor_to_tensor)\((\w+)\)", arg
+    )
+    if m:
+        return m.group(1)
+    return arg.strip()
+
+
+def index_pointer(source: str, variable: str) -> str | None:
+    """The kernel parameter an index temporary is loaded from: follows `tmpN` definitions
+    (`auto tmp2 = c10::convert<int64_t>(tmp1);`, `tmp4 = tl.where(tmp3, tmp2, tmp0)`) back to
+    the load (`in_ptr0[...]`, `tl.load(in_ptr0 + ...)`)."""
+    defs: dict[str, str] = {}
+    for m in re.finditer(
+        r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);?\s*$", source or ""
+    ):
+        defs.setdefault(m.group(1), m.group(2))
+    seen: set[str] = set()
+    queue = [variable]
+    while queue:
+        var = queue.pop(0)
+        if var in seen or var not in defs:
+            continue
+        seen.add(var)
+        rhs = defs[var]
+        ptr = re.search(r"\b(in_ptr\d+|in_out_ptr\d+)\b", rhs)
+        if ptr:
+            return ptr.group(1)
+        queue.extend(re.findall(r"\btmp\d+\b", rhs))
+    return None
+
+
+_CALL = re.compile(
+    r"^\s*(?:AOTI_TORCH_ERROR_CODE_CHECK\()?(?:call_)?(?P<name>cpp_fused_\w+|cpp_\w+|triton_\w+"
+    r"|aoti_torch_(?:cpu|cuda)_\w+)\(",
+    re.MULTILINE,
+)
+
+
+def kernel_call_order(wrapper: str) -> list[str]:
+    """Generated kernels and extern ops in the order run_impl calls them (a static launch order:
+    what the level-3 printer would print)."""
+    text = wrapper or ""
+    start = text.find("::run_impl(")
+    body = text[start:] if start >= 0 else text
+    out: list[str] = []
+    for m in _CALL.finditer(body):
+        name = m.group("name")
+        if name.startswith("aoti_torch_") and any(
+            w in name for w in ("_empty_strided", "_delete_", "_get_", "_new_", "_clone")
+        ):
+            continue
+        out.append(name)
+    return out
+
+
+_SOURCE_NODES = re.compile(
+    r"(?:Topologically Sorted |Unsorted )?Source Nodes: \[(?P<nodes>[^\]]*)\], "
+    r"Original ATen: \[(?P<aten>[^\]]*)\]"
+)
+
+
+def source_node_comment(wrapper: str, kernel: str) -> tuple[list[str], list[str]] | None:
+    """The `// Topologically Sorted Source Nodes: [...], Original ATen: [...]` comment that
+    inductor writes above a kernel's call in run_impl (CUDA wrappers; Triton sources carry it
+    too): the FX node names and ATen ops the kernel fuses."""
+    text = wrapper or ""
+    for pattern in (
+        r"\bcall_" + re.escape(kernel) + r"\(",
+        r"(?<![\w.'\"])" + re.escape(kernel) + r"\(",
+    ):
+        for m in re.finditer(pattern, text):
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            prefix = text[line_start : m.start()].strip()
+            if prefix and not prefix.endswith(("(", ",", "=")):
+                continue
+            window = text[max(0, line_start - 1500) : line_start]
+            found = list(_SOURCE_NODES.finditer(window))
+            if found:
+                last = found[-1]
+                return _names(last.group("nodes")), _names(last.group("aten"))
+    return None
+
+
+def _names(text: str) -> list[str]:
+    return [t.strip().strip("'\"") for t in text.split(",") if t.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# The ExportedProgram's graph (models/<name>.json), for the nodes a kernel fuses
+
+
+@dataclass(frozen=True)
+class FxNode:
+    """One call_function node of a serialized ExportedProgram graph."""
+
+    name: str
+    op: str
+    """`aten.embedding.default`."""
+    stack_trace: str | None = None
+
+    @property
+    def packet(self) -> str:
+        """`embedding` for `aten.embedding.default`."""
+        parts = self.op.split(".")
+        return (
+            parts[1]
+            if len(parts) >= 2 and parts[0] in ("aten", "prims", "quantized")
+            else parts[-1]
+        )
+
+    def source_line(self) -> str | None:
+        """The innermost frame of the model's own code: `models.py:125  return self.embed(...)`."""
+        if not self.stack_trace:
+            return None
+        frames = re.findall(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)', self.stack_trace)
+        if not frames:
+            return None
+        own = [f for f in frames if "/torch/" not in f[0] and "site-packages" not in f[0]]
+        path, line, func, code = (own or frames)[-1]
+        return f"{path}:{line} in {func}: {code.strip()}"
+
+
+def fx_nodes(model_json: str | bytes | dict[str, Any]) -> list[FxNode]:
+    """The call_function nodes of a serialized ExportedProgram (models/<name>.json)."""
+    data = json.loads(model_json) if isinstance(model_json, (str, bytes)) else model_json
+    graph = ((data or {}).get("graph_module") or {}).get("graph") or {}
+    out = []
+    for node in graph.get("nodes") or []:
+        target = str(node.get("target") or "")
+        name = None
+        for o in node.get("outputs") or []:
+            if isinstance(o, dict):
+                t = o.get("as_tensor") or {}
+                name = t.get("name") if isinstance(t, dict) else None
+                if name is None and isinstance(o.get("as_tensors"), list) and o["as_tensors"]:
+                    name = o["as_tensors"][0].get("name")
+            if name:
+                break
+        meta = node.get("metadata") or {}
+        op = target.removeprefix("torch.ops.")
+        out.append(FxNode(name or op, op, meta.get("stack_trace")))
+    return out
+
+
+_KERNEL_PREFIX = re.compile(
+    r"^(?:cpp_fused_|cpp_|triton_(?:poi|per|red|tem|for|spl|unk|mm|bmm)_fused_|triton_\w+?_fused_"
+    r"|triton_fused_)"
+)
+
+
+def match_nodes(
+    kernel: str, nodes: list[FxNode], names: list[str] | None = None, limit: int = 8
+) -> tuple[list[FxNode], str]:
+    """The graph nodes a kernel computes. With the source-node names inductor wrote (`names`),
+    those nodes; else the nodes whose ATen op names appear in the kernel's descriptive name
+    (`cpp_fused_embedding_sum_0` -> embedding, sum). Returns (nodes, how they were matched)."""
+    if names:
+        by_name = {n.name: n for n in nodes}
+        picked = [by_name[n] for n in names if n in by_name]
+        if picked:
+            return picked[:limit], "the source-node comment of the generated code"
+    core = _KERNEL_PREFIX.sub("", kernel)
+    core = re.sub(r"_\d+$", "", core)
+    tokens = core.split("_")
+    picked = []
+    for n in nodes:
+        op_tokens = n.packet.strip("_").split("_")
+        if _contains(tokens, op_tokens):
+            picked.append(n)
+    how = "the op names in the kernel's name"
+    if len(picked) > limit:
+        how += f" ({len(picked)} nodes match; the first {limit} shown)"
+    return picked[:limit], how
+
+
+def _contains(tokens: list[str], sub: list[str]) -> bool:
+    n = len(sub)
+    return any(tokens[i : i + n] == sub for i in range(len(tokens) - n + 1)) if n else False

@@ -1,0 +1,298 @@
+"""Crash triage's shared state: its options, the record of one ladder step (StepRun), and the
+Triage state of one crash (the first error, the ExportedProgram to recompile, the inputs, the
+finished steps, and what they name). The scheduler, the step runners, the conclusion and the
+bundle writer all read it; it imports none of them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aotipre.errors import PackageError
+from aotipre.findings import StageResult, StageStatus
+from aotipre.pt2.archive import Archive, open_archive
+from aotipre.pt2.reader import read_package
+from aotipre.runner.classify import kernel_names
+from aotipre.runner.stages.base import RunCrash
+from aotipre.triage import parsers
+from aotipre.triage.diagnosis import TensorStats
+from aotipre.triage.ladder import Facts, LadderStep
+
+
+@dataclass(frozen=True)
+class TriageOptions:
+    """What crash triage can be told (the CLI maps --no-escalate, --minify, ... onto this)."""
+
+    escalate: bool = True
+    """False (--no-escalate): report the crash as the run stage saw it, run no ladder step."""
+    minify: bool = False
+    """Run the AOTI minifier (slow: it recompiles many times)."""
+    sanitizer: bool = False
+    """Run compute-sanitizer memcheck when it is installed (CUDA only; slow)."""
+    artifacts: str | None = None
+    """Write a repro bundle here (one folder per crashed model)."""
+    exported_program: str | None = None
+    """A .pt2 holding the ExportedProgram of an AOTI-only package (for the recompiling steps)."""
+    parallel: int | None = None
+    """Most steps running at once; None: 3 (2 on a machine with fewer than 4 CPUs)."""
+    minify_timeout_s: float = 1800.0
+
+
+@dataclass
+class StepRun:
+    """One ladder step's outcome (several worker runs for a re-run speculative step)."""
+
+    step: LadderStep
+    status: StageStatus
+    detail: str
+    duration_s: float = 0.0
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    run_status: str | None = None
+    """The model call: ok, error, crash, timeout, worker_error, not_reached."""
+    error_text: str = ""
+    """The call's exception message and its log (stdout and stderr)."""
+    run_log: str | None = None
+    """Path of the model call's full log (printer output included)."""
+    logs: dict[str, str] = field(default_factory=dict)
+    """Every log of the step's worker, by worker step id."""
+    job: dict[str, Any] = field(default_factory=dict)
+    signal: str | None = None
+    kernels: tuple[str, ...] = ()
+    """The printer filter it was compiled with."""
+    package: str | None = None
+    """The package it compiled (COMPILE_TIME steps)."""
+    compile_note: str = ""
+    fault: parsers.LaunchFault | None = None
+    stats: list[TensorStats] = field(default_factory=list)
+    named: str | None = None
+    """The kernel this step names as the faulting one."""
+    evidence: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+    speculative: bool = False
+    finished_at: float = 0.0
+
+
+class TriageState:
+    """One crash under triage: what the crashed run left, and what the ladder found so far."""
+
+    def __init__(
+        self, crash: RunCrash, opts: TriageOptions, progress: Callable[[str], None] | None
+    ) -> None:
+        self.crash = crash
+        self.opts = opts
+        self.progress = progress
+        self.workdir = tempfile.mkdtemp(prefix="aotipre-triage-")
+        self.device_type = crash.device.split(":", 1)[0]
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+        self.jobs = 0
+        self.runs: dict[str, StepRun] = {}
+        self.notes: list[str] = []
+        self.kernel_codes: dict[str, Any] = {}
+        """conclude.KernelCode per kernel, once its source was found."""
+        self._guesses: list[str] | None = None
+        self._original_code: dict[str, str] | None = None
+        rec = crash.record
+        err = rec.error
+        self.first_text = "\n".join(t for t in (str(err.get("message") or ""), rec.log) if t)
+        self.first_error = parsers.first_error(str(err.get("message") or ""), rec.log) or (
+            crash.failure.summary
+        )
+        self.candidates = parsers.device_assert_kernels(self.first_text) + [
+            k for k in kernel_names(self.first_text) if k.startswith(("cpp_", "triton_"))
+        ]
+        self.ep_source, self.ep_model, ep_note = self._exported_program()
+        self.inputs = self._inputs()
+        self.facts = Facts(
+            device_type=self.device_type,
+            has_exported_program=self.ep_source is not None,
+            exported_program_source=ep_note,
+            sanitizer_flag=opts.sanitizer,
+            sanitizer_tool=_find_sanitizer() if self.device_type == "cuda" else None,
+            minify_flag=opts.minify,
+            signal=rec.signal,
+            failure_kind=crash.failure.kind,
+            eager=crash.eager,
+            eager_error=crash.eager_error,
+        )
+        self.ep_note = ep_note
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(f"{self.crash.model.name}: triage: {text}")
+
+    # -- set-up
+
+    def _exported_program(self) -> tuple[str | None, str | None, str]:
+        """(archive holding the ExportedProgram, its model name, where it comes from)."""
+        if self.opts.exported_program:
+            path = self.opts.exported_program
+            try:
+                info = read_package(path)
+            except PackageError as exc:
+                return None, None, f"--exported-program {path} cannot be read ({exc})"
+            eps = [m for m in info.models if m.has_exported_program]
+            pick = next((m for m in eps if m.name == self.crash.model.name), None)
+            if pick is None and len(eps) == 1:
+                pick = eps[0]
+            if pick is None:
+                names = ", ".join(m.name for m in eps) or "none"
+                return (
+                    None,
+                    None,
+                    (
+                        f"--exported-program {path} has no ExportedProgram for model "
+                        f"'{self.crash.model.name}' (it holds: {names})"
+                    ),
+                )
+            return os.path.abspath(path), pick.name, f"--exported-program {path}"
+        if self.crash.model.has_exported_program:
+            return os.path.abspath(self.crash.package.path), self.crash.model.name, "the archive"
+        return None, None, "the archive holds AOTI code only (no ExportedProgram)"
+
+    def _inputs(self) -> dict[str, Any]:
+        """The crash's inputs spec, with archive-stored inputs written to a file (the
+        recompiling steps may read another archive)."""
+        spec = dict(self.crash.inputs)
+        if spec.get("kind") == "member":
+            path = os.path.join(self.workdir, "inputs.pt")
+            with crash_archive(self.crash, self.crash.package.path) as archive:
+                data = archive.read(str(spec["member"]))
+            with open(path, "wb") as f:
+                f.write(data)
+            return {"kind": "file", "path": path}
+        return spec
+
+    def kernel(self) -> str | None:
+        """The faulting kernel as far as the finished steps tell (synchronous evidence first)."""
+        for sid in ("printer-3", "sync-rerun", "sanitizer"):
+            run = self.runs.get(sid)
+            if run is not None and run.named and not run.speculative:
+                return run.named
+        if "printer-3" in self.runs or not self.facts.has_exported_program:
+            return self.candidates[0] if self.candidates else None
+        return None
+
+    def guesses(self) -> list[str]:
+        """Kernels to start speculative steps with: those the first error names, else those
+        whose generated code holds the bounds-check message the error quotes (a Triton device
+        assert often says `unknown` instead of the kernel's name)."""
+        if self.candidates:
+            return self.candidates[:1]
+        if self._guesses is not None:
+            return self._guesses
+        found: list[str] = []
+        messages = {b.line for b in parsers.index_bounds(self.first_text)}
+        if messages:
+            code = self.original_code()
+            text = code.get("kernel", "") + "\n" + code.get("wrapper", "")
+            for name in dict.fromkeys(parsers.kernel_call_order(code.get("wrapper", ""))):
+                src = parsers.kernel_source(text, name) or ""
+                if any(m.rstrip("L") in src for m in messages):
+                    found.append(name)
+        self._guesses = found[:4]
+        return self._guesses
+
+    def original_code(self) -> dict[str, str]:
+        """wrapper.cpp and kernel.cpp (or cuda kernel) text of the crashing package."""
+        if self._original_code is None:
+            self._original_code = read_generated_code(
+                self.crash.aoti_package, self.crash.aoti_model, self.crash
+            )
+        return self._original_code
+
+    def inputs_file(self) -> str:
+        return os.path.join(self.workdir, "bundle_inputs.pt")
+
+
+@contextlib.contextmanager
+def crash_archive(crash: RunCrash, path: str) -> Iterator[Archive]:
+    """The archive at `path`: the crashed package's own, open for the whole check, when `path`
+    is that package (it stays open); else opened here and closed after."""
+    if crash.archive is not None and os.path.abspath(path) == os.path.abspath(crash.package.path):
+        yield crash.archive
+        return
+    with open_archive(path) as archive:
+        yield archive
+
+
+def read_generated_code(package: str, model: str, crash: RunCrash | None = None) -> dict[str, str]:
+    """The generated C++ of one model of a package: `wrapper` (wrapper.cpp, where CUDA builds
+    also embed their Triton sources) and `kernel` (kernel.cpp on CPU); `member` names them.
+    Reads the crashed package's open archive when `package` is that one."""
+    out: dict[str, str] = {}
+    try:
+        with (
+            crash_archive(crash, package) if crash is not None else open_archive(package)
+        ) as archive:
+            names = archive.names()
+            prefix = f"/data/aotinductor/{model}/"
+            for name in names:
+                if prefix not in name:
+                    continue
+                if name.endswith(".wrapper.cpp"):
+                    out["wrapper"] = archive.read_text(name)
+                    out["wrapper_member"] = name
+                elif name.endswith(".kernel.cpp"):
+                    out["kernel"] = archive.read_text(name)
+                    out["kernel_member"] = name
+    except (PackageError, OSError, UnicodeDecodeError):
+        return out
+    return out
+
+
+def _find_sanitizer() -> str | None:
+    found = shutil.which("compute-sanitizer")
+    if found:
+        return found
+    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if base:
+            path = os.path.join(base, "bin", "compute-sanitizer")
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def read_log(path: str, tail: int | None = None) -> str:
+    if not path or not os.path.isfile(path):
+        return ""
+    with open(path, "rb") as f:
+        if tail is not None:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - tail))
+        return f.read().decode("utf-8", errors="replace")
+
+
+def first_line(text: Any) -> str:
+    for line in str(text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def stage_for(triage: Any, run: StepRun) -> StageResult:
+    """A ladder step as a stage of the report."""
+    step = run.step
+    detail = run.detail
+    if run.status is not StageStatus.SKIPPED:
+        detail = f"{detail} [{step.phase.value}: {step.title}]"
+    return StageResult(
+        name=step.stage_name,
+        status=run.status,
+        duration_s=run.duration_s,
+        detail=detail,
+        model=triage.crash.model.name,
+        env=dict(run.env),
+        command=tuple(run.argv),
+    )

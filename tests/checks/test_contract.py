@@ -1,0 +1,188 @@
+"""Unit tests (no compile) of the deployment-contract checks: specialized arguments, loading,
+checkpoints given as inputs, out-of-range index chains, foreign zips, integer values."""
+
+from __future__ import annotations
+
+import pytest
+
+from aotipre.checks.contract import (
+    check_checkpoint,
+    check_loading,
+    check_specialized,
+    checkpoint_kind,
+)
+from aotipre.checks.indices import _plain_chain
+from aotipre.findings import Severity
+from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.pt2.foreign import describe_foreign_zip
+from aotipre.pt2.spec import CallSignature, InputSpec, ModelInfo, PackageInfo, TreeSpec
+from aotipre.pt2.wrapper import WrapperConstant, WrapperContract, WrapperInput
+from aotipre.pt2.wrapper_contract import tensor_leaf_positions
+
+LEAF = TreeSpec(None)
+
+
+def _model(
+    inputs: tuple[InputSpec, ...], source: str = "exported_program", **kw: object
+) -> ModelInfo:
+    return ModelInfo(
+        name="model",
+        has_exported_program=source == "exported_program",
+        aoti=None,
+        torch_version=None,
+        schema_version=None,
+        inputs=inputs,
+        outputs=(),
+        symbols=(),
+        signature=kw.pop("signature", None),  # type: ignore[arg-type]
+        contract_source=source,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _package(*names: str) -> PackageInfo:
+    models = tuple(_model(()) for _ in names)
+    models = tuple(
+        ModelInfo(**{**m.__dict__, "name": n}) for m, n in zip(models, names, strict=True)
+    )
+    return PackageInfo("p.pt2", "aoti", "p", "pt2", "0", models, ())
+
+
+ALPHA = InputSpec("alpha", 1, "args[1]", "constant", value=0.5)
+NORMALIZE = InputSpec("normalize", 2, "kwargs['normalize']", "constant", value=True)
+X = TensorMeta("float32", (3, 8), (8, 1))
+
+
+def test_exported_values_are_listed_as_ignored_at_call_time() -> None:
+    (f,) = check_specialized(
+        _model((ALPHA, NORMALIZE)), SampleInputs((X, 0.5), {"normalize": True})
+    )
+    assert f.code == "AOT107" and f.severity is Severity.INFO
+    assert "alpha (args[1]) = 0.5" in f.message and "ignores any value passed" in f.message
+
+
+def test_a_differing_sample_leaves_it_to_the_error() -> None:
+    sample = SampleInputs((X, 2.0), {"normalize": True})
+    assert check_specialized(_model((ALPHA, NORMALIZE)), sample) == []
+
+
+def test_aoti_only_specialized_values_are_unknown() -> None:
+    fixed = (InputSpec("args[1]", 1, "args[1]", "constant"),)
+    (f,) = check_specialized(_model(fixed, "wrapper_cpp"), SampleInputs((X, 2.0)))
+    assert f.code == "AOT108" and f.severity is Severity.WARNING
+    assert "(the sample inputs pass args[1]=2.0)" in f.message
+
+
+def _wrapper(names: list[str], constants: int) -> WrapperContract:
+    return WrapperContract(
+        inputs=tuple(WrapperInput(index=i, name=n) for i, n in enumerate(names)),
+        constants=tuple(
+            WrapperConstant(
+                name=f"c{i}", original_fqn=None, dtype=None, shape=None, kind="Parameter"
+            )
+            for i in range(constants)
+        ),
+    )
+
+
+def test_leaf_positions_only_when_the_bounds_pin_them() -> None:
+    # forward(self, x, alpha) with 2 parameters kept: x is arg2_1, leaf 0 of 2
+    assert tensor_leaf_positions(_wrapper(["arg2_1"], 2), 2) == [0]
+    # the last tensor is the last leaf: arg5_1 of 3 leaves -> K = 3, so arg3_1 is leaf 0
+    assert tensor_leaf_positions(_wrapper(["arg3_1", "arg5_1"], 0), 3) == [0, 2]
+    # inductor dropped constants: K could be 3 or 4 -> not told (torch 2.13 measured case)
+    assert tensor_leaf_positions(_wrapper(["arg4_1", "arg6_1"], 1), 4) is None
+    assert tensor_leaf_positions(_wrapper(["x"], 0), 1) is None
+
+
+def test_multi_model_without_a_default_model() -> None:
+    (f,) = check_loading(_package("decoder", "encoder"), [], compile_at_deploy=False)
+    assert f.code == "AOT016" and f.severity is Severity.WARNING
+    assert "load_package(path, model_name='decoder')" in f.message
+
+
+def test_multi_model_with_a_default_model() -> None:
+    (f,) = check_loading(_package("model", "tokenizer"), [], compile_at_deploy=False)
+    assert f.code == "AOT017" and f.severity is Severity.INFO
+    assert "model_name='tokenizer'" in f.message and "model_name='model'" not in f.message
+
+
+def test_exported_program_without_aoti_code() -> None:
+    model = _model(())
+    (f,) = check_loading(_package("model"), [model], compile_at_deploy=False)
+    assert f.code == "AOT015" and f.severity is Severity.ERROR
+    assert check_loading(_package("model"), [model], compile_at_deploy=True) == []
+
+
+def test_state_dict_and_checkpoints() -> None:
+    model = _model((), signature=CallSignature(args=(LEAF,), kwargs=()))
+    sd = SampleInputs((), {"lin.weight": X, "lin.bias": X}, source="sd.pt")
+    assert "a state_dict" in (checkpoint_kind(model, sd) or "")
+    (f,) = check_checkpoint(model, sd)
+    assert f.code == "AOT109" and f.message.startswith("sd.pt holds a state_dict")
+    ckpt = SampleInputs((), {"model": {"w": X}, "optimizer": {}, "epoch": 3})
+    assert "training checkpoint" in (checkpoint_kind(model, ckpt) or "")
+    # real kwargs are never mistaken for one
+    kw_model = _model((), signature=CallSignature(args=(), kwargs=(("model", LEAF),)))
+    assert checkpoint_kind(kw_model, ckpt) is None
+    assert checkpoint_kind(model, SampleInputs((), {"mask": X, "ids": X})) is None
+
+
+@pytest.mark.parametrize(
+    "body, plain",
+    [
+        (
+            "auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0;\nauto tmp2 = c10::convert<int64_t>(tmp1);",
+            True,
+        ),
+        (
+            "auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 + 500L;\nauto tmp2 = tmp0 < 0;\n"
+            "auto tmp3 = tmp2 ? tmp1 : tmp0;",
+            True,
+        ),
+        ("auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 / 2L;\nauto tmp2 = tmp1;", False),
+        ("auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 * tmp0;\nauto tmp2 = tmp1;", False),
+    ],
+)
+def test_index_chains(body: str, plain: bool) -> None:
+    variable = body.rsplit("auto ", 1)[1].split(" ", 1)[0]
+    assert _plain_chain(body, variable) is plain
+
+
+def test_foreign_zips_are_named() -> None:
+    ts = ["ts/data.pkl", "ts/code/__torch__.py", "ts/constants.pkl", "ts/version"]
+    assert "TorchScript archive (torch.jit.save)" in (describe_foreign_zip(ts, "ts") or "")
+    sd = ["sd/data.pkl", "sd/data/0", "sd/version"]
+    assert "a torch.save file" in (describe_foreign_zip(sd, "sd") or "")
+    assert describe_foreign_zip(["x/readme.txt"], "x") is None
+
+
+def test_missing_and_extra_positional_scalars_say_what_the_compiled_model_does() -> None:
+    """Measured (torch 2.13, AOTI package of forward(x, alpha, top_k=3, *, normalize)): omitting
+    alpha, or passing top_k=5 positionally, runs and returns the exported-value output."""
+    from aotipre.checks.inputs import check_inputs
+    from aotipre.pt2.spec import Dim, TensorSpec
+
+    x = InputSpec(
+        "x", 0, "args[0]", "tensor", TensorSpec("float32", (Dim(3), Dim(8)), None, "cpu"), 0
+    )
+    sig = CallSignature(args=(LEAF, LEAF), kwargs=(("normalize", LEAF),), arg_names=("x", "alpha"))
+    model = _model((x, ALPHA, NORMALIZE), signature=sig)
+    (f,) = check_inputs(model, SampleInputs((X,), {"normalize": True}))
+    assert f.code == "AOT101" and "computes with what export specialized (alpha=0.5)" in f.message
+    (g,) = check_inputs(model, SampleInputs((X, 0.5, 5), {"normalize": True}))
+    assert g.code == "AOT101" and "silently ignores the extra non-tensor value(s) 5" in g.message
+
+
+def test_no_compiled_code_does_not_stop_the_compile_stage() -> None:
+    """AOT015 is an error of the deployment, but the dynamic stages still check the
+    ExportedProgram by compiling it; other errors (bad inputs) still block them."""
+    from aotipre import codes
+    from aotipre.api import _static_blockers
+
+    model = _model(())
+    no_code = codes.get("AOT015").finding("x", model="model")
+    bad_dtype = codes.get("AOT201").finding("y", model="model")
+    index = codes.get("AOT308").finding("z", model="model")
+    assert _static_blockers([no_code, index], model) == []
+    assert _static_blockers([no_code, bad_dtype], model) == ["AOT201"]

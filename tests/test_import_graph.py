@@ -1,0 +1,140 @@
+"""No import cycle inside aotipre/: modules depend one way (read from the source with ast).
+
+Every `import aotipre...` and `from aotipre... import ...` counts, at module level, under
+`if TYPE_CHECKING:` and inside functions alike: a lazy import that closes a circle is still a
+circle (it only moves the failure to run time). `from package import name` is an edge to the
+submodule `package.name` when there is one, else to the package. Parent packages that Python
+imports along the way are not edges (a package's __init__ may re-export its submodules).
+
+One exception: the root `aotipre/__init__.py` is the public facade whose lazy `__getattr__`
+hands out `aotipre.check` and friends; its own imports are not edges, so that any module may
+read `aotipre.__version__` from it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "aotipre"
+FACADE = "aotipre"
+
+
+def module_files() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The aotipre modules `path` imports, anywhere in the file."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
+    return {m for m in found if m in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_files()
+    return {
+        name: set() if name == FACADE else imports_of(path, modules) - {name}
+        for name, path in modules.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle_in_aotipre() -> None:
+    found = cycles(import_graph())
+    assert found == [], "import cycles (each list imports itself around): " + "; ".join(
+        " <-> ".join(c) for c in found
+    )
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"a"}, "c": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}}, [["a", "b", "c"]]),
+    ],
+)
+def test_cycle_finder(graph: dict[str, set[str]], expected: list[list[str]]) -> None:
+    assert cycles(graph) == expected
+
+
+def test_lazy_and_type_checking_imports_are_edges(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from aotipre.findings import Report\n"
+        "def f():\n"
+        "    from aotipre.runner import launch\n"
+        "    import aotipre.codes\n"
+    )
+    modules = module_files()
+    assert imports_of(src, modules) == {
+        "aotipre.findings",
+        "aotipre.runner.launch",
+        "aotipre.codes",
+    }
+
+
+def test_the_triage_modules_depend_one_way() -> None:
+    graph = import_graph()
+    assert "aotipre.triage.escalate" not in graph["aotipre.triage.conclude"]
+    assert "aotipre.triage.escalate" not in graph["aotipre.triage.artifacts"]
+    assert "aotipre.triage.schedule" not in graph["aotipre.triage.conclude"]
+    assert "aotipre.triage.state" in graph["aotipre.triage.conclude"]
