@@ -286,6 +286,7 @@ def _dynamic(
         opts.dynamic or DynamicOptions(),
         opts.progress,
         on_run_crash=triage,
+        on_perf=lambda rec, base: report.performance.append((rec, base)),
         archive=opened.archive,
         sample=sample,
     )

@@ -104,8 +104,22 @@ class Settings:
 
         dynamic = None
         if not self.static_only:
-            from aotipre.runner.stages import DynamicOptions
+            from aotipre.runner.perf import Budgets
+            from aotipre.runner.stages import DynamicOptions, PerfOptions
 
+            perf = None
+            if self.perf:
+                perf = PerfOptions(
+                    runs=self.perf_runs,
+                    budgets=Budgets(
+                        max_load_s=self.max_load_s,
+                        max_latency_ms=self.max_latency_ms,
+                        max_rss_mb=self.max_rss_mb,
+                        max_gpu_mb=self.max_gpu_mb,
+                    ),
+                    against=self.against,
+                    tolerance=self.perf_tolerance,
+                )
             dynamic = DynamicOptions(
                 device=self.device,
                 recompile=self.recompile,
@@ -118,6 +132,7 @@ class Settings:
                 seed=self.seed,
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
+                perf=perf,
             )
         triage = None
         if not self.static_only:

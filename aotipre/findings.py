@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aotipre.runner.perf import PerfRecord
     from aotipre.triage.diagnosis import Diagnosis
 
 
@@ -187,6 +188,8 @@ class Report:
     """Crash triage's conclusion, one per model whose run crashed and was escalated."""
     targets: list[dict[str, Any]] = field(default_factory=list)
     """One row per model and target: can it load there (aotipre.checks.target.TargetRow)."""
+    performance: list[tuple[PerfRecord, PerfRecord | None]] = field(default_factory=list)
+    """The perf stage's measurements, one per model: (the package's, the --against baseline's)."""
 
     @property
     def verdict(self) -> Verdict:
@@ -228,6 +231,10 @@ class Report:
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "diagnosis": [d.to_dict() for d in self.diagnosis],
+            "performance": [
+                {**rec.to_dict(), "against": base.to_dict() if base is not None else None}
+                for rec, base in self.performance
+            ],
             "summary": self.counts(),
         }
 

@@ -325,7 +325,11 @@ def regression_judgements(
                 )
             )
 
-    if new.cold is not None and old.cold is not None:
+    if (
+        new.cold is not None
+        and old.cold is not None
+        and new.cold.fresh_process == old.cold.fresh_process
+    ):
         worse("AOT650", "loading", "load_s", new.cold.total_s, old.cold.total_s, "s", ".2f")
     if new.latency is not None and old.latency is not None:
         worse(

@@ -28,6 +28,29 @@ import time
 
 from protocol import WorkerResult  # same folder: sys.path[0]
 
+FAKE_LOAD_PERF = {
+    "fresh_process": True,
+    "process_age_s": 1.0,
+    "torch_version": "fake",
+    "import_s": 0.5,
+    "total_s": 0.5,
+    "probe": {"seconds": 0.1, "check_programs": 1, "gxx_builds": 0, "gxx_failed": 0},
+    "loader_s": 0.2,
+    "memory_before": {"host": {"peak_rss": 100 << 20}},
+    "memory_after": {"host": {"peak_rss": 120 << 20}},
+}
+"""A measured load's `perf` entry (worker.measure_load's shape, made-up numbers)."""
+FAKE_LATENCY_PERF = {
+    "warmup": 3,
+    "runs": 5,
+    "samples_ms": [1.0] * 5,
+    "p50_ms": 1.0,
+    "p99_ms": 1.0,
+    "min_ms": 1.0,
+    "max_ms": 1.0,
+    "mean_ms": 1.0,
+    "memory": {"host_rss": [120 << 20] * 5, "host_rss_growth_per_run": 0.0},
+}
 DEFAULT_OUTPUT = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 0, "inf": 0}
 
 
@@ -66,7 +89,11 @@ def _default_entry(op: str, step: dict) -> dict:
             }
         return {"outcome": "accepted", "outputs": [dict(DEFAULT_OUTPUT)]}
     if op == "load":
+        if step.get("measure"):
+            return {"how": "fake", "perf": dict(FAKE_LOAD_PERF)}
         return {"how": "fake"}
+    if op == "latency":
+        return {"perf": dict(FAKE_LATENCY_PERF)}
     if op == "compile":
         out = step.get("out")
         if out:
