@@ -171,12 +171,16 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
     crash = next((t for t, m in events if "triage:" in m), None)
     named = next((t for t, m in events if "triage: faulting kernel" in m), None)
     done = next((t for t, m in events if "triage: done" in m), None)
+    stats = next((t for t, m in events if "triage: input statistics" in m), None)
     diag = report.diagnosis[0] if report.diagnosis else None
     return {
         "check_total_s": total,
         "before_crash_s": (crash - started) if crash else float("nan"),
         "crash_to_named_s": (named - crash) if named and crash else float("nan"),
-        "crash_to_stats_s": (done - crash) if done and crash else float("nan"),
+        "crash_to_stats_s": ((stats or done) - crash)
+        if (stats or done) and crash
+        else float("nan"),
+        "crash_to_done_s": (done - crash) if done and crash else float("nan"),
         "kernel": diag.kernel if diag and diag.kernel else "",
         "kind": diag.kind if diag else "",
         "stats": bool(diag and diag.inputs),
