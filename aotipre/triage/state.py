@@ -181,14 +181,14 @@ class TriageState:
     def _named_by_crash(self) -> tuple[str, str, str, tuple[str, ...]] | None:
         """The faulting kernel when the crash's output already names it with synchronous
         evidence: on CPU the kernel a C++ exception was raised in (cpp kernels run
-        synchronously; it must be a kernel of this package's wrapper); on CUDA a device
-        assertion, which the faulting kernel prints itself, naming it, or quoting a check that
-        only one kernel's source (embedded in wrapper.cpp) holds. None otherwise (a segfault,
+        synchronously); on CUDA a device assertion, which the faulting kernel prints itself,
+        naming it, or quoting a check that only one kernel's source (embedded in wrapper.cpp)
+        holds. A named kernel must be one this package's wrapper calls. None otherwise (a segfault,
         an illegal memory access, an error from an extern op: the ladder's steps tell)."""
         text = self.first_text
         lines = [line.strip() for line in text.splitlines()]
+        calls = parsers.kernel_call_order(self.original_code().get("wrapper", ""))
         if self.device_type == "cpu":
-            calls = parsers.kernel_call_order(self.original_code().get("wrapper", ""))
             for name in parsers.raised_in_kernels(text):
                 if calls and name not in calls:
                     continue
@@ -196,7 +196,7 @@ class TriageState:
                 how = "the kernel's own exception (cpp kernels run synchronously)"
                 return name, "first-error", how, (line.replace(" (most recent call first):", ""),)
             return None
-        named = parsers.device_assert_kernels(text)
+        named = [k for k in parsers.device_assert_kernels(text) if not calls or k in calls]
         if named:
             line = next((x for x in lines if named[0] in x and "Assertion" in x), named[0])
             return named[0], "device-assert", "a device assertion the kernel printed", (line,)
