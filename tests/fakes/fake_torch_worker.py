@@ -10,9 +10,9 @@
 - `hang_hard`: true -> sleeps with no watchdog, so only the parent's backstop timeout ends it;
 - `exit`: N -> exits with N mid-step;
 - `once`: true -> the crash/hang/exit happens only in the first worker that reaches the step.
-Two script keys are not steps: `__stop_after__` (a step id: the worker stops after it, as the
-real one does on CUDA after an error) and `__teardown__` (a signal the worker dies by after
-writing its final result, as a CUDA teardown can).
+Three script keys are not steps: `__stop_after__` (a step id: the worker stops after it, as the
+real one does on CUDA after an error), `__teardown__` (a signal the worker dies by after
+writing its final result, as a CUDA teardown can) and `__perf_scale__` (see _scaled).
 Every step not in the script succeeds with a plausible record. Standard library only.
 """
 
@@ -104,6 +104,19 @@ def _default_entry(op: str, step: dict) -> dict:
     return {}
 
 
+def _scaled(perf: dict, factor: float) -> dict:
+    """The made-up perf numbers times `factor` (script key `__perf_scale__`: {package file name:
+    factor}, to fake a slower or bigger package)."""
+    out = json.loads(json.dumps(perf))
+    for key in ("total_s", "import_s", "p50_ms", "p99_ms", "min_ms", "max_ms", "mean_ms"):
+        if key in out:
+            out[key] *= factor
+    for snap in ("memory_after",):
+        if snap in out:
+            out[snap]["host"]["peak_rss"] = int(out[snap]["host"]["peak_rss"] * factor)
+    return out
+
+
 def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     with open(argv[1]) as f:
@@ -136,6 +149,9 @@ def main(argv: list[str]) -> int:
                     time.sleep(1000)
             entry.update(_default_entry(op, step))
             entry.update(behaviour.get("entry", {}))
+            scale = script.get("__perf_scale__", {}).get(os.path.basename(job["package"] or ""))
+            if scale and "perf" in entry:
+                entry["perf"] = _scaled(entry["perf"], float(scale))
             for key in ("package", "source_package"):
                 if op == "load" and job.get(key) and not os.path.isabs(job[key]):
                     # the real worker runs in its own cwd: a relative path would not open
