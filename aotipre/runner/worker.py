@@ -808,21 +808,27 @@ def growth_per_run(series: list[int]) -> float:
 
 
 def latency_runs(call: Any, device: str, warmup: int, runs: int, budget_s: float) -> dict[str, Any]:
-    """`warmup` untimed calls, then up to `runs` timed ones (each to the end of its GPU work)
-    within `budget_s` seconds; outputs are dropped at once, so memory that grows run over run is
-    the model's (a leak), not ours. Returns the samples, p50/p99/min/mean/max in ms, and the
-    memory series after every timed run (host RSS; on CUDA the caching allocator and the
-    driver view) with their growth per run."""
+    """Up to `warmup` untimed calls, then up to `runs` timed ones (each to the end of its GPU
+    work), all within `budget_s` seconds (the warm-up within half of it; at least one warm-up
+    and two timed calls), so a slow model does not make the check slow; outputs are dropped at
+    once, so memory that grows run over run is the model's (a leak), not ours. Returns the
+    samples, p50/p99/min/mean/max in ms, and the memory series after every timed run (host
+    RSS; on CUDA the caching allocator and the driver view) with their growth per run."""
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    for _ in range(warmup):
+    started = time.perf_counter()
+    done_warmup = 0
+    while done_warmup < warmup and (
+        done_warmup == 0 or time.perf_counter() - started < budget_s / 2
+    ):
         call()
         sync()
+        done_warmup += 1
     samples: list[float] = []
     rss: list[int] = []
     allocated: list[int] = []
     device_used: list[int] = []
-    deadline = time.perf_counter() + budget_s
+    deadline = started + budget_s
     while len(samples) < runs and (len(samples) < 2 or time.perf_counter() < deadline):
         started = time.perf_counter()
         call()
@@ -835,7 +841,7 @@ def latency_runs(call: Any, device: str, warmup: int, runs: int, budget_s: float
             device_used.append(int(snap["gpu"]["device_used"]))
     ordered = sorted(samples)
     out: dict[str, Any] = {
-        "warmup": warmup,
+        "warmup": done_warmup,
         "runs": len(samples),
         "samples_ms": samples,
         "p50_ms": percentile(ordered, 50),

@@ -102,9 +102,10 @@ def test_latency_runs_sees_host_memory_growth() -> None:
     assert flat["min_ms"] <= flat["p50_ms"] <= flat["p99_ms"] <= flat["max_ms"]
 
 
-def test_latency_runs_stops_at_its_budget_after_two_runs() -> None:
-    out = worker.latency_runs(lambda: None, "cpu", warmup=0, runs=10_000, budget_s=0.0)
-    assert out["runs"] == 2
+def test_latency_runs_stops_at_its_budget_after_one_warmup_and_two_runs() -> None:
+    calls: list[int] = []
+    out = worker.latency_runs(lambda: calls.append(1), "cpu", warmup=5, runs=10_000, budget_s=0.0)
+    assert (out["warmup"], out["runs"], len(calls)) == (1, 2, 3)
 
 
 def _run_worker(tmp_path: Path, job: dict) -> dict:
