@@ -216,12 +216,21 @@ def check_vs_bare(pkg: str, good: str, device: str) -> dict[str, float | int]:
     if proc.returncode != 0:
         print(f"aotipre check exited {proc.returncode}:\n{proc.stderr[-2000:]}", file=sys.stderr)
     stages = {}
+    performance = None
     try:
-        for st in json.loads(proc.stdout)["stages"]:
+        data = json.loads(proc.stdout)
+        for st in data["stages"]:
             stages[st["name"]] = round(st["duration_s"], 3)
+        performance = data.get("performance")
     except (ValueError, KeyError):
         pass
-    return {"bare_s": bare_s, "check_s": check_s, "check_exit": proc.returncode, "stages": stages}
+    return {
+        "bare_s": bare_s,
+        "check_s": check_s,
+        "check_exit": proc.returncode,
+        "stages": stages,
+        "performance": performance,
+    }
 
 
 def machine() -> dict[str, str | int | None]:
@@ -304,7 +313,35 @@ def main() -> int:
             print(f"          warm    { {k: v for k, v in w.items() if k != 'events'} }")
         if good and not opts.no_check:
             row["check"] = c = check_vs_bare(pkg, good, opts.device)
-            print(f"          check   {c}", flush=True)
+            shown = {k: v for k, v in c.items() if k != "performance"}
+            print(f"          check   {shown}", flush=True)
+            if c.get("performance"):
+                perf = c["performance"][0]
+                cold = perf.get("cold") or {}
+                print(
+                    "          perf    "
+                    + json.dumps(
+                        {
+                            k: cold.get(k)
+                            for k in (
+                                "total_s",
+                                "loader_import_s",
+                                "cuda_init_s",
+                                "load_s",
+                                "probe_s",
+                                "probe_programs",
+                                "probe_compiles",
+                                "loader_s",
+                                "extraction_s",
+                                "dlopen_constants_s",
+                                "first_call_s",
+                            )
+                        }
+                    )
+                    + f" memory {json.dumps(perf.get('memory'))}"
+                    + f" p50 {(perf.get('latency') or {}).get('p50_ms')} ms",
+                    flush=True,
+                )
         rows.append(row)
 
     def med(side: str, key: str) -> float:
