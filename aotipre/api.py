@@ -204,7 +204,13 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     started = time.monotonic()
     soft = opts.static_only and not hosts[0].is_target
     findings, rows = run_static_checks(
-        package, models, samples, hosts, soft_host=soft, compile_at_deploy=opts.compile_at_deploy
+        package,
+        models,
+        samples,
+        hosts,
+        soft_host=soft,
+        compile_at_deploy=opts.compile_at_deploy,
+        archive=archive,
     )
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]

@@ -132,13 +132,9 @@ def read_binary_facts(
     its record carries the one-line reason."""
     if not shared and not gpu:
         return BinaryFacts()
-    try:
-        zf = zipfile.ZipFile(archive.path)
-    except (OSError, zipfile.BadZipFile) as exc:
-        return BinaryFacts(notes=(f"the binaries could not be read: {exc}",))
-    with zf:
-        sos = tuple(_shared_object(archive, zf, m) for m in shared)
-        gpus = tuple(_gpu_member(archive, zf, m) for m in gpu if not m.endswith(".spv"))
+    zf = archive.zipfile
+    sos = tuple(_shared_object(archive, zf, m) for m in shared)
+    gpus = tuple(_gpu_member(archive, zf, m) for m in gpu if not m.endswith(".spv"))
     return BinaryFacts(sos, gpus)
 
 
@@ -218,23 +214,30 @@ def _gpu_member(archive: Archive, zf: zipfile.ZipFile, member: str) -> GpuMember
 class IsaScanner:
     """Decodes a package's `.so` members on demand (aotipre.binaries.x86), each at most once."""
 
-    def __init__(self, package_path: str) -> None:
-        self.package_path = package_path
+    def __init__(self, package: str | Archive) -> None:
+        """`package`: the package's open Archive (a check's one open), or its path."""
+        self.package = package
         self._done: dict[str, Any] = {}
 
     def __call__(self, member: str) -> Any:
-        from aotipre.binaries.x86 import IsaScan, scan_elf
+        from aotipre.binaries.x86 import IsaScan
         from aotipre.errors import PackageError
         from aotipre.pt2.archive import open_archive
 
         if member not in self._done:
             try:
-                with (
-                    open_archive(self.package_path) as archive,
-                    zipfile.ZipFile(archive.path) as zf,
-                    open_member(archive, zf, member) as source,
-                ):
-                    self._done[member] = scan_elf(ElfFile(source))
+                if isinstance(self.package, str):
+                    with open_archive(self.package) as archive:
+                        self._done[member] = self._scan(archive, member)
+                else:
+                    self._done[member] = self._scan(self.package, member)
             except (PackageError, SourceError, ElfError, KeyError, OSError) as exc:
                 self._done[member] = IsaScan(0, error=f"{member} could not be read: {exc}")
         return self._done[member]
+
+    @staticmethod
+    def _scan(archive: Archive, member: str) -> Any:
+        from aotipre.binaries.x86 import scan_elf
+
+        with open_member(archive, archive.zipfile, member) as source:
+            return scan_elf(ElfFile(source))

@@ -16,14 +16,21 @@ from aotipre.checks.target import TargetRow, check_host, row_for
 from aotipre.findings import Finding
 from aotipre.host import HostInfo
 from aotipre.inputs.meta import SampleInputs
+from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 
 
 def check_targets(
-    package: PackageInfo, models: list[ModelInfo], hosts: list[HostInfo], *, soft: bool
+    package: PackageInfo,
+    models: list[ModelInfo],
+    hosts: list[HostInfo],
+    *,
+    soft: bool,
+    archive: Archive | None = None,
 ) -> tuple[list[Finding], list[TargetRow]]:
-    """Each model against each target: the findings, and one table row per model and target."""
-    scan = IsaScanner(package.path)
+    """Each model against each target: the findings, and one table row per model and target.
+    `archive`: the package's open archive (else the instruction scan opens the path)."""
+    scan = IsaScanner(archive if archive is not None else package.path)
     findings: list[Finding] = []
     rows = []
     for host in hosts:
@@ -42,12 +49,13 @@ def run_static_checks(
     *,
     soft_host: bool,
     compile_at_deploy: bool = False,
+    archive: Archive | None = None,
 ) -> tuple[list[Finding], list[TargetRow]]:
     """Package checks, then how a deployment loads it, then compatibility with each target,
     then each model's call contract and sample inputs, in that order."""
     findings = check_package(package, models)
     findings.extend(check_loading(package, models, compile_at_deploy=compile_at_deploy))
-    target_findings, rows = check_targets(package, models, hosts, soft=soft_host)
+    target_findings, rows = check_targets(package, models, hosts, soft=soft_host, archive=archive)
     findings.extend(target_findings)
     for model in models:
         sample = samples.get(model.name)
@@ -59,5 +67,5 @@ def run_static_checks(
         findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
             findings.extend(check_inputs(model, sample))
-            findings.extend(check_index_values(package, model, sample))
+            findings.extend(check_index_values(package, model, sample, archive))
     return findings, rows

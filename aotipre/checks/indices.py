@@ -14,7 +14,7 @@ from aotipre.errors import PackageError
 from aotipre.findings import Finding
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.inputs.values import int_extremes
-from aotipre.pt2.archive import open_archive
+from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
 from aotipre.pt2.wrapper import parse_wrapper_cpp
 from aotipre.runner.synth import index_input_bounds
@@ -42,9 +42,10 @@ _DEF = re.compile(r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);\s*
 
 
 def check_index_values(
-    package: PackageInfo, model: ModelInfo, sample: SampleInputs
+    package: PackageInfo, model: ModelInfo, sample: SampleInputs, archive: Archive | None = None
 ) -> list[Finding]:
-    """AOT308 for each integer input holding a value outside [0, rows) of what it indexes."""
+    """AOT308 for each integer input holding a value outside [0, rows) of what it indexes.
+    `archive`: the package's open archive (else it is opened here)."""
     ints = [
         (spec, meta)
         for spec, meta in _tensor_pairs(model, sample)
@@ -52,8 +53,11 @@ def check_index_values(
     ]
     if not ints:
         return []
-    bounds = index_bounds_of_inputs(package, model)
-    source = _sample_bytes_or_path(sample.source)
+    if archive is None:
+        with open_archive(package.path) as opened:
+            return check_index_values(package, model, sample, opened)
+    bounds = index_bounds_of_inputs(package, model, archive)
+    source = _sample_bytes_or_path(sample.source, archive)
     out: list[Finding] = []
     for spec, meta in ints:
         found = bounds.get(spec.tensor_index if spec.tensor_index is not None else -1)
@@ -84,32 +88,33 @@ def check_index_values(
     return out
 
 
-def index_bounds_of_inputs(package: PackageInfo, model: ModelInfo) -> dict[int, tuple[int, str]]:
+def index_bounds_of_inputs(
+    package: PackageInfo, model: ModelInfo, archive: Archive
+) -> dict[int, tuple[int, str]]:
     """{tensor index: (rows, what it indexes)} from the ExportedProgram graph (an embedding's
     indices, directly or through views and casts), else from the AOTI kernels' bounds checks
     whose index is loaded straight from a model input."""
     out: dict[int, tuple[int, str]] = {}
     try:
         if model.has_exported_program:
-            per_input, _ = index_input_bounds(package, model)
+            per_input, _ = index_input_bounds(package, model, archive)
             out.update({i: (rows, "the embedding") for i, rows in per_input.items()})
         if model.aoti is not None and model.aoti.wrapper_cpp is not None:
-            for i, rows in _kernel_bounds(package, model).items():
+            for i, rows in _kernel_bounds(model, archive).items():
                 out.setdefault(i, (rows, "the table"))
     except (PackageError, OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
         return out
     return out
 
 
-def _kernel_bounds(package: PackageInfo, model: ModelInfo) -> dict[int, int]:
+def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, int]:
     assert model.aoti is not None and model.aoti.wrapper_cpp is not None
-    with open_archive(package.path) as archive:
-        wrapper = archive.read_text(model.aoti.wrapper_cpp)
-        kernels = "\n".join(
-            archive.read_text(n)
-            for n in archive.names()
-            if n.startswith(model.aoti.directory) and n.endswith(".kernel.cpp")
-        )
+    wrapper = archive.read_text(model.aoti.wrapper_cpp)
+    kernels = "\n".join(
+        archive.read_text(n)
+        for n in archive.names()
+        if n.startswith(model.aoti.directory) and n.endswith(".kernel.cpp")
+    )
     names = {name: i for i, name in enumerate(parse_wrapper_cpp(wrapper).input_names)}
     out: dict[int, int] = {}
     for kernel in kernel_call_order(wrapper):
@@ -169,15 +174,14 @@ def _tensor_pairs(model: ModelInfo, sample: SampleInputs) -> list[tuple[InputSpe
     return out
 
 
-def _sample_bytes_or_path(source: str) -> str | bytes | None:
-    """The sample file: a path, or `<package>:<member>` for inputs stored in the archive."""
+def _sample_bytes_or_path(source: str, archive: Archive) -> str | bytes | None:
+    """The sample file: a path, or `<package>:<member>` for inputs stored in the (open) archive."""
     if source and os.path.isfile(source):
         return source
-    package, sep, member = source.rpartition(":")
-    if sep and os.path.isfile(package):
+    _, sep, member = source.rpartition(":")
+    if sep and member in archive.names():
         try:
-            with open_archive(package) as archive:
-                return archive.read(member)
+            return archive.read(member)
         except PackageError:
             return None
     return None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aotipre import codes
 from aotipre.binaries.facts import GpuMember, SharedObject
-from aotipre.checks.target import KNOWN_DEVICES
 from aotipre.checks.inputs import zero_one_hint
+from aotipre.checks.target import KNOWN_DEVICES
 from aotipre.findings import Finding
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 

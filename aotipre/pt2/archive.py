@@ -66,6 +66,11 @@ class Archive:
         self._zf = zf
         self.members = members
 
+    @property
+    def zipfile(self) -> zipfile.ZipFile:
+        """The open ZipFile (for readers that need a member's header offset)."""
+        return self._zf
+
     def close(self) -> None:
         self._zf.close()
 
