@@ -1,4 +1,5 @@
-"""The torch worker: a child process running compile, load, run, compare and probe steps.
+"""The torch worker: a child process running compile, load, run, compare, probe and perf steps
+(the load timed part by part, run latency and memory: see the Performance section).
 
 One file on purpose (longer than the ~600 lines of the other modules): it runs as a script in
 a fresh interpreter and imports torch and the standard library only, never the aotipre package,
