@@ -1,4 +1,4 @@
-"""The dynamic stages of one model (compile, load, run, compare, probe), run in torch workers.
+"""The dynamic stages of one model (compile, load, run, perf, compare, probe), run in torch workers.
 
 Entry point: `run_dynamic_stages(package, model, inputs_path, inputs_member, options)`.
 
