@@ -177,6 +177,8 @@ def record_from_worker(
             fresh_process=bool(load.get("fresh_process")) and not load.get("probe_cached"),
             torch_version=load.get("torch_version"),
         )
+        if load.get("measure_error"):
+            notes.append(f"part of the load's breakdown was not measured: {load['measure_error']}")
         if not cold.fresh_process:
             notes.append(
                 "the worker had compiled or loaded before this load, so the load is not a cold "

@@ -731,10 +731,12 @@ def measure_load(
     out["import_s"] = time.perf_counter() - started
     if device.startswith("cuda") and torch.cuda.is_available():
         started = time.perf_counter()
-        torch.cuda.init()
-        torch.cuda.synchronize(max(index, 0))
-        out["cuda_init_s"] = time.perf_counter() - started
-    out["memory_before"] = memory_snapshot(device)
+        with contextlib.suppress(Exception):  # a broken CUDA fails the load itself, as it would
+            torch.cuda.init()
+            torch.cuda.synchronize(max(index, 0))
+            out["cuda_init_s"] = time.perf_counter() - started
+    with contextlib.suppress(Exception):
+        out["memory_before"] = memory_snapshot(device)
     isa = mods["cpu_vec_isa"]
     cache_info = getattr(getattr(isa, "valid_vec_isa_list", None), "cache_info", None)
     out["probe_cached"] = bool(cache_info and cache_info().currsize)
@@ -753,6 +755,20 @@ def measure_load(
         started = time.perf_counter()
         runner, ep, how = load_package_like_torch(path, model, index, want_ep)
         out["total_s"] = time.perf_counter() - started
+    try:  # the load succeeded: nothing in its bookkeeping may turn it into a failure
+        _load_breakdown(out, timer, vec, before, path, model)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(max(index, 0))
+        out["memory_after"] = memory_snapshot(device)
+    except Exception as exc:
+        out["measure_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    return runner, ep, how, out
+
+
+def _load_breakdown(
+    out: dict[str, Any], timer: CallTimer, vec: Any, before: set[str], path: str, model: str
+) -> None:
+    """The parts of a timed load (measure_load), from what its CallTimer saw."""
     base_code = getattr(vec, "_avx_code", None)
     base_s = sum(
         spent for key, args, spent, _ in timer.events if key == "check_build" and base_code in args
@@ -782,10 +798,6 @@ def measure_load(
         out["extraction"] = extraction
     known = sum(out[k] or 0.0 for k in ("exported_program_s", "loader_s"))
     out["other_s"] = max(0.0, out["total_s"] - known - (out["probe"]["seconds"] or 0.0))
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(max(index, 0))
-    out["memory_after"] = memory_snapshot(device)
-    return runner, ep, how, out
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
