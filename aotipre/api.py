@@ -43,7 +43,7 @@ class CheckOptions:
     static_only: bool = False
     fail_on: Severity = Severity.ERROR
     dynamic: DynamicOptions | None = None
-    """Options of the compile/load/run/compare/probe stages; None: their defaults."""
+    """Options of the compile/load/run/perf/compare/probe stages; None: their defaults."""
     progress: Callable[[str], None] | None = None
     """Called with one-line progress messages during long work (compiles, runs)."""
     select: tuple[str, ...] = ()
@@ -292,6 +292,7 @@ def _dynamic(
         opts.dynamic or DynamicOptions(),
         opts.progress,
         on_run_crash=triage,
+        on_perf=lambda rec, base: report.performance.append((rec, base)),
         archive=opened.archive,
         sample=sample,
     )

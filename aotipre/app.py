@@ -166,6 +166,36 @@ def check(
         help="Crash triage: the ExportedProgram (.pt2) of an AOTI-only package, to recompile "
         "it with the debug printer.",
     ),
+    perf: bool | None = typer.Option(
+        None,
+        "--perf/--no-perf",
+        help="Measure the cold start (load breakdown), latency and memory. (default: perf)",
+        show_default=False,
+    ),
+    perf_runs: int | None = typer.Option(
+        None, "--perf-runs", help="Timed calls of the perf stage, after warm-up. (default: 20)"
+    ),
+    max_load_s: float | None = typer.Option(
+        None, "--max-load-s", help="Budget: seconds to load the package (a cold start)."
+    ),
+    max_latency_ms: float | None = typer.Option(
+        None, "--max-latency-ms", help="Budget: milliseconds of the median call."
+    ),
+    max_rss_mb: float | None = typer.Option(
+        None, "--max-rss-mb", help="Budget: peak host memory (RSS) after load and first call."
+    ),
+    max_gpu_mb: float | None = typer.Option(
+        None, "--max-gpu-mb", help="Budget: GPU memory the model takes after load and first call."
+    ),
+    against: Path | None = typer.Option(
+        None,
+        "--against",
+        help="A baseline package (e.g. the deployed one) measured in the same run with the "
+        "same inputs; worse beyond --perf-tolerance fails the gate.",
+    ),
+    perf_tolerance: float | None = typer.Option(
+        None, "--perf-tolerance", help="Regression tolerance against --against. (default: 0.2)"
+    ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""
     flags = {
@@ -193,6 +223,14 @@ def check(
         "compile-at-deploy": compile_at_deploy,
         "artifacts": None if artifacts is None else str(artifacts),
         "exported-program": None if exported_program is None else str(exported_program),
+        "perf": perf,
+        "perf-runs": perf_runs,
+        "max-load-s": max_load_s,
+        "max-latency-ms": max_latency_ms,
+        "max-rss-mb": max_rss_mb,
+        "max-gpu-mb": max_gpu_mb,
+        "against": None if against is None else str(against),
+        "perf-tolerance": perf_tolerance,
     }
     raise typer.Exit(
         commands.check(

@@ -844,6 +844,119 @@ ALL_CODES: tuple[Code, ...] = (
         "run with AOTI_RUNTIME_CHECK_INPUTS=1, and validate sizes before calling",
         ((W, "an exception inside the model instead of the input check, not a crash"),),
     ),
+    # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
+    Code(
+        "AOT640",
+        "isa-probe-cost",
+        I,
+        C.PERFORMANCE,
+        "Loading spent much of its time in torch's CPU-ISA probe (get_device_information), which "
+        "builds and dlopens check programs at every cold start.",
+        "TORCHINDUCTOR_VEC_ISA_OK=1 skips the base checks; keep TORCHINDUCTOR_CACHE_DIR in the "
+        "image; the C++ AOTIModelPackageLoader does not probe",
+    ),
+    Code(
+        "AOT641",
+        "extraction-cost",
+        I,
+        C.PERFORMANCE,
+        "Every load extracts the model's files from the .pt2 into a temporary folder first, and "
+        "that took a noticeable share of the load.",
+        "extract once when building the image and load the folder (torch >= 2.13 C++ loader, "
+        "aoti_load_package from 2.15)",
+    ),
+    Code(
+        "AOT642",
+        "host-memory-leak",
+        W,
+        C.PERFORMANCE,
+        "Host memory (RSS) grew call after call with the outputs dropped.",
+        "look for state the model or a custom op keeps between calls; the JSON report has the "
+        "series",
+    ),
+    Code(
+        "AOT643",
+        "gpu-memory-leak",
+        W,
+        C.PERFORMANCE,
+        "GPU memory (caching allocator) grew call after call with the outputs dropped.",
+        "look for state the model or a custom op keeps between calls; the JSON report has the "
+        "series",
+    ),
+    Code(
+        "AOT645",
+        "load-over-budget",
+        E,
+        C.PERFORMANCE,
+        "Loading the package took longer than max-load-s.",
+        "the stage detail splits the load (CPU-ISA probe, extraction, dlopen and constants)",
+    ),
+    Code(
+        "AOT646",
+        "latency-over-budget",
+        E,
+        C.PERFORMANCE,
+        "The median call took longer than max-latency-ms.",
+        "compare with the previous package (--against) to see whether it is new",
+    ),
+    Code(
+        "AOT647",
+        "host-memory-over-budget",
+        E,
+        C.PERFORMANCE,
+        "The peak host memory (RSS) after the load and the first call exceeded max-rss-mb.",
+        "weights in the .so are mapped into memory; large constants count in full",
+    ),
+    Code(
+        "AOT648",
+        "gpu-memory-over-budget",
+        E,
+        C.PERFORMANCE,
+        "The GPU memory the model took after the load and the first call exceeded max-gpu-mb.",
+        "the driver's view counts the constants (cudaMalloc) and the caching allocator's pool",
+    ),
+    Code(
+        "AOT650",
+        "load-regression",
+        E,
+        C.PERFORMANCE,
+        "Loading is slower than the baseline package's (--against), beyond the tolerance.",
+        "both were measured in the same run on this machine; the JSON report has both breakdowns",
+    ),
+    Code(
+        "AOT651",
+        "latency-regression",
+        E,
+        C.PERFORMANCE,
+        "The median call is slower than the baseline package's (--against), beyond the tolerance.",
+        "both were measured in the same run with the same inputs",
+    ),
+    Code(
+        "AOT652",
+        "host-memory-regression",
+        E,
+        C.PERFORMANCE,
+        "The peak host memory is higher than the baseline package's (--against), beyond the "
+        "tolerance.",
+        "both were measured in the same run with the same inputs",
+    ),
+    Code(
+        "AOT653",
+        "gpu-memory-regression",
+        E,
+        C.PERFORMANCE,
+        "The model takes more GPU memory than the baseline package (--against), beyond the "
+        "tolerance.",
+        "both were measured in the same run with the same inputs",
+    ),
+    Code(
+        "AOT654",
+        "baseline-not-measured",
+        W,
+        C.PERFORMANCE,
+        "The baseline package (--against) could not be loaded or run, so nothing was compared.",
+        "the message says why; check the baseline path and that it takes the same inputs",
+    ),
     # 7: accuracy and NaN
     Code(
         "AOT701",

@@ -65,6 +65,7 @@ def check(
     parsed = config.parse_flags(flags)
     show_progress = fmt == "table" and output is None and safeio.is_terminal(2)
     from aotipre import batch  # imported here: only `check` runs packages (start-up time)
+    from aotipre.progress import Heartbeat
 
     loaded = batch.load_manifest(manifest) if manifest is not None else None
     outputs = [("--output", output), *(("--report", path) for _, path in specs)]
@@ -81,16 +82,17 @@ def check(
         *(p for e in (loaded.entries if loaded else ()) for p in (e.package, e.inputs)),
     ]
     safeio.refuse_overwriting_inputs(outputs, named_inputs)
-    reports = batch.check_packages(
-        list(packages),
-        settings,
-        manifest=loaded,
-        flags=parsed,
-        inputs=inputs,
-        model=model,
-        write_baseline_to=str(write_baseline) if write_baseline is not None else None,
-        progress=progress if show_progress else None,
-    )
+    with Heartbeat(progress) as beat:
+        reports = batch.check_packages(
+            list(packages),
+            settings,
+            manifest=loaded,
+            flags=parsed,
+            inputs=inputs,
+            model=model,
+            write_baseline_to=str(write_baseline) if write_baseline is not None else None,
+            progress=beat if show_progress else None,
+        )
     used = "none (--no-config)" if no_config else settings.describe()
     for report in reports:
         report.config = used
@@ -177,9 +179,12 @@ def doctor(
     dynamic = DynamicOptions(
         timeout_s=timeout, cache_dir=str(cache_dir) if cache_dir is not None else None
     )
-    result = run_doctor(
-        DoctorOptions(devices=tuple(devices), dynamic=dynamic, progress=progress if show else None)
-    )
+    from aotipre.progress import Heartbeat
+
+    with Heartbeat(progress) as beat:
+        result = run_doctor(
+            DoctorOptions(devices=tuple(devices), dynamic=dynamic, progress=beat if show else None)
+        )
     emit(render_doctor(result, fmt), None)
     for name, path in specs:
         emit(render_doctor(result, name), Path(path))

@@ -67,6 +67,16 @@ class Settings:
     exported_program: str | None = None
     compile_at_deploy: bool = False
     """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
+    perf: bool = True
+    """The perf stage: cold-start breakdown, latency, memory (runner/perf.py)."""
+    perf_runs: int = 20
+    max_load_s: float | None = None
+    max_latency_ms: float | None = None
+    max_rss_mb: float | None = None
+    max_gpu_mb: float | None = None
+    against: str | None = None
+    """A baseline package measured in the same run; regressions beyond perf_tolerance fail."""
+    perf_tolerance: float = 0.2
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -104,8 +114,22 @@ class Settings:
 
         dynamic = None
         if not self.static_only:
-            from aotipre.runner.stages import DynamicOptions
+            from aotipre.runner.perf import Budgets
+            from aotipre.runner.stages import DynamicOptions, PerfOptions
 
+            perf = None
+            if self.perf:
+                perf = PerfOptions(
+                    runs=self.perf_runs,
+                    budgets=Budgets(
+                        max_load_s=self.max_load_s,
+                        max_latency_ms=self.max_latency_ms,
+                        max_rss_mb=self.max_rss_mb,
+                        max_gpu_mb=self.max_gpu_mb,
+                    ),
+                    against=self.against,
+                    tolerance=self.perf_tolerance,
+                )
             dynamic = DynamicOptions(
                 device=self.device,
                 recompile=self.recompile,
@@ -118,6 +142,7 @@ class Settings:
                 seed=self.seed,
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
+                perf=perf,
             )
         triage = None
         if not self.static_only:
@@ -341,6 +366,19 @@ KEYS: tuple[Key, ...] = (
         "compile_at_deploy",
         _bool,
         "the deployment compiles ExportedProgram-only archives at deploy time",
+    ),
+    Key("perf", "perf", _bool, "measure the load, latency and memory (the perf stage)"),
+    Key("perf-runs", "perf_runs", _integer(2, 10_000), "timed calls of the perf stage (after warm-up)"),
+    Key("max-load-s", "max_load_s", _number(0, inclusive=False), "budget: seconds to load"),
+    Key("max-latency-ms", "max_latency_ms", _number(0, inclusive=False), "budget: median call"),
+    Key("max-rss-mb", "max_rss_mb", _number(0, inclusive=False), "budget: peak host memory"),
+    Key("max-gpu-mb", "max_gpu_mb", _number(0, inclusive=False), "budget: GPU memory of the model"),
+    Key("against", "against", _path, "perf: a baseline package measured in the same run"),
+    Key(
+        "perf-tolerance",
+        "perf_tolerance",
+        _number(0, inclusive=True),
+        "perf: how much worse than --against is a regression (0.2: 20%)",
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aotipre.runner.perf import PerfRecord
     from aotipre.triage.diagnosis import Diagnosis
 
 
@@ -41,6 +42,7 @@ class Category(str, enum.Enum):
     ACCURACY = "accuracy"
     NAN = "nan"
     TIMEOUT = "timeout"
+    PERFORMANCE = "performance"
 
 
 class StageStatus(str, enum.Enum):
@@ -189,6 +191,8 @@ class Report:
     config: str | None = None
     """The configuration file the CLI applied (and any it passed over as untrusted); None for
     a library call, which reads no file."""
+    performance: list[tuple[PerfRecord, PerfRecord | None]] = field(default_factory=list)
+    """The perf stage's measurements, one per model: (the package's, the --against baseline's)."""
 
     @property
     def verdict(self) -> Verdict:
@@ -231,6 +235,10 @@ class Report:
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "diagnosis": [d.to_dict() for d in self.diagnosis],
+            "performance": [
+                {**rec.to_dict(), "against": base.to_dict() if base is not None else None}
+                for rec, base in self.performance
+            ],
             "summary": self.counts(),
         }
 

@@ -1,17 +1,28 @@
-"""Crash-triage benchmark: aotipre's time from a crash to the named kernel (and to the full
-diagnosis) against the manual workflow, each manual step a fresh process:
+"""Crash-triage and check benchmark (issue 17): aotipre against the manual workflow and a bare
+script, both sides in the same run, on the same machine and the same case.
 
-  1. plain run of the package (the crash)        3. printer level 3: recompile + run
-  2. synchronous run (CUDA_LAUNCH_BLOCKING=1)    4. printer level 2 (filtered): recompile + run
+The manual workflow, each step a fresh process that loads with `aoti_load_package` as a user
+would:
+  1. plain run of the package (the crash; timed only with --manual-plain: no ratio uses it)
+  2. synchronous run (CUDA_LAUNCH_BLOCKING=1)
+  3. printer level 3: recompile + run (names the faulting kernel)
+  4. printer level 2 filtered to that kernel: recompile + run (its input statistics)
+
+Ratios, exactly as the issue defines them:
+  named = aotipre crash -> faulting kernel named / manual steps 2-3
+  stats = aotipre crash -> kernel + input statistics / manual steps 2-4
+  check = `aotipre check PKG --inputs GOOD` / a bare script (import torch, load, run once)
+Goals: named and stats <= 0.2 on a GPU, <= 0.3 on CPU; check <= 1.0 (1.25 with the perf stage).
 
     python scripts/bench_triage.py                       # CPU: the embedding_oob fixture
     python scripts/bench_triage.py --device cuda         # GPU: the same model compiled for CUDA
-    python scripts/bench_triage.py --json out.json --repeat 2
+    python scripts/bench_triage.py --json out.json --repeat 2 --warm
 
-Both sides start warm in the same way (inductor's own caches as they are; aotipre gets a fresh,
-empty compile cache per repeat, so its printer builds really compile). The case: `EmbeddingOnly`
-(fixtures/models.py) with id 600 in a 500-row table. `--package/--exported-program/--inputs`
-benchmark another crashing case.
+aotipre gets a fresh, empty compile cache per repeat, so its printer builds really compile
+(`--warm` adds a second aotipre run on the filled cache); inductor's own caches are as they are
+for both sides. The case: `EmbeddingOnly` (fixtures/models.py) with id 600 in a 500-row table
+(`embedding_oob_inputs.pt`; `embedding_oob_inputs_good.pt` for the check).
+`--package/--exported-program/--inputs/--good-inputs` benchmark another case.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import re
 import statistics
 import subprocess
@@ -51,11 +63,10 @@ torch._inductor.aoti_compile_and_package(ep, package_path=pkg_out)
 
 RUN = r"""
 import sys, torch
-from torch._inductor.package import load_package
 pkg, inputs, device = sys.argv[1:4]
 args, kwargs = torch.load(inputs, weights_only=True, map_location="cpu")
 args = [a.to(device) for a in args]
-m = load_package(pkg, device_index=0 if device.startswith("cuda") else -1)
+m = torch._inductor.aoti_load_package(pkg)
 try:
     m(*args)
     if device.startswith("cuda"):
@@ -63,6 +74,17 @@ try:
     print("no crash")
 except Exception as exc:
     print("ERROR", str(exc).splitlines()[0])
+"""
+
+BARE = r"""
+import sys, torch
+pkg, inputs, device = sys.argv[1:4]
+args, kwargs = torch.load(inputs, weights_only=True, map_location="cpu")
+args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+m = torch._inductor.aoti_load_package(pkg)
+out = m(*args, **kwargs)
+if device.startswith("cuda"):
+    torch.cuda.synchronize()
 """
 
 PRINTER = r"""
@@ -99,9 +121,13 @@ def fresh(code: str, *args: str, env: dict[str, str] | None = None) -> tuple[flo
     return time.monotonic() - started, proc.stdout + proc.stderr
 
 
-def manual(pkg: str, ep: str, inputs: str, device: str, tmp: str) -> dict[str, float | str]:
+def manual(
+    pkg: str, ep: str, inputs: str, device: str, tmp: str, plain: bool
+) -> dict[str, float | str | bool]:
     sync = {"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-    plain_s, _ = fresh(RUN, pkg, inputs, device)
+    out: dict[str, float | str | bool] = {}
+    if plain:
+        out["plain_run_s"], _ = fresh(RUN, pkg, inputs, device)
     sync_s, _ = fresh(RUN, pkg, inputs, device, env=sync)
     p3_s, log3 = fresh(PRINTER, ep, inputs, device, "3", "", os.path.join(tmp, "p3.pt2"), env=sync)
     launches = re.findall(r"\[ (before|after)_launch: (\S+) \]", log3)
@@ -113,17 +139,16 @@ def manual(pkg: str, ep: str, inputs: str, device: str, tmp: str) -> dict[str, f
     p2_s, log2 = fresh(
         PRINTER, ep, inputs, device, "2", kernels, os.path.join(tmp, "p2.pt2"), env=sync
     )
-    return {
-        "plain_run_s": plain_s,
-        "sync_run_s": sync_s,
-        "printer3_s": p3_s,
-        "printer2_s": p2_s,
-        "total_s": plain_s + sync_s + p3_s + p2_s,
-        "crash_to_named_s": sync_s + p3_s,
-        "crash_to_stats_s": sync_s + p3_s + p2_s,
-        "kernel": kernel,
-        "stats_printed": "before_launch - " in log2,
-    }
+    out.update(
+        sync_run_s=sync_s,
+        printer3_s=p3_s,
+        printer2_s=p2_s,
+        crash_to_named_s=sync_s + p3_s,
+        crash_to_stats_s=sync_s + p3_s + p2_s,
+        kernel=kernel,
+        stats_printed="before_launch - " in log2,
+    )
+    return out
 
 
 def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict[str, float | str]:
@@ -146,15 +171,91 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
     crash = next((t for t, m in events if "triage:" in m), None)
     named = next((t for t, m in events if "triage: faulting kernel" in m), None)
     done = next((t for t, m in events if "triage: done" in m), None)
+    stats = next((t for t, m in events if "triage: input statistics" in m), None)
     diag = report.diagnosis[0] if report.diagnosis else None
     return {
         "check_total_s": total,
         "before_crash_s": (crash - started) if crash else float("nan"),
         "crash_to_named_s": (named - crash) if named and crash else float("nan"),
-        "crash_to_diagnosis_s": (done - crash) if done and crash else float("nan"),
+        "crash_to_stats_s": ((stats or done) - crash)
+        if (stats or done) and crash
+        else float("nan"),
+        "crash_to_done_s": (done - crash) if done and crash else float("nan"),
         "kernel": diag.kernel if diag and diag.kernel else "",
         "kind": diag.kind if diag else "",
+        "stats": bool(diag and diag.inputs),
+        "events": [f"{t - started:7.2f} {m}" for t, m in events],
     }
+
+
+def check_vs_bare(pkg: str, good: str, device: str) -> dict[str, float | int]:
+    """`aotipre check` of the package with good inputs (a fresh CLI process, what CI runs)
+    against the bare script; both exit 0 or the figures mean nothing."""
+    bare_s, log = fresh(BARE, pkg, good, device)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aotipre",
+            "check",
+            pkg,
+            "--inputs",
+            good,
+            "--device",
+            device,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=1800,
+    )
+    check_s = time.monotonic() - started
+    if proc.returncode != 0:
+        print(f"aotipre check exited {proc.returncode}:\n{proc.stderr[-2000:]}", file=sys.stderr)
+    stages = {}
+    performance = None
+    try:
+        data = json.loads(proc.stdout)
+        for st in data["stages"]:
+            stages[st["name"]] = round(st["duration_s"], 3)
+        performance = data.get("performance")
+    except (ValueError, KeyError):
+        pass
+    return {
+        "bare_s": bare_s,
+        "check_s": check_s,
+        "check_exit": proc.returncode,
+        "stages": stages,
+        "performance": performance,
+    }
+
+
+def machine() -> dict[str, str | int | None]:
+    out: dict[str, str | int | None] = {
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+    )
+    out["torch"] = probe.stdout.strip() or None
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        out["gpu"] = smi.stdout.strip().splitlines()[0] if smi.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        out["gpu"] = None
+    return out
 
 
 def main() -> int:
@@ -164,12 +265,16 @@ def main() -> int:
     ap.add_argument("--package", help="a crashing AOTI package (default: built from the fixture)")
     ap.add_argument("--exported-program", help="its ExportedProgram (.pt2)")
     ap.add_argument("--inputs", help="the crashing inputs")
+    ap.add_argument("--good-inputs", help="inputs it runs with (for the check ratio)")
+    ap.add_argument("--manual-plain", action="store_true", help="also time manual step 1")
+    ap.add_argument("--warm", action="store_true", help="also run aotipre on a warm cache")
+    ap.add_argument("--no-check", action="store_true", help="skip the check-vs-bare ratio")
     ap.add_argument("--json", help="also write the results here")
     opts = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="aotipre-bench-triage-")
     if opts.package:
-        pkg, ep, inputs = opts.package, opts.exported_program, opts.inputs
+        pkg, ep, inputs, good = opts.package, opts.exported_program, opts.inputs, opts.good_inputs
         if not (ep and inputs):
             ap.error("--package needs --exported-program and --inputs")
     else:
@@ -185,47 +290,89 @@ def main() -> int:
         )
         fixtures = Path(out)
         inputs = str(fixtures / "embedding_oob_inputs.pt")
+        good = str(fixtures / "embedding_oob_inputs_good.pt")
         ep = os.path.join(tmp, "ep.pt2")
         pkg = os.path.join(tmp, f"embedding_oob_{opts.device.split(':')[0]}.pt2")
         prep_s, log = fresh(PREPARE, str(fixtures / "embedding_oob.pt2"), ep, pkg, opts.device)
         if not os.path.isfile(pkg):
             print(log[-3000:], file=sys.stderr)
             return 1
-        print(f"prepared {pkg} and {ep} in {prep_s:.1f} s (not timed)")
+        print(f"prepared {pkg} and {ep} in {prep_s:.1f} s (not timed)", flush=True)
 
     rows = []
     for i in range(opts.repeat):
         cache = os.path.join(tmp, f"cache{i}")
-        m = manual(pkg, ep, inputs, opts.device, tmp)
-        a = aotipre_run(pkg, ep, inputs, opts.device, cache)
-        warm = aotipre_run(pkg, ep, inputs, opts.device, cache)
-        rows.append({"manual": m, "aotipre": a, "aotipre_warm_cache": warm})
-        print(f"repeat {i + 1}: manual {m}\n          aotipre {a}\n          warm    {warm}")
+        row: dict[str, object] = {}
+        row["manual"] = m = manual(pkg, ep, inputs, opts.device, tmp, opts.manual_plain)
+        print(f"repeat {i + 1}: manual {m}", flush=True)
+        row["aotipre"] = a = aotipre_run(pkg, ep, inputs, opts.device, cache)
+        print(f"          aotipre { {k: v for k, v in a.items() if k != 'events'} }", flush=True)
+        print("\n".join(f"            {e}" for e in a["events"]), flush=True)
+        if opts.warm:
+            row["aotipre_warm_cache"] = w = aotipre_run(pkg, ep, inputs, opts.device, cache)
+            print(f"          warm    { {k: v for k, v in w.items() if k != 'events'} }")
+        if good and not opts.no_check:
+            row["check"] = c = check_vs_bare(pkg, good, opts.device)
+            shown = {k: v for k, v in c.items() if k != "performance"}
+            print(f"          check   {shown}", flush=True)
+            if c.get("performance"):
+                perf = c["performance"][0]
+                cold = perf.get("cold") or {}
+                print(
+                    "          perf    "
+                    + json.dumps(
+                        {
+                            k: cold.get(k)
+                            for k in (
+                                "total_s",
+                                "loader_import_s",
+                                "cuda_init_s",
+                                "load_s",
+                                "probe_s",
+                                "probe_programs",
+                                "probe_compiles",
+                                "loader_s",
+                                "extraction_s",
+                                "dlopen_constants_s",
+                                "first_call_s",
+                            )
+                        }
+                    )
+                    + f" memory {json.dumps(perf.get('memory'))}"
+                    + f" p50 {(perf.get('latency') or {}).get('p50_ms')} ms",
+                    flush=True,
+                )
+        rows.append(row)
 
     def med(side: str, key: str) -> float:
-        return statistics.median(float(r[side][key]) for r in rows)
+        return statistics.median(float(r[side][key]) for r in rows if side in r)  # type: ignore[index]
 
-    summary = {
-        "device": opts.device,
-        "cpus": os.cpu_count(),
-        "repeat": opts.repeat,
-        "manual_total_s": med("manual", "total_s"),
-        "manual_crash_to_named_s": med("manual", "crash_to_named_s"),
-        "manual_crash_to_stats_s": med("manual", "crash_to_stats_s"),
-        "aotipre_crash_to_named_s": med("aotipre", "crash_to_named_s"),
-        "aotipre_crash_to_diagnosis_s": med("aotipre", "crash_to_diagnosis_s"),
-        "aotipre_check_total_s": med("aotipre", "check_total_s"),
-        "aotipre_warm_crash_to_diagnosis_s": med("aotipre_warm_cache", "crash_to_diagnosis_s"),
-    }
-    summary["ratio_named_vs_manual_total"] = (
-        summary["aotipre_crash_to_named_s"] / summary["manual_total_s"]
+    summary: dict[str, object] = {"device": opts.device, "repeat": opts.repeat, **machine()}
+    summary.update(
+        manual_sync_run_s=med("manual", "sync_run_s"),
+        manual_printer3_s=med("manual", "printer3_s"),
+        manual_printer2_s=med("manual", "printer2_s"),
+        manual_crash_to_named_s=med("manual", "crash_to_named_s"),
+        manual_crash_to_stats_s=med("manual", "crash_to_stats_s"),
+        aotipre_crash_to_named_s=med("aotipre", "crash_to_named_s"),
+        aotipre_crash_to_stats_s=med("aotipre", "crash_to_stats_s"),
+        aotipre_check_total_s=med("aotipre", "check_total_s"),
+        kernel_manual=rows[-1]["manual"]["kernel"],  # type: ignore[index]
+        kernel_aotipre=rows[-1]["aotipre"]["kernel"],  # type: ignore[index]
     )
-    summary["ratio_diagnosis_vs_manual_total"] = (
-        summary["aotipre_crash_to_diagnosis_s"] / summary["manual_total_s"]
-    )
-    summary["ratio_diagnosis_vs_manual_crash_to_stats"] = (
-        summary["aotipre_crash_to_diagnosis_s"] / summary["manual_crash_to_stats_s"]
-    )
+    summary["ratio_named"] = (
+        summary["aotipre_crash_to_named_s"] / summary["manual_crash_to_named_s"]
+    )  # type: ignore[operator]
+    summary["ratio_stats"] = (
+        summary["aotipre_crash_to_stats_s"] / summary["manual_crash_to_stats_s"]
+    )  # type: ignore[operator]
+    if opts.warm:
+        summary["aotipre_warm_crash_to_named_s"] = med("aotipre_warm_cache", "crash_to_named_s")
+        summary["aotipre_warm_crash_to_stats_s"] = med("aotipre_warm_cache", "crash_to_stats_s")
+    if any("check" in r for r in rows):
+        summary["bare_load_run_s"] = med("check", "bare_s")
+        summary["check_s"] = med("check", "check_s")
+        summary["ratio_check"] = summary["check_s"] / summary["bare_load_run_s"]  # type: ignore[operator]
     print(json.dumps(summary, indent=1))
     if opts.json:
         Path(opts.json).write_text(json.dumps({"summary": summary, "runs": rows}, indent=1))

@@ -4,6 +4,7 @@
 #
 #   OUT=/some/dir bash scripts/gpu_triage.sh          # repo root as cwd, aotipre importable
 #   OUT=/some/dir bash scripts/gpu_triage.sh bench    # the benchmark only (about 6-8 min on a GPU)
+#   OUT=/some/dir bash scripts/gpu_triage.sh perf     # the gpu tests of the perf measurements
 #
 # Cases (tests/triage/test_triage_gpu.py), both from the CPU fixtures recompiled for CUDA:
 # - device_assert: TokenModel (both.pt2) with id 600 in a 500-row embedding, through the CLI with
@@ -39,6 +40,16 @@ stamp() { date -u +%H:%M:%S; }
   echo "LD_PRELOAD=$LD_PRELOAD"
   echo "compute-sanitizer: $(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo 'not found')"
 } > "$LOG" 2>&1
+
+if [ "${1:-}" = "perf" ]; then
+  started=$SECONDS
+  echo "=== $(stamp) pytest -m gpu tests/runner/test_worker_perf.py" >> "$LOG"
+  timeout -k 10 "${PYTEST_LIMIT_S:-420}" "$PY" -m pytest -q -p no:cacheprovider -m gpu \
+    tests/runner/test_worker_perf.py -rA --durations=5 >> "$LOG" 2>&1
+  echo "=== $(stamp) pytest exit $? after $((SECONDS - started)) s" >> "$LOG"
+  tail -40 "$LOG"
+  exit 0
+fi
 
 if [ "${1:-}" = "bench" ]; then
   started=$SECONDS

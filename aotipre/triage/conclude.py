@@ -202,7 +202,8 @@ def conclude(triage: TriageState) -> Concluded:
     kernel, by, evidence = _named(triage)
     blamed = parsers.blamed_op(triage.first_text)
     misattributed = None
-    if kernel is not None and by in SYNCHRONOUS and blamed is not None and blamed.name != kernel:
+    synchronous = by in SYNCHRONOUS or by == "device-assert"
+    if kernel is not None and synchronous and blamed is not None and blamed.name != kernel:
         misattributed = f"{blamed.name}: {blamed.line}" if blamed.line else blamed.name
 
     ep_missing = not triage.facts.has_exported_program
@@ -349,6 +350,9 @@ def code_prev(fault: parsers.LaunchFault | None) -> str:
 
 
 def _named(triage: TriageState) -> tuple[str | None, str | None, tuple[str, ...]]:
+    if triage.crash_named is not None:
+        kernel, by, _, evidence = triage.crash_named
+        return kernel, by, evidence
     for sid in SYNCHRONOUS:
         run = triage.runs.get(sid)
         if run is not None and run.named:

@@ -41,6 +41,7 @@ class Need(str, enum.Enum):
     MINIFY_FLAG = "minify_flag"
     CATCHABLE = "catchable"
     EAGER_RUNS = "eager_runs"
+    UNNAMED = "unnamed"
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ LADDER: tuple[LadderStep, ...] = (
         phase=Phase.RUN_TIME,
         tool="rerun",
         run_env=SYNC_ENV,
-        needs=(Need.CUDA,),
+        needs=(Need.CUDA, Need.UNNAMED),
         why_not={
             Need.CUDA: "no CUDA flags apply on CPU: cpp kernels run synchronously, so the error "
             "already comes from the kernel that failed"
@@ -103,7 +104,7 @@ LADDER: tuple[LadderStep, ...] = (
         tool="printer",
         cuda_env=SYNC_ENV,
         inductor_configs={PRINTER: "3"},
-        needs=(Need.EXPORTED_PROGRAM,),
+        needs=(Need.EXPORTED_PROGRAM, Need.UNNAMED),
     ),
     LadderStep(
         id="printer-2",
@@ -182,12 +183,19 @@ class Facts:
     failure_kind: str = "exception"
     eager: str = "not run"
     eager_error: str = ""
+    named_by_crash: str | None = None
+    """How the crashed run's own output already names the faulting kernel, synchronously (a CPU
+    kernel's exception, a CUDA device assertion), or None."""
 
 
 Check = Callable[[Facts], bool]
 Reason = Callable[[Facts], str]
 
 NEEDS: dict[Need, tuple[Check, Reason]] = {
+    Need.UNNAMED: (
+        lambda f: f.named_by_crash is None,
+        lambda f: f"the crash already names the faulting kernel {f.kernel}: {f.named_by_crash}",
+    ),
     Need.CUDA: (
         lambda f: f.device_type == "cuda",
         lambda f: f"CUDA only (the run is on {f.device_type})",

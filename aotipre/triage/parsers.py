@@ -365,6 +365,29 @@ def first_error(*texts: str) -> str | None:
 _GENERIC = re.compile(r"API call failed")
 
 
+def raised_in_kernels(text: str) -> list[str]:
+    """Generated CPU kernels an exception was raised in (`Exception raised from cpp_fused_... at
+    <kernel.cpp>:27`): c10 names the function whose check failed, and a cpp kernel runs
+    synchronously, so that kernel is the one that failed."""
+    out: list[str] = []
+    for m in _RAISED_FROM.finditer(text or ""):
+        name = m.group(1)
+        if name.startswith("cpp_") and name not in out:
+            out.append(name)
+    return out
+
+
+def unnamed_device_asserts(text: str) -> list[str]:
+    """Triton device-assert lines whose kernel name is `unknown` (the kernel is then the one
+    whose source holds the asserted check)."""
+    out: list[str] = []
+    for raw in (text or "").splitlines():
+        m = _TRITON_ASSERT.match(raw.strip())
+        if m and m.group("func") in ("unknown", "") and raw.strip() not in out:
+            out.append(raw.strip())
+    return out
+
+
 def index_bounds(text: str) -> list[IndexBound]:
     """Every `index out of bounds: 0 <= tmpN < SIZE` check or message in the text."""
     out: list[IndexBound] = []

@@ -24,6 +24,10 @@ class Triage(TriageSteps):
         """Run the ladder to its end (self.runs holds every step); returns `kernel_named`, the
         seconds from the start until a step named the faulting kernel, when one did."""
         timings: dict[str, float] = {}
+        if self.crash_named is not None:
+            timings["kernel_named"] = time.monotonic() - self.started
+            kernel, by, how, _ = self.crash_named
+            self.say(f"faulting kernel {kernel} (named by {by}: {how})")
         parallel = self.opts.parallel or (3 if (os.cpu_count() or 1) >= 4 else 2)
         pending = [s.id for s in LADDER]
         futures: dict[cf.Future[StepRun], tuple[str, bool]] = {}
@@ -56,6 +60,7 @@ class Triage(TriageSteps):
                             ):
                                 self.runs[sid] = spec  # the speculation was right
                                 pending.remove(sid)
+                                self._stats_known(sid, spec, timings)
                                 continue
                             discarded[sid] = discarded.get(sid, 0.0) + spec.duration_s
                             self.notes.append(
@@ -109,10 +114,18 @@ class Triage(TriageSteps):
                     if run.named and "kernel_named" not in timings:
                         timings["kernel_named"] = run.finished_at
                         self.say(f"faulting kernel {run.named} (named by {sid})")
+                    self._stats_known(sid, run, timings)
         for sid, spent in discarded.items():
             if sid in self.runs:
                 self.runs[sid].duration_s += spent
         return timings
+
+    def _stats_known(self, sid: str, run: StepRun, timings: dict[str, float]) -> None:
+        """Say when the faulting kernel's input statistics are in (`stats`: seconds from the
+        start of triage; the benchmark's crash -> kernel + input statistics)."""
+        if sid == "printer-2" and run.stats and "stats" not in timings:
+            timings["stats"] = time.monotonic() - self.started
+            self.say(f"input statistics of {', '.join(run.kernels)} (printer-2)")
 
     def _facts(self, kernel: str | None = None) -> Facts:
         named = kernel or self.kernel()

@@ -111,6 +111,9 @@ class TriageState:
         ]
         self.ep_source, self.ep_model, ep_note = self._exported_program()
         self.inputs = self._inputs()
+        self.crash_named = self._named_by_crash()
+        """(kernel, identified_by, how, evidence) when the crashed run's own output names the
+        faulting kernel synchronously; the steps that would only name it are then skipped."""
         self.facts = Facts(
             device_type=self.device_type,
             has_exported_program=self.ep_source is not None,
@@ -122,6 +125,7 @@ class TriageState:
             failure_kind=crash.failure.kind,
             eager=crash.eager,
             eager_error=crash.eager_error,
+            named_by_crash=self.crash_named[2] if self.crash_named else None,
         )
         self.ep_note = ep_note
 
@@ -174,8 +178,53 @@ class TriageState:
             return {"kind": "file", "path": path}
         return spec
 
+    def _named_by_crash(self) -> tuple[str, str, str, tuple[str, ...]] | None:
+        """The faulting kernel when the crash's output already names it with synchronous
+        evidence: on CPU the kernel a C++ exception was raised in (cpp kernels run
+        synchronously); on CUDA a device assertion, which the faulting kernel prints itself,
+        naming it, or quoting a check that only one kernel's source (embedded in wrapper.cpp)
+        holds. A named kernel must be one this package's wrapper calls. None otherwise (a segfault,
+        an illegal memory access, an error from an extern op: the ladder's steps tell)."""
+        text = self.first_text
+        lines = [line.strip() for line in text.splitlines()]
+        calls = parsers.kernel_call_order(self.original_code().get("wrapper", ""))
+        if self.device_type == "cpu":
+            for name in parsers.raised_in_kernels(text):
+                if calls and name not in calls:
+                    continue
+                line = next((x for x in lines if f"Exception raised from {name} " in x), name)
+                how = "the kernel's own exception (cpp kernels run synchronously)"
+                return name, "first-error", how, (line.replace(" (most recent call first):", ""),)
+            return None
+        named = [k for k in parsers.device_assert_kernels(text) if not calls or k in calls]
+        if named:
+            line = next((x for x in lines if named[0] in x and "Assertion" in x), named[0])
+            return named[0], "device-assert", "a device assertion the kernel printed", (line,)
+        unnamed = parsers.unnamed_device_asserts(text)
+        if unnamed:
+            holding = self.kernels_holding({b.line for b in parsers.index_bounds(unnamed[0])})
+            if len(holding) == 1:
+                how = "a device assertion whose check only that kernel's source holds"
+                return holding[0], "device-assert", how, (unnamed[0], f"only {holding[0]} holds it")
+        return None
+
+    def kernels_holding(self, messages: set[str]) -> list[str]:
+        """Kernels (in launch order) whose generated source holds one of these check messages."""
+        if not messages:
+            return []
+        code = self.original_code()
+        text = code.get("kernel", "") + "\n" + code.get("wrapper", "")
+        found: list[str] = []
+        for name in dict.fromkeys(parsers.kernel_call_order(code.get("wrapper", ""))):
+            src = parsers.kernel_source(text, name) or ""
+            if any(m.rstrip("L") in src for m in messages):
+                found.append(name)
+        return found
+
     def kernel(self) -> str | None:
         """The faulting kernel as far as the finished steps tell (synchronous evidence first)."""
+        if self.crash_named is not None:
+            return self.crash_named[0]
         for sid in ("printer-3", "sync-rerun", "sanitizer"):
             run = self.runs.get(sid)
             if run is not None and run.named and not run.speculative:
@@ -192,15 +241,7 @@ class TriageState:
             return self.candidates[:1]
         if self._guesses is not None:
             return self._guesses
-        found: list[str] = []
-        messages = {b.line for b in parsers.index_bounds(self.first_text)}
-        if messages:
-            code = self.original_code()
-            text = code.get("kernel", "") + "\n" + code.get("wrapper", "")
-            for name in dict.fromkeys(parsers.kernel_call_order(code.get("wrapper", ""))):
-                src = parsers.kernel_source(text, name) or ""
-                if any(m.rstrip("L") in src for m in messages):
-                    found.append(name)
+        found = self.kernels_holding({b.line for b in parsers.index_bounds(self.first_text)})
         self._guesses = found[:4]
         return self._guesses
 

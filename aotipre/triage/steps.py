@@ -22,6 +22,11 @@ from aotipre.triage.state import StepRun, TriageState, first_line, read_log
 
 _SHOWN_ENV = ("CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "OMP_NUM_THREADS")
 
+DIRECT_LOAD: dict[str, Any] = {"id": "load", "op": "load", "direct": True}
+"""Triage's workers load with the C++ loader alone (worker.load_direct): load_package's CPU-ISA
+probe only feeds a warning for a package that is already compiled, and costs seconds to tens
+of seconds per fresh process (the whole of a GPU host's cold start)."""
+
 
 class TriageSteps(TriageState):
     """Runs one ladder step for the scheduler (on its threads)."""
@@ -46,7 +51,7 @@ class TriageSteps(TriageState):
     def _rerun(self, step: LadderStep) -> StepRun:
         job = self._run_job(
             step.id,
-            [{"id": "load", "op": "load"}, {"id": "run", "op": "run"}],
+            [DIRECT_LOAD, {"id": "run", "op": "run"}],
             env=step_env(step, self.device_type),
         )
         run = self._from_job(step, job)
@@ -59,7 +64,7 @@ class TriageSteps(TriageState):
         log = os.path.join(self.workdir, f"{step.id}.sanitizer.log")
         job = self._run_job(
             step.id,
-            [{"id": "load", "op": "load"}, {"id": "run", "op": "run"}],
+            [DIRECT_LOAD, {"id": "run", "op": "run"}],
             env=step_env(step, self.device_type),
             prefix=(tool, "--tool", "memcheck", "--print-limit", "20", "--log-file", log),
         )
@@ -130,7 +135,7 @@ class TriageSteps(TriageState):
         }
         steps: list[dict[str, Any]] = [] if hit else [compile_step]
         steps += [
-            {"id": "load", "op": "load", "package": package, "model": "model"},
+            {**DIRECT_LOAD, "package": package, "model": "model"},
             {"id": "run", "op": "run"},
         ]
         if step.id == "printer-3" and self.opts.artifacts:

@@ -10,9 +10,9 @@
 - `hang_hard`: true -> sleeps with no watchdog, so only the parent's backstop timeout ends it;
 - `exit`: N -> exits with N mid-step;
 - `once`: true -> the crash/hang/exit happens only in the first worker that reaches the step.
-Two script keys are not steps: `__stop_after__` (a step id: the worker stops after it, as the
-real one does on CUDA after an error) and `__teardown__` (a signal the worker dies by after
-writing its final result, as a CUDA teardown can).
+Three script keys are not steps: `__stop_after__` (a step id: the worker stops after it, as the
+real one does on CUDA after an error), `__teardown__` (a signal the worker dies by after
+writing its final result, as a CUDA teardown can) and `__perf_scale__` (see _scaled).
 Every step not in the script succeeds with a plausible record. Standard library only.
 """
 
@@ -28,6 +28,29 @@ import time
 
 from protocol import WorkerResult  # same folder: sys.path[0]
 
+FAKE_LOAD_PERF = {
+    "fresh_process": True,
+    "process_age_s": 1.0,
+    "torch_version": "fake",
+    "import_s": 0.5,
+    "total_s": 0.5,
+    "probe": {"seconds": 0.1, "check_programs": 1, "gxx_builds": 0, "gxx_failed": 0},
+    "loader_s": 0.2,
+    "memory_before": {"host": {"peak_rss": 100 << 20}},
+    "memory_after": {"host": {"peak_rss": 120 << 20}},
+}
+"""A measured load's `perf` entry (worker.measure_load's shape, made-up numbers)."""
+FAKE_LATENCY_PERF = {
+    "warmup": 3,
+    "runs": 5,
+    "samples_ms": [1.0] * 5,
+    "p50_ms": 1.0,
+    "p99_ms": 1.0,
+    "min_ms": 1.0,
+    "max_ms": 1.0,
+    "mean_ms": 1.0,
+    "memory": {"host_rss": [120 << 20] * 5, "host_rss_growth_per_run": 0.0},
+}
 DEFAULT_OUTPUT = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 0, "inf": 0}
 
 
@@ -66,7 +89,11 @@ def _default_entry(op: str, step: dict) -> dict:
             }
         return {"outcome": "accepted", "outputs": [dict(DEFAULT_OUTPUT)]}
     if op == "load":
+        if step.get("measure"):
+            return {"how": "fake", "perf": dict(FAKE_LOAD_PERF)}
         return {"how": "fake"}
+    if op == "latency":
+        return {"perf": dict(FAKE_LATENCY_PERF)}
     if op == "compile":
         out = step.get("out")
         if out:
@@ -75,6 +102,19 @@ def _default_entry(op: str, step: dict) -> dict:
                 f.write(b"PK fake package")
         return {"package": out}
     return {}
+
+
+def _scaled(perf: dict, factor: float) -> dict:
+    """The made-up perf numbers times `factor` (script key `__perf_scale__`: {package file name:
+    factor}, to fake a slower or bigger package)."""
+    out = json.loads(json.dumps(perf))
+    for key in ("total_s", "import_s", "p50_ms", "p99_ms", "min_ms", "max_ms", "mean_ms"):
+        if key in out:
+            out[key] *= factor
+    for snap in ("memory_after",):
+        if snap in out:
+            out[snap]["host"]["peak_rss"] = int(out[snap]["host"]["peak_rss"] * factor)
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -109,6 +149,9 @@ def main(argv: list[str]) -> int:
                     time.sleep(1000)
             entry.update(_default_entry(op, step))
             entry.update(behaviour.get("entry", {}))
+            scale = script.get("__perf_scale__", {}).get(os.path.basename(job["package"] or ""))
+            if scale and "perf" in entry:
+                entry["perf"] = _scaled(entry["perf"], float(scale))
             for key in ("package", "source_package"):
                 if op == "load" and job.get(key) and not os.path.isabs(job[key]):
                     # the real worker runs in its own cwd: a relative path would not open

@@ -1,4 +1,4 @@
-"""The dynamic stages of one model (compile, load, run, compare, probe), run in torch workers.
+"""The dynamic stages of one model (compile, load, run, perf, compare, probe), run in torch workers.
 
 Entry point: `run_dynamic_stages(package, model, inputs_path, inputs_member, options)`.
 
@@ -13,7 +13,9 @@ Layout (one stage, one module; data flows down the list):
 - jobs.py: one worker process over a list of steps, and the record of the step it died in.
 - inputs.py: which inputs the workers get (file, archive member, synthesized) and their shapes.
 - libstdcxx.py: the retry of a crashing load with a libstdc++ preloaded (AOT515).
-- compile.py, load.py, run.py, compare.py, probe.py: the stages, in the order of PIPELINE.
+- compile.py, load.py, run.py, perf.py, compare.py, probe.py: the stages, in the order of
+  PIPELINE (perf right after run: its timed calls run in the same worker, before the eager
+  run and the probes change what the process holds).
 
 A new stage is one module with a Stage subclass, added to PIPELINE below.
 """
@@ -27,12 +29,14 @@ from aotipre.inputs.meta import SampleInputs
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner.launch import RUNTIME_CHECK_ENV, STARTUP_SLACK_S, WORKER_PATH
+from aotipre.runner.perf import PerfRecord
 from aotipre.runner.stages.base import RunCrash, StepRecord
 from aotipre.runner.stages.compare import CompareStage
 from aotipre.runner.stages.compile import CompileStage
 from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
 from aotipre.runner.stages.load import LoadStage
-from aotipre.runner.stages.options import DynamicOptions, parse_device
+from aotipre.runner.stages.options import DynamicOptions, PerfOptions, parse_device
+from aotipre.runner.stages.perf import PerfStage
 from aotipre.runner.stages.probe import ProbeStage
 from aotipre.runner.stages.run import RunStage
 from aotipre.runner.stages.session import Session, Stage
@@ -44,6 +48,7 @@ __all__ = [
     "STARTUP_SLACK_S",
     "WORKER_PATH",
     "DynamicOptions",
+    "PerfOptions",
     "RunCrash",
     "Stage",
     "StepRecord",
@@ -52,7 +57,14 @@ __all__ = [
     "run_dynamic_stages",
 ]
 
-PIPELINE: tuple[type[Stage], ...] = (CompileStage, LoadStage, RunStage, CompareStage, ProbeStage)
+PIPELINE: tuple[type[Stage], ...] = (
+    CompileStage,
+    LoadStage,
+    RunStage,
+    PerfStage,
+    CompareStage,
+    ProbeStage,
+)
 """The stages, in the order they plan steps and report."""
 STAGES = tuple(stage.name for stage in PIPELINE)
 """The stage names, in order, as they appear in StageResult.name and Finding.stage."""
@@ -67,6 +79,7 @@ def run_dynamic_stages(
     progress: Callable[[str], None] | None = None,
     on_run_crash: Callable[[RunCrash], None] | None = None,
     *,
+    on_perf: Callable[[PerfRecord, PerfRecord | None], None] | None = None,
     archive: Archive | None = None,
     sample: SampleInputs | None = None,
 ) -> tuple[list[StageResult], list[Finding]]:
@@ -80,7 +93,8 @@ def run_dynamic_stages(
     when it could not run) and the findings. Never raises because a worker crashed or hung;
     raises UsageError for a bad `device`. `on_run_crash` is called with a RunCrash when the
     run step failed inside the model (not an input check or a timeout), while the session's
-    files still exist (crash triage).
+    files still exist (crash triage). `on_perf` gets the perf stage's record of the model (and
+    of the --against baseline).
     """
     session = Session(
         [stage() for stage in PIPELINE],
@@ -94,6 +108,7 @@ def run_dynamic_stages(
         sample=sample,
     )
     session.on_run_crash = on_run_crash
+    session.on_perf = on_perf
     try:
         return session.execute()
     finally:

@@ -19,7 +19,9 @@ class LoadStage(Stage):
 
     def plan(self, s: Session) -> list[PlannedStep]:
         with_ep = s.model.has_exported_program and not s.need_compile
-        return [PlannedStep("load", "load", {"with_ep": with_ep})]
+        return [
+            PlannedStep("load", "load", {"with_ep": with_ep, "measure": s.opts.perf is not None})
+        ]
 
     def result(self, s: Session) -> StageResult:
         r = s.records.get("load")

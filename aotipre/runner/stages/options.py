@@ -7,6 +7,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aotipre.errors import UsageError
+from aotipre.runner.perf import REGRESSION_TOLERANCE, Budgets
+
+
+@dataclass(frozen=True)
+class PerfOptions:
+    """What the perf stage can be told (runner/stages/perf.py)."""
+
+    runs: int = 20
+    """Timed calls after the warm-up."""
+    warmup: int = 3
+    budget_s: float = 2.0
+    """Warm-up and timed calls stop after this many seconds (at least 1 + 2 are made), so a
+    slow model does not make the check slow."""
+    budgets: Budgets = field(default_factory=Budgets)
+    against: str | None = None
+    """A baseline package measured in the same run with the same inputs."""
+    tolerance: float = REGRESSION_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,8 @@ class DynamicOptions:
     """Interpreter for the workers; None: the running one (sys.executable)."""
     worker_command: tuple[str, ...] | None = None
     """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
+    perf: PerfOptions | None = field(default_factory=PerfOptions)
+    """The perf stage's options; None: no perf stage (and no measuring in load and run)."""
 
 
 def parse_device(device: str) -> tuple[str, int]:

@@ -31,7 +31,9 @@ class RunStage(Stage):
     labels = {"run": "running"}
 
     def plan(self, s: Session) -> list[PlannedStep]:
-        return [PlannedStep("run", "run", {"save": "aoti_run.pt"})]
+        return [
+            PlannedStep("run", "run", {"save": "aoti_run.pt", "measure": s.opts.perf is not None})
+        ]
 
     def result(self, s: Session) -> StageResult:
         r = s.records.get("run")

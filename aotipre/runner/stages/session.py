@@ -24,7 +24,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from aotipre import codes
 from aotipre.errors import InputsError
@@ -39,6 +39,9 @@ from aotipre.runner.stages.inputs import WorkerInputs, plan_inputs
 from aotipre.runner.stages.libstdcxx import LibstdcxxRetry
 from aotipre.runner.stages.options import DynamicOptions, parse_device
 from aotipre.runner.synth import PlanError
+
+if TYPE_CHECKING:
+    from aotipre.runner.perf import PerfRecord
 
 _ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "LD_PRELOAD", "OMP_NUM_THREADS")
 _MODEL_CALLS = ("run", "probe", "load", "eager")
@@ -106,6 +109,8 @@ class Session:
         self.opts = options
         self.progress = progress
         self.on_run_crash: Callable[[RunCrash], None] | None = None
+        self.on_perf: Callable[[PerfRecord, PerfRecord | None], None] | None = None
+        """Called by the perf stage with the model's record (and the --against baseline's)."""
         self.device = options.device or model.device_type or "cpu"
         self.device_type, self.device_index = parse_device(self.device)
         self.workdir = tempfile.mkdtemp(prefix="aotipre-")

@@ -1,0 +1,145 @@
+"""The perf stage: what a deployment pays. The load and run steps are timed part by part where
+they happen anyway (their `measure` flag), then the model is called `runs` more times (the
+`latency` step); runner/perf.py turns the numbers into a record and judges it (advice on the
+CPU-ISA probe and the extraction, leaks, budgets). With `against`, a baseline package is
+measured the same way, with the same inputs, in a nested session after this one, and what is
+worse beyond the tolerance fails the gate."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from aotipre.errors import AotipreError
+from aotipre.findings import Severity, StageResult, StageStatus
+from aotipre.runner import perf
+from aotipre.runner.stages.base import PlannedStep, ok
+from aotipre.runner.stages.session import Session, Stage
+
+
+class PerfStage(Stage):
+    name = "perf"
+
+    def __init__(self) -> None:
+        self.record: perf.PerfRecord | None = None
+        self.baseline: perf.PerfRecord | None = None
+
+    def progress(self, s: Session, op: str, rest: str) -> str | None:
+        if op != "latency" or s.opts.perf is None:
+            return None
+        return f"timing {s.opts.perf.runs} calls"
+
+    def plan(self, s: Session) -> list[PlannedStep]:
+        o = s.opts.perf
+        if o is None:
+            return []
+        body = {"runs": o.runs, "warmup": o.warmup, "budget_s": o.budget_s, "requires": ["run"]}
+        return [PlannedStep("latency", "latency", body)]
+
+    def result(self, s: Session) -> StageResult:
+        o = s.opts.perf
+        if o is None:
+            return s.skipped("perf", "turned off (--no-perf)")
+        load, run, lat = (s.records.get(k) for k in ("load", "run", "latency"))
+        if load is None or not ok(load):
+            return s.skipped("perf", s.upstream_reason())
+        if "perf" not in load.entry:
+            return s.skipped("perf", "the worker took no measurements")
+        self.record = perf.record_from_worker(
+            s.model.name,
+            s.device,
+            load.entry.get("perf"),
+            run.entry.get("perf") if run is not None and ok(run) else None,
+            lat.entry.get("perf") if lat is not None and ok(lat) else None,
+            package=os.path.abspath(s.aoti_package or s.package.path),
+        )
+        before = len(s.findings)
+        judged = (
+            perf.advice_judgements(self.record)
+            + perf.leak_judgements(self.record)
+            + perf.budget_judgements(self.record, o.budgets)
+        )
+        for code, message, fields in judged:
+            s.add(code, message, "perf", **fields)
+        if o.against:
+            self._against(s, o.against, o.tolerance)
+        if s.on_perf is not None:
+            s.on_perf(self.record, self.baseline)
+        worst = max((f.severity.rank for f in s.findings[before:]), default=-1)
+        status = StageStatus.FAILED if worst >= Severity.WARNING.rank else StageStatus.PASSED
+        detail = perf.summary(self.record)
+        if self.record.notes:
+            detail += f" ({'; '.join(self.record.notes)})"
+        if self.baseline is not None:
+            detail += f"; against: {perf.summary(self.baseline)}"
+        recs = [r for r in (lat,) if r is not None]
+        return s.stage("perf", status, detail, recs)
+
+    def _against(self, s: Session, path: str, tolerance: float) -> None:
+        assert self.record is not None
+        try:
+            self.baseline = measure_baseline(s, path)
+        except (AotipreError, OSError) as exc:
+            s.add("AOT654", f"the baseline package {path} could not be measured: {exc}", "perf")
+            return
+        if self.baseline is None:
+            return
+        for code, message, fields in perf.regression_judgements(
+            self.record, self.baseline, tolerance
+        ):
+            s.add(code, message, "perf", **fields)
+
+
+def measure_baseline(s: Session, path: str) -> perf.PerfRecord | None:
+    """Compile (if it must), load, run and time the baseline package with this session's
+    inputs, in a nested session (its own workers and temp folder); None, with AOT654 added to
+    `s`, when it could not be measured."""
+    from aotipre.pt2.reader import read_package
+    from aotipre.runner.stages.compile import CompileStage
+    from aotipre.runner.stages.load import LoadStage
+    from aotipre.runner.stages.run import RunStage
+
+    info = read_package(path)
+    model = next((m for m in info.models if m.name == s.model.name), None)
+    if model is None and len(info.models) == 1:
+        model = info.models[0]
+    if model is None:
+        names = ", ".join(m.name for m in info.models) or "none"
+        s.add(
+            "AOT654",
+            f"the baseline package {path} has no model '{s.model.name}' (it holds: {names})",
+            "perf",
+        )
+        return None
+    inputs_path = s.inputs_path
+    if inputs_path is None and s.inputs.spec.get("kind") == "member":
+        inputs_path = os.path.join(s.workdir, "against_inputs.pt")
+        with open(inputs_path, "wb") as f:
+            f.write(s.archive.read(str(s.inputs.spec["member"])))
+    stage = PerfStage()
+    opts = replace(
+        s.opts,
+        probe=False,
+        device=s.device,
+        perf=replace(s.opts.perf, against=None) if s.opts.perf is not None else None,
+    )
+    outer = s.progress
+    nested = Session(
+        [CompileStage(), LoadStage(), RunStage(), stage],
+        info,
+        model,
+        inputs_path,
+        None,
+        opts,
+        None if outer is None else lambda text: outer(f"against {os.path.basename(path)}: {text}"),
+    )
+    try:
+        results, findings = nested.execute()
+    finally:
+        nested.cleanup()
+    if stage.record is None:
+        failed = next((r for r in results if r.status is not StageStatus.PASSED), None)
+        why = f"{failed.name}: {failed.detail}" if failed is not None else "nothing measured"
+        s.add("AOT654", f"the baseline package {path} could not be measured ({why})", "perf")
+        return None
+    return stage.record
