@@ -1065,6 +1065,17 @@ ALL_CODES: tuple[Code, ...] = (
         "compute-sanitizer memcheck reported an invalid memory access (it names the kernel).",
         "the evidence quotes its report",
     ),
+    Code(
+        "AOT809",
+        "output-type-not-registered",
+        E,
+        C.RUNTIME,
+        "The compiled model ran, but its outputs could not be rebuilt: the output pytree type "
+        "(e.g. a library's ModelOutput dataclass) is not registered in the serving process. A "
+        "Python-side failure, not a kernel crash (no triage).",
+        "import the library that registers the type before calling the model, or export with "
+        "plain tensor/tuple outputs (e.g. return_dict=False)",
+    ),
 )
 
 BY_CODE: dict[str, Code] = {c.code: c for c in ALL_CODES}

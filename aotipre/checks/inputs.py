@@ -72,7 +72,7 @@ def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, A
         return list(zip(specs, tensors, strict=True))
 
     if len(sample.args) != len(sig.args):
-        names = ", ".join(sig.arg_names[: len(sig.args)]) or f"{len(sig.args)} values"
+        names = ", ".join(sig.arg_names[: len(sig.args)]) or _count(len(sig.args), "value")
         ctx.add(
             "AOT101",
             f"{len(sample.args)} positional arguments given, the model was exported with "
@@ -224,7 +224,7 @@ def _walk(
     if len(flat) != spec.num_leaves():
         ctx.add(
             "AOT104",
-            f"'{label}' flattens to {len(flat)} values, the exported {spec.type} has "
+            f"'{label}' flattens to {_count(len(flat), 'value')}, the exported {spec.type} has "
             f"{spec.num_leaves()}",
             input=label,
             expected=spec.num_leaves(),
@@ -530,3 +530,8 @@ def _describe_spec(spec: InputSpec) -> str:
     if t is None:
         return spec.kind
     return f"{t.dtype}[{', '.join(str(d) for d in t.shape)}]"
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 value`, `2 values`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

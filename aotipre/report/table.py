@@ -80,9 +80,6 @@ def render_report(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-_SOURCE_LINES = 40
-
-
 def _diagnosis_lines(d: Diagnosis) -> list[str]:
     """Crash triage's conclusion: kernel, how it was found, what it computes, its inputs."""
     import textwrap
@@ -120,12 +117,14 @@ def _diagnosis_lines(d: Diagnosis) -> list[str]:
         field("repro", [d.repro])
     field("note", list(d.notes))
     if d.kernel_source:
-        src = d.kernel_source.splitlines()
-        where = f" ({d.kernel_source_from})" if d.kernel_source_from else ""
-        lines.append(f"  kernel source{where}:")
-        lines.extend(f"    {line}" for line in src[:_SOURCE_LINES])
-        if len(src) > _SOURCE_LINES:
-            lines.append(f"    ... ({len(src) - _SOURCE_LINES} more lines in the JSON report)")
+        # the source itself stays out of the terminal (a fused kernel is easily 45 lines): it
+        # is in the JSON report's diagnosis and in the --artifacts bundle
+        n = len(d.kernel_source.splitlines())
+        where = f" from {d.kernel_source_from}" if d.kernel_source_from else ""
+        field(
+            "kernel source",
+            [f"{n} line{'' if n == 1 else 's'}{where}: in --format json and --artifacts DIR"],
+        )
     return lines
 
 

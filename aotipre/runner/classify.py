@@ -153,7 +153,7 @@ class Failure:
     """What went wrong in one worker step, distilled from the exception, the log and the exit."""
 
     kind: str
-    """input_check, kernel_check, device_fault, exception, abort, segfault, illegal_instruction,
+    """input_check, kernel_check, device_fault, unregistered_pytree, exception, abort, segfault, illegal_instruction,
     killed, signal, timeout (run); and the load/compile kinds of the classify_* functions."""
     summary: str
     """One line: the most telling message."""
@@ -426,6 +426,19 @@ def classify_run_failure(
             evidence = tuple(decisive_lines(log))
     if checks:
         return Failure("input_check", checks[0].line, kernel, checks, evidence)
+    unregistered = _UNREGISTERED_PYTREE.search(text)
+    if unregistered:
+        # Python-side: the package's call spec names a pytree type this process never
+        # registered; the compiled code ran, the outputs could not be rebuilt (no kernel)
+        type_name = unregistered.group(1) or unregistered.group(2)
+        return Failure(
+            "unregistered_pytree",
+            _line_containing(text, unregistered.group(0)) or line,
+            None,
+            (),
+            evidence,
+            extra={"type": type_name},
+        )
     if _DEVICE_FAULT.search(text):
         m = _DEVICE_FAULT.search(text)
         assert m is not None
@@ -435,6 +448,14 @@ def classify_run_failure(
     if _KERNEL_CHECK.search(text) or (kernel is not None and "Exception raised from" in text):
         return Failure("kernel_check", first or line, kernel, (), evidence)
     return Failure("exception", line or "the call failed", kernel, (), evidence)
+
+
+_UNREGISTERED_PYTREE = re.compile(
+    r"Deserializing (\S+?) in pytree is not registered|No registered serialization name for "
+    r"<class '([^']+)'>"
+)
+"""torch.utils._pytree.treespec_loads / treespec_dumps of a type not registered in this
+process (torch 2.11-2.13 wording)."""
 
 
 def _line_containing(text: str, needle: str) -> str:

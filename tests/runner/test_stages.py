@@ -70,7 +70,7 @@ def test_healthy_package_passes_every_stage(run: Run) -> None:
     # batch 1..64 and seq 2..128, each at min, max and max+1
     assert res["probe"].detail.count("rejected by the runtime check") == 2
     assert "batch (s0)=64" in res["probe"].detail
-    assert "model: loading" in seen and "model: probing s1 at its over" in seen
+    assert "model: loading" in seen and "model: probing s1 one past its max" in seen
 
 
 def test_run_segfault_is_contained(run: Run) -> None:

@@ -19,6 +19,9 @@ from aotipre.runner.stages.compare import compare_findings
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.runner.synth import ProbeCase, ProbePlan, plan_probes
 
+_PROBE_WORDS = {"min": "at its min", "max": "at its max", "over": "one past its max"}
+"""How a probe case reads in the progress line (`probing s77 one past its max`)."""
+
 
 class ProbeStage(Stage):
     name = "probe"
@@ -32,7 +35,7 @@ class ProbeStage(Stage):
         if op != "probe":
             return None
         symbol, _, kind = rest.partition(":")
-        return f"probing {symbol} at its {kind}"
+        return f"probing {symbol} {_PROBE_WORDS.get(kind, 'at ' + kind)}"
 
     def plan(self, s: Session) -> list[PlannedStep]:
         if not s.opts.probe:

@@ -61,9 +61,13 @@ class RunStage(Stage):
             note = f" ({eager_note(s)})"
         before = len(s.findings)
         _failure_findings(s, fail, r, "run", "running the model", note)
-        if s.on_run_crash is not None and fail.kind not in ("input_check", "timeout"):
+        if s.on_run_crash is not None and fail.kind not in _NOT_A_CRASH:
             s.on_run_crash(_run_crash(s, r, fail, s.findings[before:]))
         return s.stage("run", StageStatus.FAILED, f"{detail_inputs}; {fail.summary}", [r])
+
+
+_NOT_A_CRASH = ("input_check", "timeout", "unregistered_pytree")
+"""Failures that triage cannot explain: no kernel is at fault."""
 
 
 def _run_crash(s: Session, r: StepRecord, fail: Failure, findings: list[Finding]) -> RunCrash:
@@ -121,10 +125,32 @@ def _failure_findings(
                 _check_finding(s, check, stage, fail.evidence)
         if guards:
             _size_stride_finding(s, guards, stage, fail.evidence)
+    elif fail.kind == "unregistered_pytree":
+        _unregistered_pytree_finding(s, fail, stage, doing)
     elif fail.kind == "device_fault":
         found("AOT608", f"{doing} hit a CUDA fault{kernel}: {fail.summary}{note}")
     else:
         found("AOT602", f"{doing} raised{kernel}: {fail.summary}{note}")
+
+
+def _unregistered_pytree_finding(s: Session, fail: Failure, stage: str, doing: str) -> None:
+    type_name = str(fail.extra.get("type") or "")
+    library = type_name.split(".")[0] if "." in type_name else ""
+    where = (
+        f"; it is registered by '{library}', which the serving process must import before "
+        "calling the model"
+        if library and library not in ("__main__", "builtins")
+        else ""
+    )
+    s.add(
+        "AOT809",
+        f"{doing} computed its outputs, but torch could not rebuild them into their output "
+        f"type{' ' + type_name if type_name else ''}: that pytree type is not registered in this process{where} (a "
+        "Python-side failure, not a kernel crash: plain aoti_load_package fails the same way)",
+        stage,
+        expected=type_name or None,
+        evidence=fail.evidence,
+    )
 
 
 _CHECK_FINDINGS = {

@@ -35,6 +35,7 @@ from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner import launch
 from aotipre.runner.stages import jobs
 from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
+from aotipre.runner.stages.devicegate import refuse_device
 from aotipre.runner.stages.inputs import WorkerInputs, plan_inputs
 from aotipre.runner.stages.libstdcxx import LibstdcxxRetry
 from aotipre.runner.stages.options import DynamicOptions, parse_device
@@ -197,6 +198,22 @@ class Session:
         m = self.model
         if not m.has_aoti and not m.has_exported_program:
             return self._all_skipped("the model has neither AOTI code nor an ExportedProgram"), []
+        refusal = refuse_device(
+            m,
+            self.device,
+            self.device_type,
+            check_host=self.opts.worker_command is None and self.opts.python is None,
+        )
+        if refusal is not None:
+            self.add(
+                refusal.code,
+                refusal.message,
+                "load",
+                hint=refusal.hint,
+                expected=refusal.expected,
+                actual=refusal.actual,
+            )
+            return self._all_skipped(f"not run on {self.device}: {refusal.short}"), self.findings
         try:
             self.inputs = plan_inputs(
                 self.package,
