@@ -973,9 +973,11 @@ ALL_CODES: tuple[Code, ...] = (
         "output-nan",
         E,
         C.NAN,
-        "The compiled model's outputs contain NaN or Inf.",
-        "compile with TORCHINDUCTOR_NAN_ASSERTS=1 to find the first kernel producing it",
-        ((W, "the ExportedProgram run eagerly produces the NaN/Inf too"),),
+        "The compiled model's outputs on the sample inputs contain NaN (whether or not the "
+        "reference produces it too: then the model, not the compile, produces it), or Inf where "
+        "the reference is finite. The message names the rows that hold them.",
+        "if the reference produces them too, fix the model or its inputs (the rows named); "
+        "else compile with TORCHINDUCTOR_NAN_ASSERTS=1 to find the first kernel producing them",
     ),
     Code(
         "AOT703",
@@ -993,6 +995,16 @@ ALL_CODES: tuple[Code, ...] = (
         C.ACCURACY,
         "The ExportedProgram itself failed on the inputs, so outputs were not compared.",
         "the inputs may be invalid for the model; the evidence quotes the eager error",
+    ),
+    Code(
+        "AOT705",
+        "output-inf-as-reference",
+        I,
+        C.NAN,
+        "The compiled model's outputs hold Inf that the reference produces too, in the same rows "
+        "(masked logits, log-probabilities of impossible events): reported, not failed.",
+        "nothing if the Inf is intended; else fix the model or its inputs",
+        ((W, "no reference to tell whether the Inf is intended"),),
     ),
     # 8: crash triage (the escalation ladder after a crashed run; aotipre.triage)
     Code(

@@ -93,6 +93,20 @@ def _package_multi(out: Path, parts: tuple[str, ...], dst: Path) -> None:
 # The record: a fresh process, plain torch
 
 
+def _nonfinite_rows(t: Any, who: str) -> dict[str, Any]:
+    """The rows along dim 0 of a float output that hold NaN / Inf (only when some do)."""
+    import torch
+
+    out: dict[str, Any] = {}
+    if not (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() >= 1):
+        return out
+    for key, mask in (("nan", torch.isnan(t)), ("inf", torch.isinf(t))):
+        rows = mask.reshape(t.shape[0], -1).any(dim=1).nonzero().reshape(-1).tolist()
+        if rows:
+            out[f"{who}_{key}_rows"] = rows
+    return out
+
+
 def record(out: Path) -> dict[str, Any]:
     import torch
     from torch._inductor import aoti_load_package
@@ -156,6 +170,9 @@ def record(out: Path) -> dict[str, Any]:
                     got = runner(*args, **kwargs)
                     call["status"] = "ran"
                     call["shape"] = list(got.shape)
+                    call.update(_nonfinite_rows(got, "aoti"))
+                    if want is not None:
+                        call.update(_nonfinite_rows(want, "eager"))
                     if want is not None and got.shape == want.shape:
                         call["equals_eager"] = bool(torch.allclose(got, want, atol=1e-4))
                     if reference is not None and got.shape == reference.shape:

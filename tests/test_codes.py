@@ -161,7 +161,7 @@ def test_the_scan_sees_the_known_overrides() -> None:
     seen = {(code, sev) for code, _, _, sevs in emitted_severity_overrides() for sev in sevs or ()}
     assert ("AOT202", "warning") in seen
     assert ("AOT401", "info") in seen
-    assert ("AOT702", "warning") in seen
+    assert ("AOT705", "warning") in seen
 
 
 def test_an_undeclared_override_is_caught(tmp_path: Path) -> None:

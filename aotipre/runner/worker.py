@@ -290,7 +290,19 @@ def tensor_summary(t: Any) -> dict[str, Any]:
         d = t.detach()
         out["nan"] = int(torch.isnan(d).sum())
         out["inf"] = int(torch.isinf(d).sum())
+        if d.dim() >= 1:
+            # rows along dim 0 (the batch dim of most models) that hold them, so the report can
+            # name the input rows that produce them; capped, the count says how many in all
+            for key, mask in (("nan", torch.isnan(d)), ("inf", torch.isinf(d))):
+                if out[key]:
+                    rows = mask.reshape(d.shape[0], -1).any(dim=1).nonzero().reshape(-1)
+                    out[f"{key}_rows"] = [int(r) for r in rows[:ROWS_CAP]]
+                    out[f"{key}_row_count"] = int(rows.numel())
     return out
+
+
+ROWS_CAP = 32
+"""At most this many row indices per output are recorded for NaN and for Inf."""
 
 
 def flat_tensors(tree: Any) -> list[Any]:

@@ -201,12 +201,23 @@ def test_output_structure_mismatch(run: Run) -> None:
 
 
 def test_nan_in_outputs(run: Run) -> None:
+    # fake worker records: a run whose output holds NaN and Inf, with and without a reference
     nan_out = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 3, "inf": 1}
+    # the fake eager run's output is finite: both are the compile's, errors
     res, findings = run(script={"run": {"entry": {"outputs": [nan_out]}}}, probe=False)
-    assert codes(findings) == ["AOT702"]
+    assert codes(findings) == ["AOT702", "AOT702"]
+    assert all(f.severity is Severity.ERROR for f in findings)
+    assert "3 NaN where the ExportedProgram run eagerly is finite" in findings[0].message
+    # no reference output: NaN is an error still, Inf a warning
+    res, findings = run(
+        script={"run": {"entry": {"outputs": [nan_out]}}, "eager": {"entry": {"outputs": []}}},
+        probe=False,
+    )
+    assert codes(findings) == ["AOT702", "AOT705"]
     assert findings[0].severity is Severity.ERROR
-    assert "3 NaN and 1 Inf" in findings[0].message
-    # the eager program produces them too: a warning
+    assert "3 NaN" in findings[0].message and "no reference" in findings[0].message
+    assert findings[1].severity is Severity.WARNING
+    # the eager program produces them too: NaN is still an error (the model's), Inf is info
     res, findings = run(
         script={
             "run": {"entry": {"outputs": [nan_out]}},
@@ -214,8 +225,25 @@ def test_nan_in_outputs(run: Run) -> None:
         },
         probe=False,
     )
+    assert codes(findings) == ["AOT702", "AOT705"]
+    assert findings[0].severity is Severity.ERROR
+    assert "the model, not the compile" in findings[0].message
+    assert findings[1].severity is Severity.INFO
+
+
+def test_inf_where_the_reference_is_finite_is_an_error(run: Run) -> None:
+    inf_out = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 0, "inf": 2}
+    finite = {"kind": "tensor", "dtype": "float32", "shape": [2, 4], "nan": 0, "inf": 0}
+    res, findings = run(
+        script={
+            "run": {"entry": {"outputs": [inf_out]}},
+            "eager": {"entry": {"outputs": [finite]}},
+        },
+        probe=False,
+    )
     assert codes(findings) == ["AOT702"]
-    assert findings[0].severity is Severity.WARNING
+    assert findings[0].severity is Severity.ERROR
+    assert "where the ExportedProgram run eagerly holds 0" in findings[0].message
 
 
 def test_runtime_check_on_torch_211_maps_back_to_the_input_name(run: Run) -> None:

@@ -9,7 +9,7 @@ import os
 from functools import partial
 from typing import Any
 
-from aotipre.findings import Finding, Severity, StageResult, StageStatus
+from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.runner.classify import Failure, InputCheck, classify_run_failure
 from aotipre.runner.stages.base import (
     PlannedStep,
@@ -23,6 +23,7 @@ from aotipre.runner.stages.base import (
     tensor_input,
 )
 from aotipre.runner.stages.compare import eager_note
+from aotipre.runner.stages.nonfinite import nonfinite_findings
 from aotipre.runner.stages.session import Session, Stage
 
 
@@ -42,7 +43,7 @@ class RunStage(Stage):
         detail_inputs = s.inputs.note
         if ok(r):
             outputs = r.entry.get("outputs") or []
-            _nan_findings(s, outputs, "run")
+            nonfinite_findings(s, r.entry, "run")
             shapes = ", ".join(describe_output(o) for o in outputs)
             return s.stage("run", StageStatus.PASSED, f"{detail_inputs}; outputs {shapes}", [r])
         if r.status == "worker_error":
@@ -228,28 +229,3 @@ def _size_stride_finding(
         actual=[g.actual for g in guards],
         evidence=evidence or tuple(g.line for g in guards),
     )
-
-
-def _nan_findings(s: Session, outputs: list[dict[str, Any]], stage: str) -> None:
-    eager = s.records.get("eager")
-    eager_outs = (eager.entry.get("outputs") or []) if eager is not None and ok(eager) else []
-    for i, o in enumerate(outputs):
-        nan, inf = int(o.get("nan") or 0), int(o.get("inf") or 0)
-        if not nan and not inf:
-            continue
-        ref = eager_outs[i] if i < len(eager_outs) else {}
-        also = bool(ref.get("nan") or ref.get("inf"))
-        what = " and ".join(
-            x for x in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if x
-        )
-        msg = f"output {i} ({describe_output(o)}) of the compiled model holds {what}"
-        if also:
-            msg += "; the ExportedProgram run eagerly produces them too"
-        s.add(
-            "AOT702",
-            msg,
-            stage,
-            severity=Severity.WARNING if also else Severity.ERROR,
-            expected=0,
-            actual=nan + inf,
-        )
