@@ -51,7 +51,8 @@ ALL_CODES: tuple[Code, ...] = (
         "package-unreadable",
         E,
         C.PACKAGE,
-        "The package path is missing, a directory, or cannot be opened.",
+        "The package path is missing, cannot be opened, or is a folder that is not an extracted "
+        ".pt2 package.",
         "check the path and its permissions",
     ),
     Code(
@@ -85,7 +86,7 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.VERSION,
         "The archive_version is not one torch's loader accepts.",
-        "re-package with a torch release between 2.11 and 2.13",
+        "re-package with a torch release between 2.11 and 2.15",
     ),
     Code(
         "AOT006",
@@ -187,6 +188,17 @@ ALL_CODES: tuple[Code, ...] = (
         "No sample inputs were given or stored in the archive; input checks and dynamic stages "
         "need them.",
         "pass --inputs FILE (a torch.save of (args, kwargs))",
+    ),
+    Code(
+        "AOT080",
+        "opaque-objects-pickled",
+        W,
+        C.PACKAGE,
+        "The package stores opaque Python objects (data/constants/opaque_obj_*) that torch "
+        "loads with plain pickle.loads: loading the package runs whatever code those pickles "
+        "name. aotipre never unpickles them.",
+        "load such a package only from a trusted source; prefer tensors or torchbind objects "
+        "(custom_obj_*) for constants",
     ),
     # 1: call structure
     Code(

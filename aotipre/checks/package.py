@@ -6,9 +6,9 @@ from aotipre import codes
 from aotipre.findings import Finding, Severity
 from aotipre.host import ISA_RANK, HostInfo
 from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.versions import SUPPORTED_TEXT, SUPPORTED_TORCH, major_minor
 
 KNOWN_DEVICES = ("cpu", "cuda", "xpu", "mps")
-SUPPORTED_TORCH = ((2, 11), (2, 13))
 
 
 def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding]:
@@ -18,6 +18,18 @@ def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding
         out.append(
             codes.get("AOT008").finding(
                 f"member {member} is corrupt (CRC mismatch)", stage="static", actual=member
+            )
+        )
+    if package.opaque_objects:
+        shown = ", ".join(m.rsplit("/", 1)[-1] for m in package.opaque_objects[:4])
+        more = f" and {len(package.opaque_objects) - 4} more" if len(package.opaque_objects) > 4 else ""
+        out.append(
+            codes.get("AOT080").finding(
+                f"the package stores {len(package.opaque_objects)} opaque Python object(s) "
+                f"({shown}{more}) that torch.export.load and load_pt2 unpickle with pickle.loads; "
+                "aotipre did not unpickle them",
+                stage="static",
+                actual=list(package.opaque_objects),
             )
         )
     for model in models:
@@ -61,16 +73,16 @@ def _check_model(model: ModelInfo) -> list[Finding]:
     if model.has_exported_program:
         out.extend(_export_vs_aoti_bounds(model))
     if model.torch_version:
-        version = _major_minor(model.torch_version)
+        version = major_minor(model.torch_version)
         if version is not None and not (SUPPORTED_TORCH[0] <= version <= SUPPORTED_TORCH[1]):
             out.append(
                 codes.get("AOT405").finding(
                     f"model '{name}' was exported with torch {model.torch_version}; aotipre "
-                    f"supports torch 2.11-2.13",
+                    f"supports torch {SUPPORTED_TEXT}",
                     model=name,
                     stage="static",
                     actual=model.torch_version,
-                    expected="2.11-2.13",
+                    expected=SUPPORTED_TEXT,
                 )
             )
     return out
@@ -115,14 +127,6 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                     )
                 )
     return out
-
-
-def _major_minor(version: str) -> tuple[int, int] | None:
-    parts = version.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
 
 
 def check_host(model: ModelInfo, host: HostInfo, *, soft: bool) -> list[Finding]:

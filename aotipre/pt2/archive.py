@@ -135,8 +135,10 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise CodedPackageError("AOT001", f"{p}: no such file") from None
     except OSError as exc:
         raise CodedPackageError("AOT001", f"{p}: cannot access: {exc.strerror}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise CodedPackageError("AOT001", f"{p}: is a directory, not a .pt2 file")
+    if stat.S_ISDIR(st.st_mode):  # an extracted package (torch 2.13's C++ loader takes one)
+        from aotipre.pt2.folder import open_folder
+
+        return open_folder(p)
     if not stat.S_ISREG(st.st_mode):
         raise CodedPackageError("AOT001", f"{p}: not a regular file")
     if st.st_size == 0:
