@@ -60,6 +60,9 @@ class Settings:
     sanitizer: bool = False
     artifacts: str | None = None
     exported_program: str | None = None
+    python: tuple[str, ...] = ()
+    """Interpreters the workers run in (aotipre.runtimes); several: a version matrix; empty:
+    the one running aotipre."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -104,6 +107,7 @@ class Settings:
                 seed=self.seed,
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
+                python=self.python[0] if len(self.python) == 1 else None,
             )
         triage = None
         if not self.static_only:
@@ -236,6 +240,21 @@ def _path(value: Any, base: Path) -> str:
     return display_path(base / Path(_string(value, base)).expanduser())
 
 
+def _pythons(value: Any, base: Path) -> tuple[str, ...]:
+    """Interpreter paths (a string or a list); a path with a `/` is relative to the file, a bare
+    name is looked up on PATH when the run starts."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(
+            'expected an interpreter path or a list of them, e.g. [".venv/bin/python"]'
+        )
+    out = []
+    for item in items:
+        text = _string(item, base)
+        out.append(_path(text, base) if "/" in text else text)
+    return tuple(out)
+
+
 KEYS: tuple[Key, ...] = (
     Key("fail-on", "fail_on", _fail_on, "lowest severity that fails the gate: error, warning"),
     Key("target", "target", _target, "deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'"),
@@ -259,6 +278,12 @@ KEYS: tuple[Key, ...] = (
     Key("minify", "minify", _bool, "crash triage: run the AOTI minifier (slow)"),
     Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),
     Key("artifacts", "artifacts", _path, "crash triage: write a repro bundle into this folder"),
+    Key(
+        "python",
+        "python",
+        _pythons,
+        "interpreter(s) the torch workers run in (several: a version matrix)",
+    ),
     Key(
         "exported-program",
         "exported_program",

@@ -99,6 +99,8 @@ class Finding:
     """The pipeline stage that produced it (static, compile, load, run, ...)."""
     evidence: tuple[str, ...] = ()
     """Decisive log lines, quoted verbatim."""
+    runtime: str | None = None
+    """In a version matrix (several --python), the torch whose workers found it (`torch 2.14.1`)."""
 
     @property
     def subject(self) -> str:
@@ -115,7 +117,8 @@ class Finding:
             parts.append(f"dim {self.dim}")
         if not parts and self.stage:
             parts.append(self.stage)
-        return " / ".join(parts) or "package"
+        subject = " / ".join(parts) or "package"
+        return f"{subject} [{self.runtime}]" if self.runtime else subject
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +136,7 @@ class Finding:
             "actual": _jsonable(self.actual),
             "stage": self.stage,
             "evidence": list(self.evidence),
+            "runtime": self.runtime,
         }
 
 
@@ -149,6 +153,9 @@ class StageResult:
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables that mattered for this stage."""
     command: tuple[str, ...] = ()
+    runtime: str | None = None
+    """The torch whose worker ran this stage (`torch 2.13.0+cpu`); None for the stages that
+    only read the package (inspect, inputs, static)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +166,7 @@ class StageResult:
             "detail": self.detail,
             "env": dict(self.env),
             "command": list(self.command),
+            "runtime": self.runtime,
         }
 
 
@@ -184,6 +192,9 @@ class Report:
     """The host (this machine or --target) the compatibility checks ran against."""
     diagnosis: list[Diagnosis] = field(default_factory=list)
     """Crash triage's conclusion, one per model whose run crashed and was escalated."""
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
+    """The interpreters the workers ran in (python, python_version, torch, torch_path), one per
+    --python (aotipre.runtimes); empty when no worker ran or the caller chose the interpreter."""
 
     @property
     def verdict(self) -> Verdict:
@@ -224,6 +235,7 @@ class Report:
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "diagnosis": [d.to_dict() for d in self.diagnosis],
+            "runtimes": list(self.runtimes),
             "summary": self.counts(),
         }
 

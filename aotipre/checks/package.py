@@ -22,7 +22,11 @@ def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding
         )
     if package.opaque_objects:
         shown = ", ".join(m.rsplit("/", 1)[-1] for m in package.opaque_objects[:4])
-        more = f" and {len(package.opaque_objects) - 4} more" if len(package.opaque_objects) > 4 else ""
+        more = (
+            f" and {len(package.opaque_objects) - 4} more"
+            if len(package.opaque_objects) > 4
+            else ""
+        )
         out.append(
             codes.get("AOT080").finding(
                 f"the package stores {len(package.opaque_objects)} opaque Python object(s) "

@@ -116,7 +116,9 @@ def _walk(shown: Path, folder: Path, prefix: str, members: dict[str, Member], de
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError as exc:
-            raise CodedPackageError("AOT001", f"{shown}: cannot read {name}: {exc.strerror}") from None
+            raise CodedPackageError(
+                "AOT001", f"{shown}: cannot read {name}: {exc.strerror}"
+            ) from None
         if problem is None and stat.S_ISLNK(st.st_mode):
             problem = "is a symbolic link"
         if problem is not None:

@@ -133,6 +133,9 @@ class StepRecord:
     detail: str = ""
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    startup_s: float = 0.0
+    """Worker start-up before this step (Python, import torch), kept apart from duration_s:
+    set on the first step a worker ran (issue 14: load times without the torch import)."""
 
     @property
     def error(self) -> dict[str, Any]:
@@ -610,8 +613,8 @@ class _Session:
                 first = first or rec
                 self._store(rec)
         if first is not None:
-            # worker start-up (interpreter, import torch) counts toward the first step it ran
-            first.duration_s += max(0.0, outcome.duration_s - timings)
+            # worker start-up (interpreter, import torch): shown apart from the first step's time
+            first.startup_s += max(0.0, outcome.duration_s - timings)
         return seen
 
     def _store(self, rec: StepRecord) -> None:
@@ -724,6 +727,9 @@ class _Session:
         for r in recs:
             env.update(r.env)
             command = command or r.argv
+        startup = sum(r.startup_s for r in recs)
+        if startup >= 0.005:
+            detail += f" (+{startup:.2f}s worker start-up and import torch, not in the time)"
         return StageResult(
             name=name,
             status=status,
