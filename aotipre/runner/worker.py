@@ -186,9 +186,9 @@ def load_inputs(spec: dict[str, Any], package: str) -> tuple[tuple[Any, ...], di
     if kind == "file":
         obj = torch.load(spec["path"], weights_only=True, map_location="cpu")
     elif kind == "member":
-        with zipfile.ZipFile(package) as zf:
-            data = zf.read(spec["member"])
-        obj = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        obj = torch.load(
+            io.BytesIO(read_member(package, spec["member"])), weights_only=True, map_location="cpu"
+        )
     elif kind == "synth":
         gen = torch.Generator().manual_seed(int(spec.get("seed", 0)))
         tree = spec["tree"]
@@ -299,6 +299,93 @@ def device_index(device: str) -> int:
     if ":" in device:
         return int(device.split(":", 1)[1])
     return -1
+
+
+# --------------------------------------------------------------------------------------------
+# Torch versions (2.11-2.15): what the worker uses of torch's internals is checked where it is
+# used, and a missing piece is a StepError saying "not available in torch X", never an
+# AttributeError from deep inside torch.
+
+
+def not_available(what: str) -> StepError:
+    return StepError(f"{what} is not available in torch {torch.__version__}")
+
+
+def check_inductor_configs(configs: dict[str, Any]) -> None:
+    """Every key of `configs` must be an inductor config of this torch (the crash-triage printer
+    configs `aot_inductor.debug_intermediate_value_printer`/`filtered_kernel_names` exist in
+    2.11-2.15; `aot_inductor.check_upperbound` only from 2.15)."""
+    from torch._inductor import config as inductor_config
+
+    for key in configs:
+        obj: Any = inductor_config
+        try:
+            for part in key.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            raise not_available(f"the inductor config {key!r}") from None
+
+
+def minifier_entry() -> Any:
+    """torch._dynamo.repro.aoti.run_repro with the arguments the minify op passes."""
+    try:
+        from torch._dynamo.repro.aoti import run_repro
+    except ImportError:
+        raise not_available("the AOTI minifier (torch._dynamo.repro.aoti.run_repro)") from None
+    params = inspect.signature(run_repro).parameters
+    missing = [p for p in ("config_patches", "command", "save_dir", "check_str") if p not in params]
+    if missing and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise not_available(f"run_repro({', '.join(missing)}=...)")
+    return run_repro
+
+
+# --------------------------------------------------------------------------------------------
+# Packages given as an extracted folder (torch 2.13's C++ loader and 2.15's load_package take
+# one; aotipre.pt2.folder reads it): members are `<root>/<path>` inside the folder, or the
+# folder is the root itself.
+
+
+def member_file(package: str, member: str) -> str:
+    inside = os.path.join(package, member)
+    if os.path.isfile(inside):
+        return inside
+    return os.path.join(package, member.split("/", 1)[1] if "/" in member else member)
+
+
+def read_member(package: str, member: str) -> bytes:
+    if os.path.isdir(package):
+        with open(member_file(package, member), "rb") as f:
+            return f.read()
+    with zipfile.ZipFile(package) as zf:
+        return zf.read(member)
+
+
+def as_archive(path: str, workdir: str) -> str:
+    """A .pt2 file for `path`: itself, or (an extracted folder) a zip of it written once into
+    `workdir`, for the readers that take only a zip (the ExportedProgram loader)."""
+    if not os.path.isdir(path):
+        return path
+    root = path if os.path.isfile(os.path.join(path, "archive_format")) else None
+    if root is None:
+        subs = [
+            d
+            for d in sorted(os.listdir(path))
+            if os.path.isfile(os.path.join(path, d, "archive_format"))
+        ]
+        if len(subs) != 1:
+            raise StepError(f"{path} is a folder, but not an extracted .pt2 package")
+        root = os.path.join(path, subs[0])
+    out = os.path.join(workdir, f"{os.path.basename(root)}.pt2")
+    if not os.path.isfile(out):
+        tmp = f"{out}.tmp"
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
+            for folder, _dirs, files in os.walk(root):
+                for name in sorted(files):
+                    full = os.path.join(folder, name)
+                    rel = os.path.relpath(full, os.path.dirname(root)).replace(os.sep, "/")
+                    zf.write(full, rel)
+        os.replace(tmp, out)
+    return out
 
 
 def load_exported_program(path: str, name: str) -> Any:
@@ -532,7 +619,8 @@ class Worker:
             if self.ep_error is not None:
                 raise StepError(f"the ExportedProgram could not be loaded: {self.ep_error}")
             try:
-                ep = load_exported_program(self.job["source_package"], self.job["model"])
+                source = as_archive(self.job["source_package"], self.workdir)
+                ep = load_exported_program(source, self.job["model"])
             except Exception as exc:
                 self.ep_error = exception_info(exc)
                 raise
@@ -651,6 +739,7 @@ class Worker:
             ep.example_inputs = to_device(ep.example_inputs, self.device)
             entry["example_inputs"] = "archive"
         configs = dict(step.get("inductor_configs") or {})
+        check_inductor_configs(configs)
         out = step["out"]
         os.makedirs(os.path.dirname(out), exist_ok=True)
         path = torch._inductor.aoti_compile_and_package(
@@ -771,7 +860,8 @@ class Worker:
         out_dir = step["out_dir"]
         os.makedirs(out_dir, exist_ok=True)
         import torch._dynamo.config as dynamo_config
-        from torch._dynamo.repro.aoti import run_repro
+
+        run_repro = minifier_entry()
 
         dynamo_config.debug_dir_root = os.path.join(out_dir, "debug")
         configs = {**dict(step.get("inductor_configs") or {}), "aot_inductor.package": True}
