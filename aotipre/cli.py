@@ -97,14 +97,18 @@ def _run_app(args: list[str]) -> int:
 
 
 def _plain_help_option(command: Any) -> None:
-    """Show typer's own flags (`--help`, `--install-completion`) without a `<bool>` type in
-    every command's help, like aotipre's flags (whose metavar is empty in app.py)."""
+    """Show typer's own flags (`--help`, `--install-completion`) without a `<bool>` type, and
+    arguments by their metavar alone, in every command's help (aotipre's flags have an empty
+    metavar in app.py)."""
     from typer._click import Context
 
     options = [command.get_help_option(Context(command, info_name=command.name))]
     for option in [*options, *command.params]:
         if option is not None and getattr(option, "is_flag", False):
             option.metavar = ""
+        elif getattr(option, "param_type_name", "") == "argument" and option.metavar:
+            # an argument's metavar (PACKAGE...) says it all; typer would add <list[Path]>
+            option.display_type_rich = lambda ctx: None
     for sub in getattr(command, "commands", {}).values():
         _plain_help_option(sub)
 

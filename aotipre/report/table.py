@@ -42,8 +42,8 @@ def fit_widths(
     each at most its cap, and shrink (the widest first, to no less than _NARROWEST) until the
     table fits; columns without a cap keep their natural width."""
     width = terminal_width() if width is None else width
-    natural = [
-        max([len(str(h)), *(max(map(len, str(r[i]).splitlines() or [""])) for r in rows)])
+    natural = [  # tabulate pads each header by 2 (its MIN_PADDING)
+        max([len(str(h)) + 2, *(max(map(len, str(r[i]).splitlines() or [""])) for r in rows)])
         for i, h in enumerate(headers)
     ]
     out: list[int | None] = [
