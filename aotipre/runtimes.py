@@ -99,7 +99,7 @@ def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> R
     """
     given = python is not None
     where = f"--python {python}" if given else f"this Python ({sys.executable})"
-    path = _locate(python) if given else sys.executable
+    path = _locate(python) if python is not None else sys.executable
     try:
         done = subprocess.run(
             [path, "-c", _PROBE],
@@ -142,7 +142,7 @@ def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> R
         python_version=str(info.get("python")),
         torch_version=str(torch_version),
         torch_path=str(info.get("torch_path") or ""),
-        shown=python if given else sys.executable,
+        shown=python if python is not None else sys.executable,
     )
 
 

@@ -38,7 +38,13 @@ PYEOF
   echo "bootstrap: installing torch==$TORCH into $VENV" >&2
   python -m pip install -q "torch==$TORCH"
 fi
-if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, hypothesis, numpy" 2>/dev/null; then
+if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, hypothesis, numpy, yaml" 2>/dev/null; then
   echo "bootstrap: installing aotipre[torch,test] into $VENV" >&2
   python -m pip install -q -e ".[torch,test]"
+fi
+# A venv kept between checkouts (CI's cached second environment) may hold an editable aotipre
+# of another folder: point it at this one.
+if [ "$(python -c 'import aotipre, os; print(os.path.dirname(os.path.dirname(os.path.realpath(aotipre.__file__))))' 2>/dev/null)" != "$(pwd -P)" ]; then
+  echo "bootstrap: pointing $VENV's aotipre at $(pwd -P)" >&2
+  python -m pip install -q --no-deps -e .
 fi

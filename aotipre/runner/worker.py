@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -383,7 +384,10 @@ def as_archive(path: str, workdir: str) -> str:
                 for name in sorted(files):
                     full = os.path.join(folder, name)
                     rel = os.path.relpath(full, os.path.dirname(root)).replace(os.sep, "/")
-                    zf.write(full, rel)
+                    # a fixed date: unzip restores torch's 1980-or-older timestamps, which
+                    # ZipFile.write refuses; streamed, so large weights are not held in memory
+                    with open(full, "rb") as src, zf.open(zipfile.ZipInfo(rel), "w") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
         os.replace(tmp, out)
     return out
 
