@@ -18,6 +18,7 @@ from aotipre.api import CheckOptions
 from aotipre.cli import main
 from aotipre.errors import UsageError
 from aotipre.findings import StageStatus, Verdict
+from aotipre.report import render_report
 from aotipre.runner.stages import DynamicOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,6 +172,11 @@ def test_a_matrix_reports_each_runtime_s_stages_and_findings(
     assert by_runtime["torch 2.14.1"]["load"].command[0] == new.python
     doc = report.to_dict()
     assert {s["runtime"] for s in doc["stages"]} == {None, "torch 2.13.0", "torch 2.14.1"}
+    junit = render_report(report, "junit")
+    assert 'name="run [model] [torch 2.13.0]"' in junit
+    assert 'name="run [model] [torch 2.14.1]"' in junit
+    failed_case = junit.split('name="run [model] [torch 2.14.1]"')[1].split("</testcase>")[0]
+    assert "AOT602" in failed_case
 
 
 def test_a_single_runtime_labels_its_stages_not_its_findings(
