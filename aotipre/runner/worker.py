@@ -983,7 +983,7 @@ def host_facts(cuda_devices: bool) -> dict[str, Any]:
         compiler["error"] = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
     facts["compiler"] = compiler
     facts["inductor_cache_dir"] = _guard(_inductor_cache_dir)
-    facts["tempdir"] = _guard(lambda: __import__("tempfile").gettempdir())
+    facts["tempdir"] = USER_TEMPDIR or _guard(lambda: __import__("tempfile").gettempdir())
     facts["loaded_libraries"] = _guard(_loaded_runtime_libraries)
     return facts
 
@@ -1038,6 +1038,31 @@ def _real_stderr() -> Iterator[int]:
         os.close(fd)
 
 
+USER_TEMPDIR: str | None = None
+"""The temp folder of the process that started the worker (doctor reports it as the package
+extraction folder); the worker itself extracts into its job's folder, see private_tempdir."""
+
+
+def private_tempdir(workdir: str) -> None:
+    """Point TMPDIR (C++ getenv too) at a folder inside the job's workdir, which aotipre removes.
+
+    torch's loaders extract each package into `$TMPDIR/aotinductor_*`; from 2.14 the C++ loader
+    does it and removes the folder in its destructor, which never runs here (os._exit below), so
+    the folders would pile up in the user's TMPDIR."""
+    import tempfile
+
+    global USER_TEMPDIR
+    USER_TEMPDIR = tempfile.gettempdir()
+    # Inductor's compile cache defaults to $TMPDIR/torchinductor_<user>: pin it where it is
+    # (it speeds up later compiles), so only the extraction folders move
+    with contextlib.suppress(Exception):
+        _inductor_cache_dir()
+    tmp = os.path.join(workdir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tmp
+    tempfile.tempdir = None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: worker.py JOB.json\n")
@@ -1048,6 +1073,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"worker: job protocol {job.get('protocol')!r}, expected {PROTOCOL}\n")
         return 65
     faulthandler.enable(all_threads=True)
+    if job.get("workdir"):
+        private_tempdir(job["workdir"])
     if job.get("capture_stdout"):
         _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
