@@ -1073,6 +1073,13 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"worker: job protocol {job.get('protocol')!r}, expected {PROTOCOL}\n")
         return 65
     faulthandler.enable(all_threads=True)
+    if "libaotipre_backtrace" in os.environ.get("LD_PRELOAD", ""):
+        # aotipre doctor's crash re-run: put the helper's faulting-instruction handler in front
+        # of faulthandler's (aotipre/doctor/frames.py says why)
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).aotipre_backtrace_install()
     if job.get("workdir"):
         private_tempdir(job["workdir"])
     if job.get("capture_stdout"):
