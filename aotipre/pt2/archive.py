@@ -77,8 +77,8 @@ class Archive:
     def names(self) -> list[str]:
         return list(self.members)
 
-    def read(self, name: str, limit: int = MAX_JSON_BYTES) -> bytes:
-        """Read one member, refusing it if it declares or turns out to exceed `limit` bytes."""
+    def readable(self, name: str, limit: int) -> Member:
+        """The member, if it exists and declares at most `limit` bytes (else AOT006/AOT007)."""
         member = self.members.get(name)
         if member is None:
             raise CodedPackageError("AOT006", f"member {name} is missing from the archive")
@@ -87,6 +87,11 @@ class Archive:
                 "AOT007",
                 f"member {name} declares {member.size} bytes, more than aotipre reads ({limit})",
             )
+        return member
+
+    def read(self, name: str, limit: int = MAX_JSON_BYTES) -> bytes:
+        """Read one member, refusing it if it declares or turns out to exceed `limit` bytes."""
+        self.readable(name, limit)
         out = bytearray()
         try:
             with self._zf.open(name) as fh:

@@ -47,14 +47,7 @@ class FolderArchive(Archive):
         return self.base / name
 
     def read(self, name: str, limit: int = MAX_JSON_BYTES) -> bytes:
-        member = self.members.get(name)
-        if member is None:
-            raise CodedPackageError("AOT006", f"member {name} is missing from the package folder")
-        if member.size > limit:
-            raise CodedPackageError(
-                "AOT007",
-                f"member {name} declares {member.size} bytes, more than aotipre reads ({limit})",
-            )
+        self.readable(name, limit)
         try:
             with open(self.file_of(name), "rb") as fh:
                 data = fh.read(limit + 1)

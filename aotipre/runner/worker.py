@@ -1,4 +1,8 @@
-"""The torch worker: a child process running compile, load, run, compare and probe steps."""
+"""The torch worker: a child process running compile, load, run, compare and probe steps.
+
+One file on purpose (past the ~600-line rule): it is run by path in whatever interpreter
+`--python` names (a serving venv without aotipre installed), so it can import nothing but the
+standard library and torch."""
 
 from __future__ import annotations
 
