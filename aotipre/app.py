@@ -17,6 +17,30 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Deployment preflight checks for PyTorch AOTInductor (.pt2) packages.",
 )
+_DYNAMIC = "Dynamic stages"
+_PYTHON_HELP = (
+    "Run the torch workers in this interpreter (e.g. the serving venv's bin/python); "
+    "repeatable: a version matrix. Default: this Python."
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        raise typer.Exit(commands.version())
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print aotipre's version and exit.",
+        is_eager=True,
+        callback=_print_version,
+        metavar="",
+    ),
+) -> None:
+    """Deployment preflight checks for PyTorch AOTInductor (.pt2) packages."""
 
 
 class FailOn(str, Enum):
@@ -28,7 +52,8 @@ class FailOn(str, Enum):
 def check(
     packages: list[Path] | None = typer.Argument(
         None,
-        help="The .pt2 package(s) to check.",
+        help="The .pt2 package(s) to check (a file, or a folder a .pt2 was extracted into).",
+        metavar="PACKAGE...",
         show_default=False,
         readable=False,  # aotipre reports an unreadable file itself (AOT001, in every format)
     ),
@@ -39,94 +64,209 @@ def check(
         help="Sample inputs: a torch.save of a tensor, args, kwargs or "
         "(args, kwargs). Loaded weights-only; never executes code.",
         readable=False,  # reported as AOT020 by the reader
+        rich_help_panel="Package and inputs",
+        metavar="FILE",
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help="Model name in the package."),
+    model: str | None = typer.Option(
+        None,
+        "--model",
+        "-m",
+        help="Model name in the package.",
+        rich_help_panel="Package and inputs",
+        metavar="NAME",
+    ),
     target: str | None = typer.Option(
         None,
         "--target",
         help="Deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'. Default: this machine.",
+        rich_help_panel="Package and inputs",
+        metavar="SPEC",
     ),
     static_only: bool | None = typer.Option(
         None,
         "--static-only/--no-static-only",
         help="Only read and check; compile, load and run nothing.",
         show_default=False,
+        rich_help_panel="Gate",
+        metavar="",
     ),
-    fmt: Format = typer.Option(Format.table, "--format", "-f", help="Output format."),
+    fmt: Format = typer.Option(
+        Format.table,
+        "--format",
+        "-f",
+        help="Output format.",
+        rich_help_panel="Report",
+        metavar="FORMAT",
+    ),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write the report to this file instead of stdout."
+        None,
+        "--output",
+        "-o",
+        help="Write the report to this file instead of stdout.",
+        rich_help_panel="Report",
+        metavar="FILE",
     ),
     reports_to: list[str] | None = typer.Option(
         None,
         "--report",
         help="Also write a report as FORMAT:PATH (e.g. junit:out.xml); repeatable.",
         show_default=False,
+        rich_help_panel="Report",
+        metavar="FORMAT:PATH",
     ),
     fail_on: FailOn | None = typer.Option(
-        None, "--fail-on", help="Lowest severity that fails the gate (exit 1). (default: error)"
+        None,
+        "--fail-on",
+        help="Lowest severity that fails the gate (exit 1). (default: error)",
+        rich_help_panel="Gate",
+        metavar="error|warning",
     ),
     select: list[str] | None = typer.Option(
         None,
         "--select",
         help="Report only codes with these prefixes (AOT3,AOT201).",
         show_default=False,
+        rich_help_panel="Gate",
+        metavar="PREFIXES",
     ),
     ignore: list[str] | None = typer.Option(
-        None, "--ignore", help="Never report codes with these prefixes.", show_default=False
+        None,
+        "--ignore",
+        help="Never report codes with these prefixes.",
+        show_default=False,
+        rich_help_panel="Gate",
+        metavar="PREFIXES",
     ),
     baseline: Path | None = typer.Option(
-        None, "--baseline", help="Accept the findings listed in this baseline file."
+        None,
+        "--baseline",
+        help="Accept the findings listed in this baseline file.",
+        rich_help_panel="Gate",
+        metavar="FILE",
     ),
     write_baseline: Path | None = typer.Option(
-        None, "--write-baseline", help="Write every current finding to this baseline file."
+        None,
+        "--write-baseline",
+        help="Write every current finding to this baseline file.",
+        rich_help_panel="Gate",
+        metavar="FILE",
     ),
     jobs: int | None = typer.Option(
-        None, "--jobs", "-j", help="Packages checked in parallel. (default: 1)"
+        None,
+        "--jobs",
+        "-j",
+        help="Packages checked in parallel. (default: 1)",
+        rich_help_panel="Configuration",
+        metavar="N",
     ),
     manifest: Path | None = typer.Option(
-        None, "--manifest", help="TOML file listing packages with their inputs and options."
+        None,
+        "--manifest",
+        help="TOML file listing packages with their inputs and options.",
+        rich_help_panel="Package and inputs",
+        metavar="FILE",
     ),
     config_file: Path | None = typer.Option(
-        None, "--config", help="Configuration file. Default: aotipre.toml or pyproject.toml."
+        None,
+        "--config",
+        help="Configuration file. Default: aotipre.toml or pyproject.toml.",
+        rich_help_panel="Configuration",
+        metavar="FILE",
     ),
-    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
+    no_config: bool = typer.Option(
+        False,
+        "--no-config",
+        help="Ignore configuration files.",
+        rich_help_panel="Configuration",
+        metavar="",
+    ),
     device: str | None = typer.Option(
-        None, "--device", help="cpu, cuda or cuda:N for the runs. Default: the package's device."
+        None,
+        "--device",
+        help="cpu, cuda or cuda:N for the runs. Default: the package's device.",
+        rich_help_panel="Dynamic stages",
+        metavar="DEVICE",
     ),
     recompile: bool | None = typer.Option(
         None,
         "--recompile/--no-recompile",
         help="Compile the ExportedProgram even if AOTI code is packaged.",
         show_default=False,
+        rich_help_panel="Dynamic stages",
+        metavar="",
     ),
     timeout: float | None = typer.Option(
-        None, "--timeout", help="Seconds allowed for each load, run and probe step. (default: 300)"
+        None,
+        "--timeout",
+        help="Seconds allowed for each load, run and probe step. (default: 300)",
+        rich_help_panel="Dynamic stages",
+        metavar="S",
     ),
     compile_timeout: float | None = typer.Option(
-        None, "--compile-timeout", help="Seconds allowed for a compile. (default: 1800)"
+        None,
+        "--compile-timeout",
+        help="Seconds allowed for a compile. (default: 1800)",
+        rich_help_panel="Dynamic stages",
+        metavar="S",
     ),
-    rtol: float | None = typer.Option(None, "--rtol", help="Relative tolerance vs eager."),
-    atol: float | None = typer.Option(None, "--atol", help="Absolute tolerance vs eager."),
+    rtol: float | None = typer.Option(
+        None,
+        "--rtol",
+        help="Relative tolerance vs eager.",
+        rich_help_panel="Dynamic stages",
+        metavar="X",
+    ),
+    atol: float | None = typer.Option(
+        None,
+        "--atol",
+        help="Absolute tolerance vs eager.",
+        rich_help_panel="Dynamic stages",
+        metavar="X",
+    ),
     probe: bool | None = typer.Option(
         None,
         "--probe/--no-probe",
         help="Run each dynamic dim at its min, max and max+1. (default: probe)",
         show_default=False,
+        rich_help_panel="Dynamic stages",
+        metavar="",
     ),
     probe_budget: int | None = typer.Option(
-        None, "--probe-budget", help="Most elements an input may have in a probe run."
+        None,
+        "--probe-budget",
+        help="Most elements an input may have in a probe run.",
+        rich_help_panel="Dynamic stages",
+        metavar="N",
     ),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of synthesized and probe inputs."),
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        help="Seed of synthesized and probe inputs.",
+        rich_help_panel="Dynamic stages",
+        metavar="N",
+    ),
     cache: bool | None = typer.Option(
         None,
         "--cache/--no-cache",
         help="Use the compile cache (see --cache-dir). (default: cache)",
         show_default=False,
+        rich_help_panel="Dynamic stages",
+        metavar="",
     ),
     cache_dir: Path | None = typer.Option(
         None,
         "--cache-dir",
-        help="Compile cache. Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
+        help="Compile cache. Default: ~/.cache/aotipre/compile.",
+        rich_help_panel="Dynamic stages",
+        metavar="DIR",
+    ),
+    python: list[str] | None = typer.Option(
+        None,
+        "--python",
+        help=_PYTHON_HELP,
+        show_default=False,
+        rich_help_panel=_DYNAMIC,
+        metavar="PATH",
     ),
     escalate: bool | None = typer.Option(
         None,
@@ -134,24 +274,32 @@ def check(
         help="After a crash inside the model, run the triage ladder to name the faulting "
         "kernel. (default: escalate)",
         show_default=False,
+        rich_help_panel="Crash triage",
+        metavar="",
     ),
     minify: bool | None = typer.Option(
         None,
         "--minify/--no-minify",
         help="Crash triage: also run the AOTI minifier for a minimal repro.py (slow).",
         show_default=False,
+        rich_help_panel="Crash triage",
+        metavar="",
     ),
     sanitizer: bool | None = typer.Option(
         None,
         "--sanitizer/--no-sanitizer",
         help="Crash triage: also run compute-sanitizer memcheck when installed (CUDA, slow).",
         show_default=False,
+        rich_help_panel="Crash triage",
+        metavar="",
     ),
     artifacts: Path | None = typer.Option(
         None,
         "--artifacts",
         help="Crash triage: write a repro bundle (package, inputs, environment, commands, "
         "logs) into this folder.",
+        rich_help_panel="Crash triage",
+        metavar="DIR",
     ),
     compile_at_deploy: bool | None = typer.Option(
         None,
@@ -165,6 +313,8 @@ def check(
         "--exported-program",
         help="Crash triage: the ExportedProgram (.pt2) of an AOTI-only package, to recompile "
         "it with the debug printer.",
+        rich_help_panel="Crash triage",
+        metavar="FILE",
     ),
     perf: bool | None = typer.Option(
         None,
@@ -231,6 +381,7 @@ def check(
         "max-gpu-mb": max_gpu_mb,
         "against": None if against is None else str(against),
         "perf-tolerance": perf_tolerance,
+        "python": python or None,
     }
     raise typer.Exit(
         commands.check(
@@ -251,8 +402,12 @@ def check(
 
 @app.command()
 def inspect(
-    package: Path = typer.Argument(..., help="The .pt2 package to inspect.", readable=False),
-    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+    package: Path = typer.Argument(
+        ..., help="The .pt2 package to inspect.", readable=False, metavar="PACKAGE"
+    ),
+    fmt: InfoFormat = typer.Option(
+        InfoFormat.table, "--format", "-f", help="Output format.", metavar="table|json"
+    ),
     target: str | None = typer.Option(
         None,
         "--target",
@@ -271,7 +426,9 @@ def inspect(
 
 @app.command("codes")
 def list_codes(
-    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+    fmt: InfoFormat = typer.Option(
+        InfoFormat.table, "--format", "-f", help="Output format.", metavar="table|json"
+    ),
 ) -> None:
     """List every finding code with its severity, category and summary."""
     raise typer.Exit(commands.list_codes(fmt.value))
@@ -285,26 +442,42 @@ def doctor(
         help="cpu, cuda or cuda:N to prove with the canary; repeatable. "
         "Default: cpu, plus cuda when torch can use it.",
         show_default=False,
+        metavar="DEVICE",
     ),
-    fmt: InfoFormat = typer.Option(InfoFormat.table, "--format", "-f", help="Output format."),
+    fmt: InfoFormat = typer.Option(
+        InfoFormat.table, "--format", "-f", help="Output format.", metavar="table|json"
+    ),
     reports_to: list[str] | None = typer.Option(
         None,
         "--report",
         help="Also write the report as FORMAT:PATH (table or json); repeatable.",
         show_default=False,
+        metavar="FORMAT:PATH",
     ),
-    timeout: float = typer.Option(300.0, "--timeout", help="Seconds for each load and run step."),
+    timeout: float = typer.Option(
+        300.0, "--timeout", help="Seconds for each load and run step.", metavar="S"
+    ),
     cache_dir: Path | None = typer.Option(
         None,
         "--cache-dir",
         help="Compile cache (the canary compiles once per host and torch version). "
-        "Default: ${XDG_CACHE_HOME:-~/.cache}/aotipre/compile.",
+        "Default: ~/.cache/aotipre/compile.",
+        metavar="DIR",
+    ),
+    python: str | None = typer.Option(
+        None,
+        "--python",
+        help="Prove this interpreter's torch (e.g. the serving venv's bin/python) instead of "
+        "this Python's.",
+        show_default=False,
+        metavar="PATH",
     ),
     progress: bool | None = typer.Option(
         None,
         "--progress/--no-progress",
         help="Say what is running on stderr. (default: when stderr is a terminal)",
         show_default=False,
+        metavar="",
     ),
 ) -> None:
     """Check this host can compile, load and run AOTI packages: facts plus a canary model."""
@@ -316,6 +489,7 @@ def doctor(
             timeout=timeout,
             cache_dir=cache_dir,
             show_progress=progress,
+            python=python,
         )
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,8 @@ from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_t
 from aotipre.errors import UsageError
 from aotipre.findings import Report
 from aotipre.runner.proc import allow_new_children, kill_all_children
+from aotipre.runtimes import Runtime, resolve
+from aotipre.runtimes import check as check_in_runtimes
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -47,6 +50,10 @@ class PackageJob:
 
     package: str
     options: api.CheckOptions
+    pythons: tuple[str, ...] = ()
+    """The interpreters its workers run in, as configured (probed by check_packages)."""
+    runtimes: tuple[Runtime, ...] = ()
+    """Those interpreters, probed; empty: api.check's own choice (the running one)."""
 
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
@@ -145,7 +152,7 @@ def plan(
             baseline=baseline,
             progress=say,
         )
-        jobs.append(PackageJob(entry.package, options))
+        jobs.append(PackageJob(entry.package, options, pythons=resolved.python))
     return jobs
 
 
@@ -153,11 +160,11 @@ def run(jobs: Sequence[PackageJob], workers: int = 1) -> list[Report]:
     """Check every job; up to `workers` at once (threads: the heavy work runs in worker
     processes). Reports come back in the jobs' order whatever finishes first."""
     if workers <= 1 or len(jobs) <= 1:
-        return [api.check(job.package, job.options) for job in jobs]
+        return [_check(job) for job in jobs]
     pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
     refused = False
     try:
-        return list(pool.map(lambda job: api.check(job.package, job.options), jobs))
+        return list(pool.map(_check, jobs))
     except BaseException:
         # Ctrl-C (or a bug) here: stop the workers the other threads wait on and start no more,
         # or shutting the pool down would wait for them (for a hung worker: its whole timeout)
@@ -168,6 +175,25 @@ def run(jobs: Sequence[PackageJob], workers: int = 1) -> list[Report]:
         pool.shutdown(wait=True, cancel_futures=True)
         if refused:
             allow_new_children()
+
+
+def _check(job: PackageJob) -> Report:
+    return check_in_runtimes(job.package, job.options, job.runtimes)
+
+
+def with_runtimes(jobs: Sequence[PackageJob]) -> list[PackageJob]:
+    """Probe the interpreters of the jobs that run workers, once each (UsageError, one line,
+    when one is missing, broken, or has no supported torch)."""
+    probed: dict[tuple[str, ...], tuple[Runtime, ...]] = {}
+    out = []
+    for job in jobs:
+        if job.options.static_only:
+            out.append(job)
+            continue
+        if job.pythons not in probed:
+            probed[job.pythons] = resolve(job.pythons)
+        out.append(dataclasses.replace(job, runtimes=probed[job.pythons]))
+    return out
 
 
 def check_packages(
@@ -201,7 +227,7 @@ def check_packages(
         baseline=baseline,
         progress=progress,
     )
-    reports = run(jobs, once.jobs)
+    reports = run(with_runtimes(jobs), once.jobs)
     if write_baseline_to is not None:
         written = write_baseline(write_baseline_to, reports)
         reports = [apply_baseline(r, written) for r in reports]

@@ -17,6 +17,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aotipre import safeio
 from aotipre.errors import AotipreError
@@ -110,8 +111,10 @@ def _run_app(args: list[str]) -> int:
 
     from aotipre.app import app
 
+    command = typer.main.get_command(app)
+    _plain_help_option(command)
     try:
-        result = app(args=args, prog_name="aotipre", standalone_mode=False)
+        result = command.main(args=args, prog_name="aotipre", standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     if result == 130:  # typer turns a Ctrl-C into a silent 130 (no command returns 130 itself)
@@ -119,9 +122,26 @@ def _run_app(args: list[str]) -> int:
     return int(result) if isinstance(result, int) else 0
 
 
+def _plain_help_option(command: Any) -> None:
+    """Show typer's own flags (`--help`, `--install-completion`) without a `<bool>` type, and
+    arguments by their metavar alone, in every command's help (aotipre's flags have an empty
+    metavar in app.py)."""
+    from typer._click import Context
+
+    options = [command.get_help_option(Context(command, info_name=command.name))]
+    for option in [*options, *command.params]:
+        if option is not None and getattr(option, "is_flag", False):
+            option.metavar = ""
+        elif getattr(option, "param_type_name", "") == "argument" and option.metavar:
+            # an argument's metavar (PACKAGE...) says it all; typer would add <list[Path]>
+            option.display_type_rich = lambda ctx: None
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help_option(sub)
+
+
 def _fast_lane(args: list[str]) -> Callable[[], int] | None:
     """The command function for `args` when the fast lane knows every word of them, else None."""
-    if args == ["version"]:
+    if args in (["version"], ["--version"]):
         from aotipre import commands
 
         return commands.version

@@ -57,7 +57,8 @@ ALL_CODES: tuple[Code, ...] = (
         "package-unreadable",
         E,
         C.PACKAGE,
-        "The package path is missing, a directory, or cannot be opened.",
+        "The package path is missing, cannot be opened, or is a folder that is not an extracted "
+        ".pt2 package.",
         "check the path and its permissions",
     ),
     Code(
@@ -91,7 +92,7 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.VERSION,
         "The archive_version is not one torch's loader accepts.",
-        "re-package with a torch release between 2.11 and 2.13",
+        "re-package with a torch release between 2.11 and 2.15",
     ),
     Code(
         "AOT006",
@@ -270,6 +271,17 @@ ALL_CODES: tuple[Code, ...] = (
         "The GPU code the cubins and fatbins carry: SASS architectures, PTX targets and PTX ISA "
         "versions.",
         "a GPU needs SASS for its architecture or PTX no newer than it; --target cuda,cc=... checks",
+    ),
+    Code(
+        "AOT080",
+        "opaque-objects-pickled",
+        W,
+        C.PACKAGE,
+        "The package stores opaque Python objects (data/constants/opaque_obj_*) that torch "
+        "loads with plain pickle.loads: loading the package runs whatever code those pickles "
+        "name. aotipre never unpickles them.",
+        "load such a package only from a trusted source; prefer tensors or torchbind objects "
+        "(custom_obj_*) for constants",
     ),
     # 1: call structure
     Code(

@@ -166,18 +166,24 @@ def doctor(
     timeout: float = 300.0,
     cache_dir: Path | None = None,
     show_progress: bool | None = None,
+    python: str | None = None,
 ) -> int:
-    """`aotipre doctor`: host facts plus a canary model compiled, loaded and run per device."""
+    """`aotipre doctor`: host facts plus a canary model compiled, loaded and run per device.
+    `python`: the interpreter whose torch is proved (validated first: exit 2 when it cannot)."""
     from aotipre.doctor import DoctorOptions, run_doctor
     from aotipre.doctor.render import render as render_doctor
     from aotipre.runner.stages import DynamicOptions
+    from aotipre.runtimes import probe
 
     specs = [_doctor_report_spec(spec) for spec in reports_to]
     timeout = config.check_number("timeout", timeout)  # finite, in range: else one line, exit 2
     safeio.refuse_overwriting_inputs((("--report", path) for _, path in specs), [cache_dir])
     show = safeio.is_terminal(2) if show_progress is None else show_progress
+    runtime = probe(python)
     dynamic = DynamicOptions(
-        timeout_s=timeout, cache_dir=str(cache_dir) if cache_dir is not None else None
+        timeout_s=timeout,
+        cache_dir=str(cache_dir) if cache_dir is not None else None,
+        python=runtime.python,
     )
     from aotipre.progress import Heartbeat
 

@@ -77,6 +77,9 @@ class Settings:
     against: str | None = None
     """A baseline package measured in the same run; regressions beyond perf_tolerance fail."""
     perf_tolerance: float = 0.2
+    python: tuple[str, ...] = ()
+    """Interpreters the workers run in (aotipre.runtimes); several: a version matrix; empty:
+    the one running aotipre."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -143,6 +146,7 @@ class Settings:
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
                 perf=perf,
+                python=self.python[0] if len(self.python) == 1 else None,
             )
         triage = None
         if not self.static_only:
@@ -316,6 +320,21 @@ def _path(value: Any, base: Path) -> str:
     return display_path(base / Path(_string(value, base)).expanduser())
 
 
+def _pythons(value: Any, base: Path) -> tuple[str, ...]:
+    """Interpreter paths (a string or a list); a path with a `/` is relative to the file, a bare
+    name is looked up on PATH when the run starts."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ValueError(
+            'expected an interpreter path or a list of them, e.g. [".venv/bin/python"]'
+        )
+    out = []
+    for item in items:
+        text = _string(item, base)
+        out.append(_path(text, base) if "/" in text else text)
+    return tuple(out)
+
+
 KEYS: tuple[Key, ...] = (
     Key("fail-on", "fail_on", _fail_on, "lowest severity that fails the gate: error, warning"),
     Key("target", "target", _target, "deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'"),
@@ -356,6 +375,12 @@ KEYS: tuple[Key, ...] = (
     Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),
     Key("artifacts", "artifacts", _path, "crash triage: write a repro bundle into this folder"),
     Key(
+        "python",
+        "python",
+        _pythons,
+        "interpreter(s) the torch workers run in (several: a version matrix)",
+    ),
+    Key(
         "exported-program",
         "exported_program",
         _path,
@@ -368,7 +393,12 @@ KEYS: tuple[Key, ...] = (
         "the deployment compiles ExportedProgram-only archives at deploy time",
     ),
     Key("perf", "perf", _bool, "measure the load, latency and memory (the perf stage)"),
-    Key("perf-runs", "perf_runs", _integer(2, 10_000), "timed calls of the perf stage (after warm-up)"),
+    Key(
+        "perf-runs",
+        "perf_runs",
+        _integer(2, 10_000),
+        "timed calls of the perf stage (after warm-up)",
+    ),
     Key("max-load-s", "max_load_s", _number(0, inclusive=False), "budget: seconds to load"),
     Key("max-latency-ms", "max_latency_ms", _number(0, inclusive=False), "budget: median call"),
     Key("max-rss-mb", "max_rss_mb", _number(0, inclusive=False), "budget: peak host memory"),

@@ -101,6 +101,8 @@ class Finding:
     """The pipeline stage that produced it (static, compile, load, run, ...)."""
     evidence: tuple[str, ...] = ()
     """Decisive log lines, quoted verbatim."""
+    runtime: str | None = None
+    """In a version matrix (several --python), the torch whose workers found it (`torch 2.14.1`)."""
 
     @property
     def subject(self) -> str:
@@ -117,7 +119,8 @@ class Finding:
             parts.append(f"dim {self.dim}")
         if not parts and self.stage:
             parts.append(self.stage)
-        return " / ".join(parts) or "package"
+        subject = " / ".join(parts) or "package"
+        return f"{subject} [{self.runtime}]" if self.runtime else subject
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,6 +138,7 @@ class Finding:
             "actual": _jsonable(self.actual),
             "stage": self.stage,
             "evidence": list(self.evidence),
+            "runtime": self.runtime,
         }
 
 
@@ -151,6 +155,9 @@ class StageResult:
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables that mattered for this stage."""
     command: tuple[str, ...] = ()
+    runtime: str | None = None
+    """The torch whose worker ran this stage (`torch 2.13.0+cpu`); None for the stages that
+    only read the package (inspect, inputs, static)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +168,7 @@ class StageResult:
             "detail": self.detail,
             "env": dict(self.env),
             "command": list(self.command),
+            "runtime": self.runtime,
         }
 
 
@@ -193,6 +201,9 @@ class Report:
     a library call, which reads no file."""
     performance: list[tuple[PerfRecord, PerfRecord | None]] = field(default_factory=list)
     """The perf stage's measurements, one per model: (the package's, the --against baseline's)."""
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
+    """The interpreters the workers ran in (python, python_version, torch, torch_path), one per
+    --python (aotipre.runtimes); empty when no worker ran or the caller chose the interpreter."""
 
     @property
     def verdict(self) -> Verdict:
@@ -239,6 +250,7 @@ class Report:
                 {**rec.to_dict(), "against": base.to_dict() if base is not None else None}
                 for rec, base in self.performance
             ],
+            "runtimes": list(self.runtimes),
             "summary": self.counts(),
         }
 

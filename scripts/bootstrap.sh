@@ -1,27 +1,50 @@
 #!/usr/bin/env bash
-# Set-up on a fresh machine with only Python: a virtual environment (.venv) holding torch and
-# aotipre. torch is installed explicitly first, pinned to 2.13.0 (the CPU wheel this workplace
-# provides), because pip resolving a bare "torch" downloads the newest CUDA build (several GB).
-# Sourced by scripts/demo.sh and scripts/test.sh; safe to run again (it installs only what is missing).
+# Set-up on a fresh machine with only Python: a virtual environment holding torch and aotipre
+# (with its test dependencies). torch is installed explicitly first, pinned, because pip
+# resolving a bare "torch" downloads the newest CUDA build (several GB); aotipre's own
+# requirement on torch is the optional extra `aotipre[torch]`, so the static gate installs
+# without it.
+#
+# The venv is created WITHOUT --system-site-packages: everything the tests import (pytest,
+# hypothesis, click, ...) comes from the venv, so a fresh machine and CI see the same set.
+#
+#   AOTIPRE_VENV   the venv folder (default .venv)
+#   AOTIPRE_TORCH  the torch release to pin (default 2.13.0, the CPU wheel this workplace
+#                  provides; CI's second environment uses 2.14.1 in .venv-2.14)
+#   PYTHON         the interpreter that creates the venv (default python3)
+#
+# Sourced by scripts/demo.sh, scripts/test.sh and .ci/run; safe to run again (it installs only
+# what is missing). It leaves the venv activated.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  echo "bootstrap: creating .venv" >&2
-  "$PY" -m venv --system-site-packages .venv
+VENV=${AOTIPRE_VENV:-.venv}
+TORCH=${AOTIPRE_TORCH:-2.13.0}
+if [ -x "$VENV/bin/python" ] && grep -qs '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
+  echo "bootstrap: $VENV was made with --system-site-packages; making it anew" >&2
+  rm -rf "$VENV"
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV" >&2
+  "$PY" -m venv "$VENV"
 fi
 # shellcheck disable=SC1091
-. .venv/bin/activate
-if ! python - <<'PYEOF' 2>/dev/null
-import sys, torch
-v = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
-sys.exit(0 if (2, 11) <= v <= (2, 13) else 1)
+. "$VENV/bin/activate"
+if ! TORCH="$TORCH" python - <<'PYEOF' 2>/dev/null; then
+import os, sys, torch
+want = os.environ["TORCH"]
+sys.exit(0 if torch.__version__.split("+")[0] == want else 1)
 PYEOF
-then
-  echo "bootstrap: installing torch==2.13.0" >&2
-  python -m pip install -q "torch==2.13.0"
+  echo "bootstrap: installing torch==$TORCH into $VENV" >&2
+  python -m pip install -q "torch==$TORCH"
 fi
-if [ ! -x .venv/bin/aotipre ] || ! python -c "import typer, tabulate, pytest, hypothesis" 2>/dev/null; then
-  echo "bootstrap: installing aotipre and its test dependencies" >&2
-  python -m pip install -q -e ".[test]"
+if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, hypothesis, numpy, yaml" 2>/dev/null; then
+  echo "bootstrap: installing aotipre[torch,test] into $VENV" >&2
+  python -m pip install -q -e ".[torch,test]"
+fi
+# A venv kept between checkouts (CI's cached second environment) may hold an editable aotipre
+# of another folder: point it at this one.
+if [ "$(python -c 'import aotipre, os; print(os.path.dirname(os.path.dirname(os.path.realpath(aotipre.__file__))))' 2>/dev/null)" != "$(pwd -P)" ]; then
+  echo "bootstrap: pointing $VENV's aotipre at $(pwd -P)" >&2
+  python -m pip install -q --no-deps -e .
 fi

@@ -126,3 +126,40 @@ def test_backtrace_helper_names_the_crashing_native_frame(tmp_path: Path) -> Non
     site = crash_site(proc.stderr)
     assert site is not None and "string_at" in " ".join(site.python)
     assert any("libgcc_s" in path for path in site.runtimes)  # mapped when it crashed
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no cc")
+def test_the_first_handler_names_the_faulting_instruction(tmp_path: Path) -> None:
+    """What the worker does in the doctor's re-run: faulthandler on, then the helper's
+    faulting-instruction handler in front of it; the process still dies by SIGSEGV, with
+    faulthandler's Python frames and the helper's block too."""
+    helper = build_backtrace_helper(shutil.which("g++"), str(tmp_path))
+    assert helper is not None
+    crash = (
+        "import faulthandler, ctypes; faulthandler.enable(); "
+        "ctypes.CDLL(None).aotipre_backtrace_install(); ctypes.string_at(0)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", crash],
+        env=dict(os.environ, LD_PRELOAD=helper),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == -11
+    lines = proc.stderr.splitlines()
+    assert lines.index("@@aotipre faulting instruction") < lines.index("@@aotipre native backtrace")
+    frames = native_frames(proc.stderr)
+    assert frames and "libc" in frames[0].object
+    site = crash_site(proc.stderr)
+    assert site is not None and "string_at" in " ".join(site.python)
+
+
+def test_a_torch_2_14_crash_whose_unwinding_failed_is_still_named() -> None:
+    """Real log (torch 2.14.1, the canary's parse_device_str patched to read address 0): the
+    helper's backtrace() itself faulted, so only the faulting-instruction line names the frame."""
+    log = (Path(__file__).parent / "data" / "doctor" / "torch214_canary_load_crash.log").read_text()
+    assert "@@aotipre native backtrace" not in log
+    site = crash_site(log)
+    assert site is not None and site.frame_class == "aoti-device-parser"
+    assert any("_load_aoti" in frame for frame in site.python)

@@ -8,8 +8,7 @@ from aotipre.checks.inputs import zero_one_hint
 from aotipre.checks.target import KNOWN_DEVICES
 from aotipre.findings import Finding
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
-
-SUPPORTED_TORCH = ((2, 11), (2, 13))
+from aotipre.versions import SUPPORTED_TEXT, SUPPORTED_TORCH, major_minor
 
 
 def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding]:
@@ -19,6 +18,22 @@ def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding
         out.append(
             codes.get("AOT008").finding(
                 f"member {member} is corrupt (CRC mismatch)", stage="static", actual=member
+            )
+        )
+    if package.opaque_objects:
+        shown = ", ".join(m.rsplit("/", 1)[-1] for m in package.opaque_objects[:4])
+        more = (
+            f" and {len(package.opaque_objects) - 4} more"
+            if len(package.opaque_objects) > 4
+            else ""
+        )
+        out.append(
+            codes.get("AOT080").finding(
+                f"the package stores {len(package.opaque_objects)} opaque Python object(s) "
+                f"({shown}{more}) that torch.export.load and load_pt2 unpickle with pickle.loads; "
+                "aotipre did not unpickle them",
+                stage="static",
+                actual=list(package.opaque_objects),
             )
         )
     for model in models:
@@ -64,16 +79,16 @@ def _check_model(model: ModelInfo) -> list[Finding]:
     if model.aoti is not None:
         out.extend(_binaries(model, model.aoti))
     if model.torch_version:
-        version = _major_minor(model.torch_version)
+        version = major_minor(model.torch_version)
         if version is not None and not (SUPPORTED_TORCH[0] <= version <= SUPPORTED_TORCH[1]):
             out.append(
                 codes.get("AOT405").finding(
                     f"model '{name}' was exported with torch {model.torch_version}; aotipre "
-                    f"supports torch 2.11-2.13",
+                    f"supports torch {SUPPORTED_TEXT}",
                     model=name,
                     stage="static",
                     actual=model.torch_version,
-                    expected="2.11-2.13",
+                    expected=SUPPORTED_TEXT,
                 )
             )
     return out
@@ -120,14 +135,6 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
                     )
                 )
     return out
-
-
-def _major_minor(version: str) -> tuple[int, int] | None:
-    parts = version.split("+")[0].split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
 
 
 def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:

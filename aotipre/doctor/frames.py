@@ -20,10 +20,18 @@ from aotipre.runner.proc import run_process
 # print `backtrace_symbols_fd()` lines between two markers, then re-raise with the default
 # action, so the process still dies by the same signal. faulthandler (enabled later by the
 # worker) chains to it: it dumps the Python frames, restores this handler and re-raises.
+#
+# By then the signal comes from faulthandler's raise(), and unwinding from there to the crash
+# can itself crash (seen with torch 2.14.1's packages: backtrace() faults, nothing is printed).
+# So the worker, once faulthandler is on, calls `aotipre_backtrace_install()`: a first handler
+# that prints the faulting instruction from the signal's own context (one frame, no unwinding),
+# puts faulthandler's handler back and returns; the faulting instruction runs again and faults
+# into faulthandler, then into the backtrace above, as before.
 
 BACKTRACE_HELPER_SOURCE = r"""
 #define _GNU_SOURCE
 #include <execinfo.h>
+#include <ucontext.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -67,6 +75,34 @@ static void aotipre_backtrace(int sig) {
   raise(sig);
 }
 
+static struct sigaction aotipre_previous[32];
+
+static void aotipre_first(int sig, siginfo_t *info, void *context) {
+  (void)info;
+#if defined(__x86_64__)
+  {
+    void *pc = (void *)((ucontext_t *)context)->uc_mcontext.gregs[REG_RIP];
+    aotipre_say("\n@@aotipre faulting instruction\n");
+    backtrace_symbols_fd(&pc, 1, 2);
+    aotipre_runtimes();
+  }
+#else
+  (void)context;
+#endif
+  sigaction(sig, &aotipre_previous[sig], 0);
+}
+
+/* Called by the worker after faulthandler.enable(): a first, one-shot handler in front of it */
+void aotipre_backtrace_install(void) {
+  struct sigaction sa;
+  int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+  unsigned i;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = aotipre_first;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  for (i = 0; i < sizeof sigs / sizeof sigs[0]; i++) sigaction(sigs[i], &sa, &aotipre_previous[sigs[i]]);
+}
+
 __attribute__((constructor)) static void aotipre_backtrace_init(void) {
   void *warm[2];
   struct sigaction sa;
@@ -80,6 +116,9 @@ __attribute__((constructor)) static void aotipre_backtrace_init(void) {
 }
 """
 BEGIN = "@@aotipre native backtrace"
+FAULTING = "@@aotipre faulting instruction"
+"""Printed by the helper's first handler, followed by one backtrace_symbols line: the faulting
+instruction, read from the signal's context (it survives when unwinding does not)."""
 MAPPED = "@@aotipre mapped "
 END = "@@aotipre end of native backtrace"
 _BUILD_TIMEOUT_S = 60.0
@@ -241,8 +280,13 @@ def native_frames(log: str) -> list[Frame]:
     """
     lines = log.splitlines()
     frames: list[Frame] = []
+    faulting = _faulting_line(lines)
     if BEGIN in log:
         lines = _after_handler(_first_block(log))
+    elif faulting:
+        lines = []
+    if faulting and not (lines and _same_frame(lines[0], faulting)):
+        lines = [faulting, *lines]
     for line in lines:
         text = line.strip()
         m = _GLIBC_FRAME.match(text) or _PY_C_FRAME.match(text) or _C10_FRAME.match(text)
@@ -257,6 +301,19 @@ def native_frames(log: str) -> list[Frame]:
             symbol = f"+{offset}"
         frames.append(Frame(symbol, obj))
     return _demangle(_symbolize(frames))
+
+
+def _faulting_line(lines: list[str]) -> str | None:
+    for i, line in enumerate(lines[:-1]):
+        if line.strip() == FAULTING:
+            return lines[i + 1].strip()
+    return None
+
+
+def _same_frame(a: str, b: str) -> bool:
+    """Two backtrace_symbols lines of one address (the unwound crash frame may report the
+    return address's symbol the same way)."""
+    return a.strip().split("[")[-1] == b.strip().split("[")[-1]
 
 
 def _first_block(log: str) -> list[str]:
@@ -335,9 +392,11 @@ def crash_site(log: str) -> CrashSite | None:
 
 
 def mapped_runtimes(log: str) -> tuple[str, ...]:
-    """The distinct library paths of the helper's `@@aotipre mapped <maps line>` lines."""
+    """The distinct library paths of the helper's `@@aotipre mapped <maps line>` lines (of its
+    backtrace block, else those its faulting-instruction handler printed)."""
     found: list[str] = []
-    for line in _first_block(log):
+    lines = _first_block(log) or log.splitlines()  # unwinding can fail: the first handler's
+    for line in lines:
         if line.startswith(MAPPED):
             fields = line[len(MAPPED) :].split(None, 5)
             path = fields[5].strip() if len(fields) == 6 else ""

@@ -80,8 +80,8 @@ class Archive:
     def names(self) -> list[str]:
         return list(self.members)
 
-    def read(self, name: str, limit: int = MAX_JSON_BYTES) -> bytes:
-        """Read one member, refusing it if it declares or turns out to exceed `limit` bytes."""
+    def readable(self, name: str, limit: int) -> Member:
+        """The member, if it exists and declares at most `limit` bytes (else AOT006/AOT007)."""
         member = self.members.get(name)
         if member is None:
             raise CodedPackageError("AOT006", f"member {name} is missing from the archive")
@@ -90,6 +90,11 @@ class Archive:
                 "AOT007",
                 f"member {name} declares {member.size} bytes, more than aotipre reads ({limit})",
             )
+        return member
+
+    def read(self, name: str, limit: int = MAX_JSON_BYTES) -> bytes:
+        """Read one member, refusing it if it declares or turns out to exceed `limit` bytes."""
+        self.readable(name, limit)
         out = bytearray()
         try:
             with self._zf.open(name) as fh:
@@ -151,8 +156,10 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise CodedPackageError("AOT001", f"{p}: no such file") from None
     except OSError as exc:
         raise CodedPackageError("AOT001", f"{p}: cannot access: {exc.strerror}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise CodedPackageError("AOT001", f"{p}: is a directory, not a .pt2 file")
+    if stat.S_ISDIR(st.st_mode):  # an extracted package (torch 2.13's C++ loader takes one)
+        from aotipre.pt2.folder import open_folder
+
+        return open_folder(p)
     if not stat.S_ISREG(st.st_mode):
         raise CodedPackageError("AOT001", f"{p}: not a regular file")
     if st.st_size == 0:

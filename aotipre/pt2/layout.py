@@ -1,4 +1,4 @@
-"""Names of the members of a .pt2 archive (torch/export/pt2_archive/constants.py, as of 2.11-2.13)."""
+"""Names of the members of a .pt2 archive (torch/csrc/export/pt2_archive_constants.h, 2.11-2.15)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ MODELS_DIR = "models"
 """models/<name>.json: the serialized ExportedProgram."""
 SAMPLE_INPUTS_DIR = "data/sample_inputs"
 """data/sample_inputs/<name>.pt: example inputs saved by torch.export.save."""
+EXTRA_DIR = "extra"
+TS_SAMPLE_INPUTS_SUFFIX = ".forward.sample_input.pt"
+"""extra/<name>.forward.sample_input.pt: the other place sample inputs are stored (2.11+,
+`TS_SAMPLE_INPUTS_FILENAME_FORMAT`); read when data/sample_inputs/<name>.pt is absent."""
 WEIGHTS_DIR = "data/weights"
 CONSTANTS_DIR = "data/constants"
+OPAQUE_OBJ_PREFIX = "opaque_obj_"
+"""data/constants/opaque_obj_<n>: a Python object that torch loads with plain `pickle.loads`
+(2.13+); aotipre never unpickles it."""
+CUSTOM_OBJ_PREFIX = "custom_obj_"
+"""data/constants/custom_obj_<n>: a torchbind object (torch's own pickler)."""
 AOTI_DIR = "data/aotinductor"
 """data/aotinductor/<name>/: the compiled AOTI code of one model."""
 WRAPPER_CPP_SUFFIX = ".wrapper.cpp"

@@ -14,6 +14,7 @@ from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
 from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
 from aotipre.pt2.wrapper_contract import contract_from_wrapper
+from aotipre.versions import SUPPORTED_TEXT
 
 SUPPORTED_ARCHIVE_VERSIONS = ("0",)
 MAX_JSON_CONTAINERS = 4_000_000
@@ -75,8 +76,8 @@ def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
         raise CodedPackageError(
             "AOT005",
             f"{archive.path}: archive_version {archive_version[:20]!r} is not supported "
-            f"(torch 2.11-2.13 read version {', '.join(SUPPORTED_ARCHIVE_VERSIONS)})",
-            "re-package with a torch release between 2.11 and 2.13",
+            f"(torch {SUPPORTED_TEXT} read version {', '.join(SUPPORTED_ARCHIVE_VERSIONS)})",
+            f"re-package with a torch release between {SUPPORTED_TEXT.replace('-', ' and ')}",
         )
 
     ep_names = _model_names(names, f"{root}/{layout.MODELS_DIR}/", ".json")
@@ -108,7 +109,16 @@ def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
         members=members,
         corrupt_members=corrupt,
         total_size=sum(m.size for m in members),
+        opaque_objects=_opaque_objects(names, root),
+        extracted=archive.path.is_dir(),
     )
+
+
+def _opaque_objects(names: list[str], root: str) -> tuple[str, ...]:
+    """data/constants/opaque_obj_<n> members: pickles torch loads with pickle.loads (flagged,
+    never unpickled here)."""
+    prefix = f"{root}/{layout.CONSTANTS_DIR}/{layout.OPAQUE_OBJ_PREFIX}"
+    return tuple(sorted(n for n in names if n.startswith(prefix)))
 
 
 def _single_root(archive: Archive, names: list[str]) -> str:
@@ -155,7 +165,10 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
     wrapper = None
     if aoti is not None and aoti.wrapper_cpp is not None:
         wrapper = contract_from_wrapper(archive.read_text(aoti.wrapper_cpp))
-    sample = f"{root}/{layout.SAMPLE_INPUTS_DIR}/{name}.pt"
+    samples = (
+        f"{root}/{layout.SAMPLE_INPUTS_DIR}/{name}.pt",
+        f"{root}/{layout.EXTRA_DIR}/{name}{layout.TS_SAMPLE_INPUTS_SUFFIX}",
+    )
     model = ModelInfo(
         name=name,
         has_exported_program=has_ep,
@@ -167,7 +180,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         symbols=(),
         signature=None,
         contract_source="none",
-        sample_inputs_member=sample if sample in archive.members else None,
+        sample_inputs_member=next((m for m in samples if m in archive.members), None),
         weights_location=_weights_location(aoti, has_ep),
         notes=tuple(wrapper.notes) if wrapper is not None else (),
     )

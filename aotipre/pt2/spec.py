@@ -236,6 +236,11 @@ class PackageInfo:
     """Members whose CRC does not match (a truncated or bit-flipped .so)."""
     total_size: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    opaque_objects: tuple[str, ...] = ()
+    """data/constants/opaque_obj_* members: Python pickles that torch.export.load and load_pt2
+    unpickle with plain pickle.loads (torch 2.13+); never unpickled by aotipre."""
+    extracted: bool = False
+    """The package was given as an already-extracted folder, not a .pt2 file."""
 
     def model(self, name: str) -> ModelInfo | None:
         return next((m for m in self.models if m.name == name), None)
@@ -288,6 +293,8 @@ def package_to_dict(package: PackageInfo, *, members: bool = False) -> dict[str,
         "total_size": package.total_size,
         "member_count": len(package.members),
         "corrupt_members": list(package.corrupt_members),
+        "opaque_objects": list(package.opaque_objects),
+        "extracted": package.extracted,
         "models": [model_to_dict(m) for m in package.models],
     }
     if members:

@@ -47,16 +47,20 @@ class _Case:
 def _cases(report: Report) -> list[_Case]:
     """One case per stage result; each finding goes to exactly one case (its stage's)."""
     cases: list[_Case] = []
-    index: dict[tuple[str, str | None], _Case] = {}
+    index: dict[tuple[str, str | None, str | None], _Case] = {}
+    matrix = len(report.runtimes) > 1  # several --python: a case per stage, model and torch
     for stage in report.stages:
         name = stage.name if stage.model is None else f"{stage.name} [{stage.model}]"
-        case = _Case(name, stage)
+        runtime = stage.runtime if matrix else None
+        case = _Case(f"{name} [{runtime}]" if runtime else name, stage)
         cases.append(case)
-        index.setdefault((stage.name, stage.model), case)
+        index.setdefault((stage.name, stage.model, runtime), case)
     stray: _Case | None = None
     for finding in report.findings:
         stage_name = finding.stage or ""
-        found = index.get((stage_name, finding.model)) or index.get((stage_name, None))
+        found = index.get((stage_name, finding.model, finding.runtime)) or index.get(
+            (stage_name, None, finding.runtime)
+        )
         if found is None:
             if stray is None:
                 stray = _Case("findings", None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,20 +18,68 @@ if TYPE_CHECKING:
     from aotipre.triage.diagnosis import Diagnosis
 
 _MSG_WIDTH = 70
+_GAP = 2
+"""Spaces between two columns of tabulate's "simple" format."""
+_NARROWEST = 12
+"""A wrapped column never gets narrower than this, whatever the terminal."""
+
+
+def terminal_width() -> int | None:
+    """Columns of the terminal the report is shown on ($COLUMNS, else stdout's terminal); None
+    when there is none (a pipe, a file, CI): tables then keep their natural widths."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    size = shutil.get_terminal_size(fallback=(0, 0)).columns
+    return size or None
+
+
+def fit_widths(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[str],
+    caps: Sequence[int | None],
+    width: int | None = None,
+) -> list[int | None]:
+    """tabulate's maxcolwidths for `rows` under `width` columns: the columns with a cap wrap,
+    each at most its cap, and shrink (the widest first, to no less than _NARROWEST) until the
+    table fits; columns without a cap keep their natural width."""
+    width = terminal_width() if width is None else width
+    natural = [  # tabulate pads each header by 2 (its MIN_PADDING)
+        max([len(str(h)) + 2, *(max(map(len, str(r[i]).splitlines() or [""])) for r in rows)])
+        for i, h in enumerate(headers)
+    ]
+    out: list[int | None] = [
+        None if cap is None else min(cap, natural[i]) for i, cap in enumerate(caps)
+    ]
+    if width is None:
+        return [cap for cap in caps]
+    fixed = sum(n for n, cap in zip(natural, out) if cap is None) + _GAP * (len(headers) - 1)
+    while sum(c for c in out if c is not None) + fixed > width:
+        widest = max((i for i, c in enumerate(out) if c is not None), key=lambda i: out[i] or 0)
+        current = out[widest] or 0
+        if current <= _NARROWEST:
+            break
+        out[widest] = current - 1
+    return out
 
 
 def findings_table(
-    findings: Sequence[Finding], *, subject_width: int = 28, message_width: int = _MSG_WIDTH
+    findings: Sequence[Finding],
+    *,
+    subject_width: int = 28,
+    message_width: int = _MSG_WIDTH,
+    width: int | None = None,
 ) -> str:
-    """Findings, most severe first, each message followed by its hint (`check` and `doctor`)."""
+    """Findings, most severe first, each message followed by its hint (`check` and `doctor`);
+    fitted to `width` (default: the terminal's)."""
     rows = [
         [f.code, f.severity.value, f.subject, f.message + (f"\nhint: {f.hint}" if f.hint else "")]
         for f in sorted(findings, key=lambda f: -f.severity.rank)
     ]
+    headers = ["code", "severity", "subject", "message"]
     return tabulate(
         rows,
-        headers=["code", "severity", "subject", "message"],
-        maxcolwidths=[None, None, subject_width, message_width],
+        headers=headers,
+        maxcolwidths=fit_widths(rows, headers, [None, None, subject_width, message_width], width),
     )
 
 
@@ -47,17 +97,27 @@ def render_report(report: Report) -> str:
         lines.append(f"inputs: {report.inputs_source}")
     if report.config is not None:
         lines.append(f"config: {report.config}")
+    for runtime in report.runtimes:
+        lines.append(f"workers: torch {runtime['torch']} in {runtime['python']}")
     if report.stages:
         lines.append("")
+        matrix = len(report.runtimes) > 1
         rows = [
-            [s.name, s.model or "", s.status.value, f"{s.duration_s:.2f}s", s.detail]
+            [
+                s.name,
+                (s.model or "") + (f" [{s.runtime}]" if matrix and s.runtime else ""),
+                s.status.value,
+                f"{s.duration_s:.2f}s",
+                s.detail,
+            ]
             for s in report.stages
         ]
+        headers = ["stage", "model", "status", "time", "detail"]
         lines.append(
             tabulate(
                 rows,
-                headers=["stage", "model", "status", "time", "detail"],
-                maxcolwidths=[None, None, None, None, 60],
+                headers=headers,
+                maxcolwidths=fit_widths(rows, headers, [None, None, None, None, 60]),
             )
         )
     lines.append("")

@@ -1,9 +1,10 @@
 """The torch worker: a child process running compile, load, run, compare, probe and perf steps
 (the load timed part by part, run latency and memory: see the Performance section).
 
-One file on purpose (longer than the ~600 lines of the other modules): it runs as a script in
-a fresh interpreter and imports torch and the standard library only, never the aotipre package,
-so the parent's code and state cannot leak into the process that loads compiled code.
+One file on purpose (longer than the ~600 lines of the other modules): it is run by path in
+whatever interpreter `--python` names (a serving venv without aotipre installed), so it imports
+torch and the standard library only, never the aotipre package; the parent's code and state
+cannot leak into the process that loads compiled code.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import io
 import json
 import math
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -192,9 +194,9 @@ def load_inputs(spec: dict[str, Any], package: str) -> tuple[tuple[Any, ...], di
     if kind == "file":
         obj = torch.load(spec["path"], weights_only=True, map_location="cpu")
     elif kind == "member":
-        with zipfile.ZipFile(package) as zf:
-            data = zf.read(spec["member"])
-        obj = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        obj = torch.load(
+            io.BytesIO(read_member(package, spec["member"])), weights_only=True, map_location="cpu"
+        )
     elif kind == "synth":
         gen = torch.Generator().manual_seed(int(spec.get("seed", 0)))
         tree = spec["tree"]
@@ -317,6 +319,96 @@ def device_index(device: str) -> int:
     if ":" in device:
         return int(device.split(":", 1)[1])
     return -1
+
+
+# --------------------------------------------------------------------------------------------
+# Torch versions (2.11-2.15): what the worker uses of torch's internals is checked where it is
+# used, and a missing piece is a StepError saying "not available in torch X", never an
+# AttributeError from deep inside torch.
+
+
+def not_available(what: str) -> StepError:
+    return StepError(f"{what} is not available in torch {torch.__version__}")
+
+
+def check_inductor_configs(configs: dict[str, Any]) -> None:
+    """Every key of `configs` must be an inductor config of this torch (the crash-triage printer
+    configs `aot_inductor.debug_intermediate_value_printer`/`filtered_kernel_names` exist in
+    2.11-2.15; `aot_inductor.check_upperbound` only from 2.15)."""
+    from torch._inductor import config as inductor_config
+
+    for key in configs:
+        obj: Any = inductor_config
+        try:
+            for part in key.split("."):
+                obj = getattr(obj, part)
+        except AttributeError:
+            raise not_available(f"the inductor config {key!r}") from None
+
+
+def minifier_entry() -> Any:
+    """torch._dynamo.repro.aoti.run_repro with the arguments the minify op passes."""
+    try:
+        from torch._dynamo.repro.aoti import run_repro
+    except ImportError:
+        raise not_available("the AOTI minifier (torch._dynamo.repro.aoti.run_repro)") from None
+    params = inspect.signature(run_repro).parameters
+    missing = [p for p in ("config_patches", "command", "save_dir", "check_str") if p not in params]
+    if missing and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise not_available(f"run_repro({', '.join(missing)}=...)")
+    return run_repro
+
+
+# --------------------------------------------------------------------------------------------
+# Packages given as an extracted folder (torch 2.13's C++ loader and 2.15's load_package take
+# one; aotipre.pt2.folder reads it): members are `<root>/<path>` inside the folder, or the
+# folder is the root itself.
+
+
+def member_file(package: str, member: str) -> str:
+    inside = os.path.join(package, member)
+    if os.path.isfile(inside):
+        return inside
+    return os.path.join(package, member.split("/", 1)[1] if "/" in member else member)
+
+
+def read_member(package: str, member: str) -> bytes:
+    if os.path.isdir(package):
+        with open(member_file(package, member), "rb") as f:
+            return f.read()
+    with zipfile.ZipFile(package) as zf:
+        return zf.read(member)
+
+
+def as_archive(path: str, workdir: str) -> str:
+    """A .pt2 file for `path`: itself, or (an extracted folder) a zip of it written once into
+    `workdir`, for the readers that take only a zip (the ExportedProgram loader)."""
+    if not os.path.isdir(path):
+        return path
+    root = path if os.path.isfile(os.path.join(path, "archive_format")) else None
+    if root is None:
+        subs = [
+            d
+            for d in sorted(os.listdir(path))
+            if os.path.isfile(os.path.join(path, d, "archive_format"))
+        ]
+        if len(subs) != 1:
+            raise StepError(f"{path} is a folder, but not an extracted .pt2 package")
+        root = os.path.join(path, subs[0])
+    out = os.path.join(workdir, f"{os.path.basename(root)}.pt2")
+    if not os.path.isfile(out):
+        tmp = f"{out}.tmp"
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as zf:
+            for folder, _dirs, files in os.walk(root):
+                for name in sorted(files):
+                    full = os.path.join(folder, name)
+                    rel = os.path.relpath(full, os.path.dirname(root)).replace(os.sep, "/")
+                    # a fixed date: unzip restores torch's 1980-or-older timestamps, which
+                    # ZipFile.write refuses; streamed, so large weights are not held in memory
+                    with open(full, "rb") as src, zf.open(zipfile.ZipInfo(rel), "w") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(tmp, out)
+    return out
 
 
 def load_exported_program(path: str, name: str) -> Any:
@@ -947,7 +1039,8 @@ class Worker:
             if self.ep_error is not None:
                 raise StepError(f"the ExportedProgram could not be loaded: {self.ep_error}")
             try:
-                ep = load_exported_program(self.job["source_package"], self.job["model"])
+                source = as_archive(self.job["source_package"], self.workdir)
+                ep = load_exported_program(source, self.job["model"])
             except Exception as exc:
                 self.ep_error = exception_info(exc)
                 raise
@@ -1066,6 +1159,7 @@ class Worker:
             ep.example_inputs = to_device(ep.example_inputs, self.device)
             entry["example_inputs"] = "archive"
         configs = dict(step.get("inductor_configs") or {})
+        check_inductor_configs(configs)
         out = step["out"]
         os.makedirs(os.path.dirname(out), exist_ok=True)
         path = torch._inductor.aoti_compile_and_package(
@@ -1211,7 +1305,8 @@ class Worker:
         out_dir = step["out_dir"]
         os.makedirs(out_dir, exist_ok=True)
         import torch._dynamo.config as dynamo_config
-        from torch._dynamo.repro.aoti import run_repro
+
+        run_repro = minifier_entry()
 
         dynamo_config.debug_dir_root = os.path.join(out_dir, "debug")
         configs = {**dict(step.get("inductor_configs") or {}), "aot_inductor.package": True}
@@ -1329,7 +1424,7 @@ def host_facts(cuda_devices: bool) -> dict[str, Any]:
         compiler["error"] = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
     facts["compiler"] = compiler
     facts["inductor_cache_dir"] = _guard(_inductor_cache_dir)
-    facts["tempdir"] = _guard(lambda: __import__("tempfile").gettempdir())
+    facts["tempdir"] = USER_TEMPDIR or _guard(lambda: __import__("tempfile").gettempdir())
     facts["loaded_libraries"] = _guard(_loaded_runtime_libraries)
     return facts
 
@@ -1410,6 +1505,31 @@ def prewarm_and_wait(parts: str, job_path: str) -> float:
     return warm_s
 
 
+USER_TEMPDIR: str | None = None
+"""The temp folder of the process that started the worker (doctor reports it as the package
+extraction folder); the worker itself extracts into its job's folder, see private_tempdir."""
+
+
+def private_tempdir(workdir: str) -> None:
+    """Point TMPDIR (C++ getenv too) at a folder inside the job's workdir, which aotipre removes.
+
+    torch's loaders extract each package into `$TMPDIR/aotinductor_*`; from 2.14 the C++ loader
+    does it and removes the folder in its destructor, which never runs here (os._exit below), so
+    the folders would pile up in the user's TMPDIR."""
+    import tempfile
+
+    global USER_TEMPDIR
+    USER_TEMPDIR = tempfile.gettempdir()
+    # Inductor's compile cache defaults to $TMPDIR/torchinductor_<user>: pin it where it is
+    # (it speeds up later compiles), so only the extraction folders move
+    with contextlib.suppress(Exception):
+        _inductor_cache_dir()
+    tmp = os.path.join(workdir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ["TMPDIR"] = tmp
+    tempfile.tempdir = None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: worker.py JOB.json\n")
@@ -1426,6 +1546,15 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"worker: job protocol {job.get('protocol')!r}, expected {PROTOCOL}\n")
         return 65
     faulthandler.enable(all_threads=True)
+    if "libaotipre_backtrace" in os.environ.get("LD_PRELOAD", ""):
+        # aotipre doctor's crash re-run: put the helper's faulting-instruction handler in front
+        # of faulthandler's (aotipre/doctor/frames.py says why)
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None).aotipre_backtrace_install()
+    if job.get("workdir"):
+        private_tempdir(job["workdir"])
     if job.get("capture_stdout"):
         _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))

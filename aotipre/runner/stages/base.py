@@ -35,6 +35,9 @@ class StepRecord:
     detail: str = ""
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    startup_s: float = 0.0
+    """Worker start-up before this step (Python, import torch), kept apart from duration_s:
+    set on the first step a worker ran (issue 14: load times without the torch import)."""
 
     @property
     def error(self) -> dict[str, Any]:

@@ -172,6 +172,9 @@ class Session:
         for r in recs:
             env.update(r.env)
             command = command or r.argv
+        startup = sum(r.startup_s for r in recs)
+        if startup >= 0.005:
+            detail += f" (+{startup:.2f}s worker start-up and import torch, not in the time)"
         return StageResult(
             name=name,
             status=status,
@@ -314,7 +317,8 @@ class Session:
         for rec in done.records:
             self._store(rec)
         if done.records:
-            done.records[0].duration_s += done.startup_s
+            # worker start-up (interpreter, import torch): shown apart from the first step's time
+            done.records[0].startup_s += done.startup_s
         return done.seen
 
     def _store(self, rec: StepRecord) -> None:

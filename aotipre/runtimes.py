@@ -1,0 +1,265 @@
+"""The Python interpreters the torch workers run in (`--python`, config key `python`).
+
+aotipre runs where it is installed; its workers (aotipre/runner/worker.py: the standard library
+and torch, no aotipre import) can run in another interpreter, e.g. the serving image's venv
+with the exact torch of the deployment. `probe` validates one interpreter in a subprocess that
+imports nothing heavy (torch's version comes from its installed metadata); `check` runs a
+package's dynamic stages once per interpreter (a version matrix) and merges the runs into one
+Report whose dynamic stages and findings say which torch ran them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aotipre.errors import UsageError
+from aotipre.versions import SUPPORTED_TEXT, is_supported
+
+if TYPE_CHECKING:
+    from aotipre.api import CheckOptions
+    from aotipre.findings import Report
+
+PROBE_TIMEOUT_S = 60.0
+MIN_PYTHON = (3, 10)
+STATIC_STAGES = frozenset({"inspect", "inputs", "static", "baseline"})
+"""Stages that read the package only: the same whichever interpreter runs the workers."""
+TORCH_HINT = (
+    "install torch pinned first (e.g. pip install torch==2.13.0), then pip install "
+    "'aotipre[torch]'; or run the workers in an interpreter that has torch with --python PATH "
+    "(the static checks, --static-only, need no torch)"
+)
+
+# Runs in the probed interpreter: nothing but the standard library, and torch is not imported
+# (its version is read from the installed metadata, else from torch/version.py as text).
+_PROBE = r"""
+import json, os, re, sys
+out = {"python": sys.version.split()[0], "version_info": list(sys.version_info[:2]),
+       "executable": sys.executable, "torch": None, "torch_path": None}
+try:
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+except Exception as exc:
+    spec = None
+    out["torch_error"] = "%s: %s" % (type(exc).__name__, exc)
+if spec is not None and spec.origin:
+    out["torch_path"] = os.path.dirname(spec.origin)
+    try:
+        from importlib import metadata
+        out["torch"] = metadata.version("torch")
+    except Exception:
+        try:
+            with open(os.path.join(out["torch_path"], "version.py")) as f:
+                m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", f.read())
+            out["torch"] = m.group(1) if m else None
+        except OSError:
+            pass
+print("@@aotipre-probe " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One interpreter the workers run in, with the torch it holds."""
+
+    python: str
+    """The interpreter as the workers are started: the path given (made absolute), not
+    resolved through symbolic links (a venv's bin/python is a link to the base Python)."""
+    python_version: str
+    torch_version: str
+    torch_path: str
+    shown: str
+    """The path as the user wrote it (or `sys.executable` for the default)."""
+
+    @property
+    def label(self) -> str:
+        return f"torch {self.torch_version}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "python": self.python,
+            "python_version": self.python_version,
+            "torch": self.torch_version,
+            "torch_path": self.torch_path,
+        }
+
+
+def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> Runtime:
+    """Validate an interpreter (None: the running one) and read its torch's version.
+
+    Raises UsageError (one line; the CLI exits 2) when it does not exist, does not run, is not
+    a Python 3.10+, or has no torch, or a torch outside the supported range.
+    """
+    given = python is not None
+    where = f"--python {python}" if given else f"this Python ({sys.executable})"
+    path = _locate(python) if python is not None else sys.executable
+    try:
+        done = subprocess.run(
+            [path, "-c", _PROBE],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout_s,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{where}: did not answer within {timeout_s:g} s") from None
+    except OSError as exc:
+        raise UsageError(f"{where}: cannot run it ({exc.strerror})") from None
+    info = _probe_answer(done.stdout)
+    if info is None:
+        raise UsageError(
+            f"{where}: not a Python interpreter, or a broken one (it exited "
+            f"{done.returncode} without answering the probe)"
+        )
+    version = tuple(info.get("version_info") or (0, 0))
+    if version < MIN_PYTHON:
+        raise UsageError(
+            f"{where}: Python {info.get('python')}; aotipre's workers need Python "
+            f"{MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer"
+        )
+    torch_version = info.get("torch")
+    if not torch_version:
+        raise UsageError(
+            f"the dynamic stages need torch, and {where} has none: {TORCH_HINT}"
+            if not given
+            else f"{where}: no torch installed in that interpreter (its workers need torch "
+            f"{SUPPORTED_TEXT})"
+        )
+    if not is_supported(str(torch_version)):
+        raise UsageError(
+            f"{where}: torch {torch_version}; aotipre's workers support torch {SUPPORTED_TEXT}"
+        )
+    return Runtime(
+        python=path,
+        python_version=str(info.get("python")),
+        torch_version=str(torch_version),
+        torch_path=str(info.get("torch_path") or ""),
+        shown=python if python is not None else sys.executable,
+    )
+
+
+def resolve(pythons: Sequence[str]) -> tuple[Runtime, ...]:
+    """Probe each interpreter once (in order, duplicates dropped); () -> the running one."""
+    if not pythons:
+        return (probe(None),)
+    seen: dict[str, Runtime] = {}
+    for python in pythons:
+        runtime = probe(python)
+        seen.setdefault(runtime.python, runtime)
+    return tuple(seen.values())
+
+
+def _locate(python: str) -> str:
+    """An absolute path for `python`: a path as given, or a bare name looked up on PATH."""
+    if os.sep not in python:
+        found = shutil.which(python)
+        if found is None:
+            raise UsageError(f"--python {python}: not found on PATH")
+        return os.path.abspath(found)
+    path = os.path.abspath(os.path.expanduser(python))
+    if os.path.isdir(path):
+        raise UsageError(f"--python {python}: a folder, not an interpreter (e.g. VENV/bin/python)")
+    if not os.path.exists(path):
+        raise UsageError(f"--python {python}: no such file")
+    if not os.access(path, os.X_OK):
+        raise UsageError(f"--python {python}: not executable")
+    return path
+
+
+def _probe_answer(stdout: bytes) -> dict[str, Any] | None:
+    for line in stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith("@@aotipre-probe "):
+            try:
+                data = json.loads(line.split(" ", 1)[1])
+            except ValueError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# One check per interpreter, merged
+
+
+def check(package: str, options: CheckOptions, runtimes: Sequence[Runtime]) -> Report:
+    """`api.check` with the workers in each of `runtimes` (none, or static-only: as is).
+
+    One runtime: one run, its dynamic stages labelled. Several: the static part once, then each
+    runtime's dynamic stages and findings in turn, each labelled with its torch; the baseline
+    is applied once, to the merged report.
+    """
+    from aotipre import api
+    from aotipre.baseline import apply_baseline
+
+    if options.static_only or not runtimes:
+        return api.check(package, options)
+    from aotipre.runner.stages import DynamicOptions
+
+    dynamic = options.dynamic or DynamicOptions()
+    matrix = len(runtimes) > 1
+    reports = []
+    for runtime in runtimes:
+        opts = dataclasses.replace(
+            options,
+            dynamic=dataclasses.replace(dynamic, python=runtime.python),
+            baseline=None if matrix else options.baseline,
+            progress=_tagged(options.progress, runtime) if matrix else options.progress,
+        )
+        reports.append(api.check(package, opts))
+        if reports[0].error is not None:  # the package or inputs cannot be read: same for all
+            break
+    merged = merge(reports, runtimes[: len(reports)])
+    if matrix and options.baseline is not None and merged.error is None:
+        merged = apply_baseline(merged, options.baseline)
+    return merged
+
+
+def merge(reports: Sequence[Report], runtimes: Sequence[Runtime]) -> Report:
+    """The first report with every report's dynamic stages, findings and diagnoses labelled
+    with the torch that ran them (findings only in a matrix, where the subject must say it)."""
+    first = reports[0]
+    matrix = len(runtimes) > 1
+    stages = [s for s in first.stages if s.name in STATIC_STAGES]
+    findings = [f for f in first.findings if _is_static(f.stage)]
+    diagnosis = []
+    for report, runtime in zip(reports, runtimes):
+        stages += [
+            dataclasses.replace(s, runtime=runtime.label)
+            for s in report.stages
+            if s.name not in STATIC_STAGES
+        ]
+        findings += [
+            dataclasses.replace(f, runtime=runtime.label) if matrix else f
+            for f in report.findings
+            if not _is_static(f.stage)
+        ]
+        diagnosis += list(report.diagnosis)
+    first.stages = stages
+    first.findings = findings
+    first.diagnosis = diagnosis
+    first.runtimes = [r.to_dict() for r in runtimes]
+    return first
+
+
+def _is_static(stage: str | None) -> bool:
+    return stage is None or stage in STATIC_STAGES
+
+
+def _tagged(
+    progress: Callable[[str], None] | None, runtime: Runtime
+) -> Callable[[str], None] | None:
+    if progress is None:
+        return None
+
+    def say(message: str) -> None:
+        progress(f"[{runtime.label}] {message}")
+
+    return say
