@@ -367,7 +367,9 @@ def named_mutants() -> list[Mutant]:
     for n in NAMED:
         text = (REPO / n.path).read_text()
         if text.count(n.old) != 1:
-            raise SystemExit(f"named mutant {n.name!r}: the text to replace is not in {n.path} once")
+            raise SystemExit(
+                f"named mutant {n.name!r}: the text to replace is not in {n.path} once"
+            )
         out.append(
             Mutant(f"named:{n.name}", n.path, n.path, n.name, text.replace(n.old, n.new), n.tests,
                    named=True)
@@ -390,9 +392,7 @@ def copy_tree(dest: Path) -> None:
     (dest / ".git").mkdir()  # the configuration search stops here, as in the checkout
 
 
-def run_pytest(
-    tree: Path, args: list[str], timeout: float, fast: bool = True
-) -> tuple[str, float]:
+def run_pytest(tree: Path, args: list[str], timeout: float, fast: bool = True) -> tuple[str, float]:
     """Fork, run pytest in `tree` in the child; 'killed' (tests failed), 'survived', 'timeout'."""
     started = time.monotonic()
     pid = os.fork()
@@ -560,7 +560,9 @@ def _summary(mutants: list[Mutant], opts: argparse.Namespace) -> int:
     total = [m for m in mutants if not m.named]
     if total:
         killed = sum(m.outcome in ("killed", "timeout") for m in total)
-        print(f"{'all':35} {len(total):7} {killed:7} {len(total) - killed:9}  {killed / len(total):.1%}")
+        print(
+            f"{'all':35} {len(total):7} {killed:7} {len(total) - killed:9}  {killed / len(total):.1%}"
+        )
     named = [m for m in mutants if m.named]
     for m in named:
         print(f"named: {m.outcome:9} {m.what}")

@@ -1,4 +1,4 @@
-"""Build the extra packages and sample inputs of tests/gate: `python build_gate.py OUT_DIR`.
+"""Build the extra packages and sample inputs of tests/gate: `python build_gate.py OUT FIXTURES PART`.
 
 Run in a fresh interpreter by tests/gate/conftest.py (torch stays out of pytest). Packages are
 made with the public API only: `torch.export.export` + `torch.export.save` (ExportedProgram)
@@ -29,7 +29,9 @@ from fixtures.models import VOCAB, TokenModel  # noqa: E402
 MANIFEST: dict[str, str] = {}
 
 
-def save_inputs(out: Path, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> None:
+def save_inputs(
+    out: Path, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], why: str
+) -> None:
     torch.save((args, kwargs), out / f"{name}.pt")
     MANIFEST[f"{name}.pt"] = why
 
@@ -103,7 +105,8 @@ class UnitDim(nn.Module):
 
 
 class SlowModel(nn.Module):
-    """x [1024, 1024] float -> the same, after 40 matmuls: seconds of work on a small CPU."""
+    """x [3072, 3072] float -> the same, after 40 matmuls (2.3 TFLOP): tens of seconds on a
+    small CPU, so a test can time it out or kill its worker while it runs."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for _ in range(40):
@@ -141,7 +144,10 @@ def merge(out_path: Path, ep_archive: Path, aoti_archive: Path) -> None:
     root = out_path.stem
     with zipfile.ZipFile(ep_archive) as ep, zipfile.ZipFile(aoti_archive) as ao:
         members: dict[str, bytes] = {}
-        for z, keep in ((ep, lambda rel: True), (ao, lambda rel: rel.startswith("data/aotinductor/"))):
+        for z, keep in (
+            (ep, lambda rel: True),
+            (ao, lambda rel: rel.startswith("data/aotinductor/")),
+        ):
             for info in z.infolist():
                 _, _, rel = info.filename.partition("/")
                 if rel and keep(rel):
@@ -161,7 +167,8 @@ def token_model(shapes_max_seq: int) -> tuple[nn.Module, Any]:
     return model, shapes
 
 
-def packages(out: Path, fixture_dir: Path) -> None:
+def assembled(out: Path, fixture_dir: Path) -> None:
+    """Packages assembled from exports and aoti.pt2's compiled code (no compile)."""
     work = out / "parts"
     work.mkdir(exist_ok=True)
     aoti = fixture_dir / "aoti.pt2"
@@ -179,6 +186,12 @@ def packages(out: Path, fixture_dir: Path) -> None:
     torch.export.save(export(two, token(2, 16), shapes), work / "two_ep.pt2")
     merge(out / "two_outputs.pt2", work / "two_ep.pt2", aoti)
     MANIFEST["two_outputs.pt2"] = "EP returns (y, y), AOTI of aoti.pt2 returns y"
+
+
+def compiled(out: Path) -> None:
+    """Packages that need compiles of their own."""
+    work = out / "parts"
+    work.mkdir(exist_ok=True)
 
     # AOT612: position table of 64 rows; AOTI compiled for seq <= 128, EP declares <= 64
     torch.manual_seed(0)
@@ -206,24 +219,28 @@ def packages(out: Path, fixture_dir: Path) -> None:
     odd = torch.randn(4, 8, 1, generator=gen(10)).transpose(1, 2)  # strides (8, 1, 1)
     save_inputs(out, "unit_inputs_size1_stride", (odd,), {}, "x [4, 1, 8], strides (8, 1, 1)")
 
-    # a model that runs for many seconds (timeouts, a worker killed while running)
-    x = torch.randn(1024, 1024, generator=gen(11))
+    # a model that runs for many seconds (timeouts, a worker killed while running); no sample
+    # inputs file: aotipre synthesizes them from the contract
+    x = torch.randn(3072, 3072, generator=gen(11))
     torch._inductor.aoti_compile_and_package(
         export(SlowModel(), (x,)), package_path=str(out / "slow.pt2")
     )
-    MANIFEST["slow.pt2"] = "AOTI only, SlowModel x [1024, 1024]: 40 matmuls"
-    save_inputs(out, "slow_inputs", (x,), {}, "SlowModel x [1024, 1024]")
+    MANIFEST["slow.pt2"] = "AOTI only, SlowModel x [3072, 3072]: 40 matmuls"
 
 
 def main(argv: list[str]) -> int:
-    out = Path(argv[1])
-    fixture_dir = Path(argv[2])
+    """`build_gate.py OUT FIXTURE_DIR inputs|compiled`: the inputs (and the packages that need
+    no compile), or the packages that compile (slow)."""
+    out, fixture_dir, part = Path(argv[1]), Path(argv[2]), argv[3]
     out.mkdir(parents=True, exist_ok=True)
-    token_inputs(out)
-    mlp_inputs(out)
-    pair_inputs(out)
-    kwargs_inputs(out)
-    packages(out, fixture_dir)
+    if part == "inputs":
+        token_inputs(out)
+        mlp_inputs(out)
+        pair_inputs(out)
+        kwargs_inputs(out)
+        assembled(out, fixture_dir)
+    else:
+        compiled(out)
     (out / "manifest.json").write_text(json.dumps(MANIFEST, indent=2, sort_keys=True) + "\n")
     print(out)
     return 0

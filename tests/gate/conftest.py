@@ -35,22 +35,22 @@ def _torch_version() -> str:
     return out.stdout.strip()
 
 
-@pytest.fixture(scope="session")
-def gate_dir(fixture_dir: Path) -> Path:
-    """tests/gate's own packages and inputs (build_gate.py), rebuilt when the script changes."""
+def _built(part: str, fixture_dir: Path) -> Path:
+    """One part of build_gate.py's output (`inputs` or `compiled`), rebuilt when it changes."""
     digest = hashlib.sha256(BUILD.read_bytes() + (REPO / "fixtures/models.py").read_bytes())
-    tag = digest.hexdigest()[:12]
+    tag = f"{part}-{digest.hexdigest()[:12]}"
+    cache = REPO / ".fixture-cache"
     if os.environ.get("AOTIPRE_FIXTURES_PREBUILT"):
-        built = sorted((REPO / ".fixture-cache").glob(f"gate-*-{tag}/manifest.json"))
+        built = sorted(cache.glob(f"gate-*-{tag}/manifest.json"))
         if built:
             return built[-1].parent
-    out = REPO / ".fixture-cache" / f"gate-{_torch_version()}-{tag}"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / ".gate-build.lock", "w") as lock:
+    out = cache / f"gate-{_torch_version()}-{tag}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".gate-build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (out / "manifest.json").is_file():
             proc = subprocess.run(
-                [sys.executable, str(BUILD), str(out), str(fixture_dir)],
+                [sys.executable, str(BUILD), str(out), str(fixture_dir), part],
                 capture_output=True,
                 text=True,
                 timeout=BUILD_TIMEOUT_S,
@@ -62,15 +62,40 @@ def gate_dir(fixture_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def gate(gate_dir: Path, pkg: Callable[[str], Path]) -> Callable[[str], Path]:
+def gate_inputs_dir(fixture_dir: Path) -> Path:
+    """tests/gate's sample inputs and the packages assembled without a compile (seconds)."""
+    return _built("inputs", fixture_dir)
+
+
+@pytest.fixture(scope="session")
+def gate_compiled_dir(fixture_dir: Path) -> Path:
+    """tests/gate's packages that need compiles of their own (a minute, once)."""
+    return _built("compiled", fixture_dir)
+
+
+@pytest.fixture(scope="session")
+def gate(gate_inputs_dir: Path, pkg: Callable[[str], Path]) -> Callable[[str], Path]:
     """`gate("wider_aoti.pt2")`, `gate("token_b65")` (inputs: .pt added); falls back to the
-    fixture set (`gate("aoti")`)."""
+    fixture set (`gate("aoti")`). The compiled packages: `gate_compiled`."""
 
     def lookup(name: str) -> Path:
-        for candidate in (gate_dir / name, gate_dir / f"{name}.pt"):
+        for candidate in (gate_inputs_dir / name, gate_inputs_dir / f"{name}.pt"):
             if candidate.is_file():
                 return candidate
         return pkg(name)
+
+    return lookup
+
+
+@pytest.fixture(scope="session")
+def gate_compiled(gate_compiled_dir: Path, gate: Callable[[str], Path]) -> Callable[[str], Path]:
+    """Like `gate`, and the compiled packages too (`slow.pt2`, `unit.pt2`, `pos_wider.pt2`)."""
+
+    def lookup(name: str) -> Path:
+        for candidate in (gate_compiled_dir / name, gate_compiled_dir / f"{name}.pt"):
+            if candidate.is_file():
+                return candidate
+        return gate(name)
 
     return lookup
 
@@ -100,13 +125,14 @@ def gate_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def dynamic(gate: Callable[[str], Path], gate_cache: Path) -> Dynamic:
+def dynamic(gate_compiled: Callable[[str], Path], gate_cache: Path) -> Dynamic:
     """dynamic("aoti", "token_b65", **DynamicOptions fields): the real dynamic stages (real
     worker processes) through their public entry point, every finding kept (AOT515 too)."""
 
     def go(
         package: str, inputs: str | None = None, model: str | None = None, **opts: Any
     ) -> tuple[dict[str, StageResult], list[Finding]]:
+        gate = gate_compiled
         path = gate(package if package.endswith(".pt2") else f"{package}.pt2")
         info = read_package(path)
         m = info.model(model) if model else info.models[0]

@@ -149,7 +149,10 @@ def test_a_stage_of_another_model_keeps_its_status() -> None:
 
 def test_dropping_a_warning_passes_its_stage_only_when_the_gate_fails_on_warnings() -> None:
     warn = finding("AOT013", stage="static")
-    for fail_on, status in ((Severity.WARNING, StageStatus.PASSED), (Severity.ERROR, StageStatus.FAILED)):
+    for fail_on, status in (
+        (Severity.WARNING, StageStatus.PASSED),
+        (Severity.ERROR, StageStatus.FAILED),
+    ):
         report = Report("p.pt2", stages=[stage("static", StageStatus.FAILED)], findings=[warn],
                         fail_on=fail_on)  # fmt: skip
         assert replace_findings(report, []).stages[0].status is status

@@ -12,6 +12,7 @@ expected to be <= 128, but got: 129`, and AOTI's runtime check skipping symbolic
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -207,3 +208,57 @@ def test_static_strides_of_a_static_contract(pkg: Pkg) -> None:
     assert found(check_inputs(m, SampleInputs((t("float32", 4, 8, strides=(1, 4)),)))) == [
         ("AOT307", "args[0]", 0, 8, 1)
     ]
+
+
+def with_bounds(m: ModelInfo, dim: int, **bound: int | None) -> ModelInfo:
+    """The real contract with one AOTI bound changed (as another compile could have set it)."""
+    inputs = []
+    for i in m.inputs:
+        bounds = list(i.tensor.bounds)
+        bounds[dim] = dataclasses.replace(bounds[dim], **bound)
+        inputs.append(
+            dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, bounds=tuple(bounds)))
+        )
+    return dataclasses.replace(m, inputs=tuple(inputs))
+
+
+def test_the_narrower_of_the_two_maxima_wins(pkg: Pkg) -> None:
+    # the export says seq <= 128; an AOTI code checking <= 100 refuses 101
+    m = with_bounds(model(pkg, "both"), 1, max=100)
+    assert check_inputs(m, token(3, 100)) == []
+    assert found(check_inputs(m, token(3, 101))) == [("AOT304", "input_ids", 1, "<= 100", 101)]
+    # and an AOTI code wider than the export does not widen it
+    wide = with_bounds(model(pkg, "both"), 1, max=200)
+    assert found(check_inputs(wide, token(3, 129))) == [("AOT304", "input_ids", 1, "<= 128", 129)]
+
+
+def test_the_narrower_minimum_is_named_only_when_the_export_allows_the_value(pkg: Pkg) -> None:
+    (zero,) = check_inputs(model(pkg, "both"), token(0, 10))  # below the export's min 1 too
+    assert "export allows" not in zero.message
+    (one,) = check_inputs(model(pkg, "aoti"), token(1, 10))  # AOTI-only: one range
+    assert "export allows" not in one.message
+    assert one.message == (
+        "input 'args[0]' dim 0 (s43) is 1, below the minimum 2 of its range [2, 64]"
+    )
+
+
+def test_a_dim_without_an_aoti_bound_uses_the_export_range(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    no_bounds = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, bounds=())) for i in m.inputs
+    ))  # fmt: skip
+    assert check_inputs(no_bounds, token(1, 10)) == []  # the export allows batch 1
+    assert found(check_inputs(no_bounds, token(65, 10))) == [
+        ("AOT304", "input_ids", 0, "<= 64", 65)
+    ]
+
+
+def test_derived_dims_are_checked_without_known_strides(pkg: Pkg) -> None:
+    m = model(pkg, "derived")
+    m = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, strides=None)) for i in m.inputs
+    ))  # fmt: skip
+    sample = SampleInputs((t("float32", 3, 4), t("float32", 7, 4, strides=(1, 7))))
+    assert found(check_inputs(m, sample)) == [
+        ("AOT306", "y", 0, 6, 7)
+    ]  # strides unknown: no AOT307

@@ -74,7 +74,9 @@ reports_st = st.builds(
     fail_on=st.sampled_from(list(Severity)),
     error=st.sampled_from([None, None, None, "truncated or damaged zip archive"]),
 )
-prefixes_st = st.lists(st.sampled_from(["AOT", "AOT0", "AOT3", "AOT30", "AOT6", "AOT702"]), max_size=3)
+prefixes_st = st.lists(
+    st.sampled_from(["AOT", "AOT0", "AOT3", "AOT30", "AOT6", "AOT702"]), max_size=3
+)
 
 
 @SETTINGS
@@ -169,7 +171,9 @@ def test_a_baseline_accepts_exactly_what_it_recorded(
 def test_a_baseline_entry_must_match_every_key_field(tmp_path: Path, field: str) -> None:
     base = Finding("AOT304", Severity.ERROR, codes.get("AOT304").category, "seq 129",
                    model="m", input="input_ids", dim=1)  # fmt: skip
-    baseline = write_baseline(tmp_path / "b.json", [Report(str(tmp_path / "p.pt2"), findings=[base])])
+    baseline = write_baseline(
+        tmp_path / "b.json", [Report(str(tmp_path / "p.pt2"), findings=[base])]
+    )
     other = {"code": "AOT303", "model": "n", "input": "attention_mask", "dim": 0}[field]
     moved = Finding(**{**base.__dict__, field: other, "message": "seq 130"})
     out = apply_baseline(Report(str(tmp_path / "p.pt2"), findings=[base, moved]), baseline)

@@ -72,7 +72,9 @@ def test_a_narrower_aoti_maximum_is_reported(pkg: Pkg) -> None:
         ("AOT013", 0, 1, 2),
         ("AOT013", 1, 128, 100),
     ]
-    assert "has max 128 in the ExportedProgram, but the AOTI code checks max 100" in found[1].message
+    assert (
+        "has max 128 in the ExportedProgram, but the AOTI code checks max 100" in found[1].message
+    )
 
 
 def test_package_level_findings(pkg: Pkg) -> None:
@@ -88,7 +90,9 @@ def test_package_level_findings(pkg: Pkg) -> None:
 
 
 def test_no_contract(pkg: Pkg) -> None:
-    m = dataclasses.replace(model(pkg, "aoti"), contract_source="none", notes=("wrapper.cpp absent",))
+    m = dataclasses.replace(
+        model(pkg, "aoti"), contract_source="none", notes=("wrapper.cpp absent",)
+    )
     (f,) = check_package(read_package(pkg("aoti")), [m])
     assert f.code == "AOT012" and "wrapper.cpp absent" in f.message
 

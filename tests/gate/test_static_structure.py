@@ -8,8 +8,6 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from aotipre.checks.inputs import check_inputs
 from aotipre.findings import Finding, Severity
 from aotipre.inputs.meta import SampleInputs, TensorMeta
@@ -39,7 +37,9 @@ X, MASK = t("float32", 3, 8), t("float32", 3, 8)
 
 
 def test_kwargs_contract_accepts_its_inputs(pkg: Pkg) -> None:
-    assert check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.5})) == []
+    assert (
+        check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.5})) == []
+    )
 
 
 def test_missing_kwarg(pkg: Pkg) -> None:
@@ -49,13 +49,17 @@ def test_missing_kwarg(pkg: Pkg) -> None:
 
 
 def test_unexpected_kwarg_with_a_close_name(pkg: Pkg) -> None:
-    got = check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.5, "masks": MASK}))
+    got = check_inputs(
+        model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.5, "masks": MASK})
+    )
     assert found(got) == [("AOT103", "error", "masks", ["mask", "scale"], "masks")]
     assert got[0].hint == "did you mean 'mask'?"
 
 
 def test_unexpected_kwarg_without_a_close_name(pkg: Pkg) -> None:
-    got = check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.5, "zzz": 1}))
+    got = check_inputs(
+        model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.5, "zzz": 1})
+    )
     assert found(got)[0][0] == "AOT103"
     assert got[0].hint == "the model takes keyword arguments ['mask', 'scale']"
 
@@ -74,7 +78,9 @@ def test_constant_mismatch_is_a_warning(pkg: Pkg) -> None:
 
 
 def test_a_tensor_where_a_scalar_was_exported(pkg: Pkg) -> None:
-    got = check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": t("float32")}))
+    got = check_inputs(
+        model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": t("float32")})
+    )
     assert found(got) == [("AOT106", "error", "scale", "constant", "tensor")]
 
 
@@ -96,7 +102,9 @@ def test_arg_count(pkg: Pkg) -> None:
 
 
 def test_rank(pkg: Pkg) -> None:
-    got = check_inputs(model(pkg, "both"), SampleInputs((t("int64", 3, 10, 1), t("float32", 3, 10))))
+    got = check_inputs(
+        model(pkg, "both"), SampleInputs((t("int64", 3, 10, 1), t("float32", 3, 10)))
+    )
     assert found(got) == [("AOT301", "error", "input_ids", 2, 3)]
 
 
@@ -104,7 +112,9 @@ def test_dtype_and_device(pkg: Pkg) -> None:
     got = check_inputs(model(pkg, "both"), SampleInputs((t("int32", 3, 10), t("float32", 3, 10))))
     assert found(got) == [("AOT201", "error", "input_ids", "int64", "int32")]
     assert got[0].hint == "cast it with .to(torch.int64) before calling the model"
-    cuda = check_inputs(model(pkg, "both"), SampleInputs((t("int64", 3, 10, device="cuda:0"), t("float32", 3, 10))))
+    cuda = check_inputs(
+        model(pkg, "both"), SampleInputs((t("int64", 3, 10, device="cuda:0"), t("float32", 3, 10)))
+    )
     assert found(cuda) == [("AOT202", "error", "input_ids", "cpu", "cuda:0")]
 
 
@@ -118,7 +128,10 @@ def test_a_cpu_sample_for_a_cuda_package_is_a_warning(pkg: Pkg) -> None:
     unknown = dataclasses.replace(m, inputs=tuple(
         dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, device="unknown")) for i in m.inputs
     ))  # fmt: skip
-    assert check_inputs(unknown, SampleInputs((t("int64", 3, 10, device="cuda"), t("float32", 3, 10)))) == []
+    assert (
+        check_inputs(unknown, SampleInputs((t("int64", 3, 10, device="cuda"), t("float32", 3, 10))))
+        == []
+    )
 
 
 LEAF = TreeSpec(None)
@@ -132,7 +145,10 @@ def nested(pkg: Pkg) -> ModelInfo:
     return dataclasses.replace(
         m,
         signature=CallSignature(args=(tup,), kwargs=(), arg_names=("pair",)),
-        inputs=(dataclasses.replace(ids, path="args[0][0]"), dataclasses.replace(mask, path="args[0][1]")),
+        inputs=(
+            dataclasses.replace(ids, path="args[0][0]"),
+            dataclasses.replace(mask, path="args[0][1]"),
+        ),
     )
 
 
@@ -156,7 +172,10 @@ def test_nested_dict_structure(pkg: Pkg) -> None:
     m = dataclasses.replace(
         m,
         signature=CallSignature(args=(d,), kwargs=(), arg_names=("d",)),
-        inputs=(dataclasses.replace(ids, path="args[0]['a']"), dataclasses.replace(mask, path="args[0]['b']")),
+        inputs=(
+            dataclasses.replace(ids, path="args[0]['a']"),
+            dataclasses.replace(mask, path="args[0]['b']"),
+        ),
     )
     good = {"a": t("int64", 3, 10), "b": t("float32", 3, 10)}
     assert check_inputs(m, SampleInputs((good,))) == []
@@ -167,3 +186,45 @@ def test_nested_dict_structure(pkg: Pkg) -> None:
     assert [f.code for f in got] == ["AOT104"] and "should be a dict with keys" in got[0].message
     got = check_inputs(m, SampleInputs(({"a": good["a"], "b": (good["b"],)},)))
     assert [f.code for f in got] == ["AOT104"] and "expects a single value there" in got[0].message
+
+
+def test_a_cuda_index_in_the_sample_matches_the_device_type(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    on_cuda = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, device="cuda")) for i in m.inputs
+    ))  # fmt: skip
+    sample = SampleInputs((t("int64", 3, 10, device="cuda:1"), t("float32", 3, 10, device="cuda")))
+    assert check_inputs(on_cuda, sample) == []
+
+
+def test_a_contract_without_a_call_signature_counts_tensors(pkg: Pkg) -> None:
+    # a wrapper.cpp without in_spec: tensors are matched in order, positional then keyword
+    m = dataclasses.replace(model(pkg, "aoti"), signature=None)
+    ids, mask = t("int64", 3, 10), t("float32", 3, 10)
+    assert check_inputs(m, SampleInputs((ids,), {"attention_mask": mask})) == []
+    assert check_inputs(m, SampleInputs(((ids, mask),))) == []
+    got = check_inputs(m, SampleInputs((ids, 3), {}))
+    assert found(got) == [("AOT101", "error", None, 2, 1)]
+    got = check_inputs(m, SampleInputs((ids, mask), {"extra": mask}))
+    assert found(got) == [("AOT101", "error", None, 2, 3)]
+    wrong = check_inputs(m, SampleInputs((ids,), {"attention_mask": t("float64", 3, 10)}))
+    assert found(wrong) == [("AOT201", "error", "args[1]", "float32", "float64")]
+
+
+def test_a_custom_container_is_compared_by_its_leaf_count(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    ids, mask = m.inputs
+    point = TreeSpec("mymodule.Point", ["a", "b"], (LEAF, LEAF))
+    m = dataclasses.replace(
+        m,
+        signature=CallSignature(args=(point,), kwargs=(), arg_names=("p",)),
+        inputs=(
+            dataclasses.replace(ids, path="args[0][0]"),
+            dataclasses.replace(mask, path="args[0][1]"),
+        ),
+    )
+    good = (t("int64", 3, 10), t("float32", 3, 10))
+    assert check_inputs(m, SampleInputs((good,))) == []
+    got = check_inputs(m, SampleInputs(((good[0],),)))
+    assert found(got) == [("AOT104", "error", "p", 2, 1)]
+    assert "flattens to 1 values, the exported mymodule.Point has 2" in got[0].message
