@@ -341,7 +341,7 @@ def _check_range(
     eff_hi = min(candidates) if candidates else None
     shown = f"[{eff_lo if eff_lo is not None else 0}, {eff_hi if eff_hi is not None else 'inf'}]"
     if eff_lo is not None and got < eff_lo:
-        narrower = aoti_lo is not None and (lo is None or aoti_lo > lo) and got >= (lo or 0)
+        narrower = aoti_lo is not None and lo is not None and aoti_lo > lo and got >= lo
         ctx.add(
             "AOT303",
             f"input '{spec.name}' dim {dim} ({label}) is {got}, below the minimum {eff_lo} "

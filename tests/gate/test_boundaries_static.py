@@ -262,3 +262,62 @@ def test_derived_dims_are_checked_without_known_strides(pkg: Pkg) -> None:
     assert found(check_inputs(m, sample)) == [
         ("AOT306", "y", 0, 6, 7)
     ]  # strides unknown: no AOT307
+
+
+def test_without_an_export_range_the_aoti_bound_is_the_range(pkg: Pkg) -> None:
+    # a contract that knows the AOTI code's bounds but no range for the symbol: the message
+    # must not claim what the export allows
+    m = dataclasses.replace(model(pkg, "both"), symbols=())
+    (f,) = check_inputs(m, token(1, 10))
+    assert (f.code, f.expected, f.actual) == ("AOT303", ">= 2", 1)
+    assert f.message == (
+        "input 'input_ids' dim 0 (s43) is 1, below the minimum 2 of its range [2, 64]"
+    )
+    assert check_inputs(m, token(2, 10)) == []
+
+
+def test_narrower_minimum_over_an_export_minimum_of_zero(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    m = dataclasses.replace(m, symbols=tuple(
+        dataclasses.replace(s, min=0) if s.symbol == "s43" else s for s in m.symbols
+    ))  # fmt: skip
+    (f,) = check_inputs(m, token(0, 10))
+    assert "export allows 0 but the compiled AOTI code checks >= 2" in f.message
+
+
+def test_derived_dims_without_aoti_bounds(pkg: Pkg) -> None:
+    m = model(pkg, "derived")
+    m = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, bounds=())) for i in m.inputs
+    ))  # fmt: skip
+    assert check_inputs(m, SampleInputs((t("float32", 3, 4), t("float32", 6, 4)))) == []
+    got = check_inputs(m, SampleInputs((t("float32", 33, 4), t("float32", 66, 4))))
+    assert found(got) == [("AOT304", "x", 0, "<= 32", 33), ("AOT304", "y", 0, "<= 64", 66)]
+
+
+def test_the_stride_message_says_whether_the_package_wants_a_contiguous_layout(pkg: Pkg) -> None:
+    (f,) = check_inputs(model(pkg, "strides"), SampleInputs((t("float32", 4, 8, strides=(1, 4)),)))
+    assert f.message == (
+        "input 'args[0]' has stride 1 at dim 0, the package was compiled for 8 (contiguous "
+        "layout; the input's strides are [1, 4])"
+    )
+    # a package compiled for a transposed (column-major) [4, 8] input
+    m = model(pkg, "strides")
+    (x,) = m.inputs
+    cols = dataclasses.replace(x, tensor=dataclasses.replace(
+        x.tensor, strides=tuple(dataclasses.replace(d, value=v) for d, v in zip(x.tensor.strides, (1, 4)))
+    ))  # fmt: skip
+    m = dataclasses.replace(m, inputs=(cols,))
+    assert check_inputs(m, SampleInputs((t("float32", 4, 8, strides=(1, 4)),))) == []
+    (f,) = check_inputs(m, SampleInputs((t("float32", 4, 8),)))
+    assert "(compiled layout; the input's strides are [8, 1])" in f.message
+    # symbolic strides: contiguous when they evaluate to the row-major ones
+    (f,) = check_inputs(
+        model(pkg, "both"), SampleInputs((t("int64", 3, 10, strides=(16, 1)), t("float32", 3, 10)))
+    )
+    assert "(contiguous layout;" in f.message
+    # a size-1 dim does not make a layout non-contiguous
+    (f,) = check_inputs(
+        model(pkg, "ep_only"), SampleInputs((t("float32", 1, 16, 8, strides=(128, 1, 16)),))
+    )
+    assert "(contiguous layout;" in f.message

@@ -330,19 +330,44 @@ def test_aot704_exported_program_fails_on_the_inputs(dynamic: Dynamic) -> None:
 # -- crash triage (AOT804)
 
 
-def test_aot804_faulting_kernel_reads_nan(gate: Gate, gate_cache: Path) -> None:
-    # an out-of-range id (600) makes the fused embedding kernel raise; the same kernel reads
-    # attention_mask, which holds a NaN and an Inf: triage's statistics show both
+def test_aot804_faulting_kernel_reads_nan(tmp_path: Path, gate_cache: Path) -> None:
+    # A model that turns a float input into indices (embed(x.long())): a NaN in x becomes
+    # INT64_MIN, the kernel's bounds check raises, and no index *input* is out of range -- the
+    # input the kernel reads holds a NaN. Built here with the public API (export, save,
+    # aoti_compile_and_package); triage recompiles from the saved ExportedProgram.
+    plain_torch(
+        "import json, sys, torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.embed = torch.nn.Embedding(50, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.embed(x.long()).sum(-1)\n"
+        "torch.manual_seed(0)\n"
+        "x = torch.rand(2, 8) * 40\n"
+        "ep = torch.export.export(M().eval(), (x,))\n"
+        "torch.export.save(ep, sys.argv[1])\n"
+        "torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[2])\n"
+        "bad = x.clone()\n"
+        "bad[1, 3] = float('nan')\n"
+        "torch.save(((bad,), {}), sys.argv[3])\n"
+        "print(json.dumps('ok'))\n",
+        str(tmp_path / "float_ids_ep.pt2"),
+        str(tmp_path / "float_ids.pt2"),
+        str(tmp_path / "nan.pt"),
+    )
     opts = CheckOptions(
-        inputs=str(gate("token_oob_nan")),
+        inputs=str(tmp_path / "nan.pt"),
         dynamic=DynamicOptions(cache_dir=str(gate_cache), probe=False),
+        triage=TriageOptions(exported_program=str(tmp_path / "float_ids_ep.pt2")),
         canary=False,
     )
-    report = check(gate("both.pt2"), opts)
+    report = check(tmp_path / "float_ids.pt2", opts)
     found = codes(report.findings)
-    assert "AOT602" in found and "AOT803" in found and "AOT804" in found
+    assert found[0] == "AOT602" and "AOT804" in found and "AOT803" not in found, report.findings
     f = next(f for f in report.findings if f.code == "AOT804")
-    assert f.severity is Severity.WARNING and "attention_mask" in f.message
+    assert f.severity is Severity.WARNING
+    assert report.diagnosis and report.diagnosis[0].kind == "nonfinite_input"
 
 
 # -- host (AOT409)

@@ -259,3 +259,22 @@ def test_cli_exit_code_follows_fail_on(
     assert main([*args, "--fail-on", fail_on]) == rc
     data = json.loads(capsys.readouterr().out)
     assert data["exit_code"] == rc and data["fail_on"] == fail_on
+
+
+@pytest.mark.parametrize(
+    "severity, fail_on, rc",
+    [
+        (Severity.INFO, Severity.INFO, 1),
+        (Severity.INFO, Severity.WARNING, 0),
+        (Severity.INFO, Severity.ERROR, 0),
+        (Severity.WARNING, Severity.INFO, 1),
+        (Severity.WARNING, Severity.WARNING, 1),
+        (Severity.WARNING, Severity.ERROR, 0),
+        (Severity.ERROR, Severity.INFO, 1),
+        (Severity.ERROR, Severity.WARNING, 1),
+        (Severity.ERROR, Severity.ERROR, 1),
+    ],
+)
+def test_severity_order_against_fail_on(severity: Severity, fail_on: Severity, rc: int) -> None:
+    f = Finding("AOT013", severity, codes.get("AOT013").category, "m")
+    assert Report("p.pt2", findings=[f], fail_on=fail_on).exit_code == rc

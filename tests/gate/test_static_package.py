@@ -147,3 +147,31 @@ def test_cuda_package_on_hosts(pkg: Pkg) -> None:
 
 def test_exported_program_only_has_no_host_findings(pkg: Pkg) -> None:
     assert check_host(model(pkg, "ep_only"), parse_target("cuda,cc=9.0"), soft=False) == []
+
+
+def test_an_unbounded_export_maximum_with_an_aoti_maximum(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    m = dataclasses.replace(m, symbols=tuple(dataclasses.replace(s, max=None) for s in m.symbols))
+    found = check_package(read_package(pkg("both")), [m])
+    assert [(f.code, f.dim, f.expected, f.actual) for f in found] == [
+        ("AOT013", 0, 1, 2),
+        ("AOT013", 0, None, 64),
+        ("AOT013", 1, None, 128),
+    ]
+
+
+def test_dims_without_aoti_bounds_are_not_compared(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    m = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, bounds=(None, None))) for i in m.inputs
+    ))  # fmt: skip
+    assert check_package(read_package(pkg("both")), [m]) == []
+
+
+@pytest.mark.parametrize(
+    "cc, shown", [("90", "9.0"), ("100", "10.0"), ("9", "9"), ("sm90", "sm90")]
+)
+def test_compute_capability_is_shown_as_major_minor(pkg: Pkg, cc: str, shown: str) -> None:
+    m = with_aoti(model(pkg, "aoti"), device_type="cuda", compute_capability=cc, cpu_isa=())
+    (f,) = check_host(m, parse_target("cuda,cc=7.5"), soft=False)
+    assert f.expected == shown

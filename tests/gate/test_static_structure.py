@@ -228,3 +228,26 @@ def test_a_custom_container_is_compared_by_its_leaf_count(pkg: Pkg) -> None:
     got = check_inputs(m, SampleInputs(((good[0],),)))
     assert found(got) == [("AOT104", "error", "p", 2, 1)]
     assert "flattens to 1 values, the exported mymodule.Point has 2" in got[0].message
+
+
+def test_an_input_exported_as_none(pkg: Pkg) -> None:
+    m = model(pkg, "kwargs")
+    x, mask, scale = m.inputs
+    m = dataclasses.replace(
+        m, inputs=(x, mask, dataclasses.replace(scale, kind="none", value=None))
+    )
+    assert check_inputs(m, SampleInputs((X,), {"mask": MASK, "scale": None})) == []
+    got = check_inputs(m, SampleInputs((X,), {"mask": MASK, "scale": 0.5}))
+    assert found(got) == [("AOT105", "warning", "scale", None, "0.5")]
+    assert got[0].message == "input 'scale' was None at export, got 0.5"
+
+
+def test_kind_mismatch_messages_describe_the_exported_input(pkg: Pkg) -> None:
+    got = check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": 1.0, "scale": 0.5}))
+    assert got[0].message == "input 'mask' should be a tensor float32[s31, 8], got a float"
+    got = check_inputs(
+        model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": t("float32")})
+    )
+    assert (
+        got[0].message == "input 'scale' was exported as a constant, got a tensor float32[] on cpu"
+    )
