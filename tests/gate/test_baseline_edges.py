@@ -156,3 +156,11 @@ def test_dropping_a_warning_passes_its_stage_only_when_the_gate_fails_on_warning
         report = Report("p.pt2", stages=[stage("static", StageStatus.FAILED)], findings=[warn],
                         fail_on=fail_on)  # fmt: skip
         assert replace_findings(report, []).stages[0].status is status
+
+
+def test_a_baseline_is_written_into_folders_that_do_not_exist_yet(tmp_path: Path) -> None:
+    path = tmp_path / "ci" / "gates" / "aotipre" / "b.json"
+    write_baseline(path, [Report(str(tmp_path / "p.pt2"), findings=[finding()])])
+    assert load_baseline(path).entries == ((("../../../p.pt2", "AOT304", "", "", ""), 1),)
+    write_baseline(path, [])  # again, into the folder that exists now
+    assert load_baseline(path).entries == ()

@@ -5,6 +5,7 @@ real comparison code). The real packages behind these codes: test_codes_real.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
+from aotipre.pt2.spec import Dim
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
 from tests.fakes.specs import token_model, write_package
 
@@ -154,3 +156,48 @@ def test_probe_comparison_names_the_probe_and_its_input(fake_run: Run) -> None:
     assert " at seq (s1)=128 [input_ids dim 1, attention_mask dim 1]" in f.message
     assert res["probe"].status is StageStatus.FAILED
     assert "outputs differ from eager" in res["probe"].detail
+
+
+def test_a_failed_eager_run_is_no_evidence_about_nan(fake_run: Run) -> None:
+    script = {
+        "run": {"entry": {"outputs": [output(nan=1)]}},
+        "eager": {"error": {"type": "RuntimeError", "message": "eager failed"},
+                  "entry": {"outputs": [output(nan=1)]}},
+    }  # fmt: skip
+    _, findings = fake_run(script)
+    nan = [f for f in findings if f.code == "AOT702"]
+    assert [f.severity for f in nan] == [Severity.ERROR]
+
+
+def test_nan_in_an_output_eager_does_not_have(fake_run: Run) -> None:
+    script = {
+        "run": {"entry": {"outputs": [output(), output(nan=2)]}},
+        "eager": {"entry": {"outputs": [output()]}},  # one output fewer
+    }
+    _, findings = fake_run(script)
+    assert [(f.code, f.severity) for f in findings if f.code == "AOT702"] == [
+        ("AOT702", Severity.ERROR)
+    ]
+
+
+def test_probe_comparison_names_the_first_input_of_its_symbol(tmp_path: Path) -> None:
+    # attention_mask laid out [s1, s0]: the probe of s1 touches input_ids dim 1 and
+    # attention_mask dim 0; the finding names the first of them
+    model = token_model(ep=True)
+    ids, mask = model.inputs
+    t = mask.tensor
+    mask = dataclasses.replace(mask, tensor=dataclasses.replace(
+        t, shape=tuple(reversed(t.shape)), strides=(Dim(expr="s0"), Dim(value=1))))  # fmt: skip
+    model = dataclasses.replace(model, inputs=(ids, mask))
+    package = write_package(tmp_path / "pkg.pt2", model)
+    script = {"probe:s1:max": {"entry": {"compare": {"structure": None, "outputs": [
+        tensor_cmp(mismatches=1)]}}}}  # fmt: skip
+    options = DynamicOptions(
+        worker_command=(sys.executable, FAKE_WORKER),
+        extra_env={"AOTIPRE_FAKE_SCRIPT": json.dumps(script)},
+        cache_dir=str(tmp_path / "cache"),
+        timeout_s=30.0,
+    )
+    _, findings = run_dynamic_stages(package, model, None, None, options)
+    (f,) = findings
+    assert (f.code, f.input, f.dim) == ("AOT701", "input_ids", 1)

@@ -119,3 +119,30 @@ def test_output_summary_counts_nan_and_inf() -> None:
     ints = worker.tensor_summary(torch.ones(3, dtype=torch.int64))
     assert "nan" not in ints and ints["dtype"] == "int64"
     assert worker.tensor_summary(7) == {"kind": "int", "value": "7"}
+
+
+def test_the_worst_element_is_the_largest_difference_not_the_largest_value() -> None:
+    e = torch.tensor([10.0, 0.0], dtype=torch.float64)
+    a = torch.tensor([10.5, 2.0], dtype=torch.float64)
+    rec = leaf(a, e, rtol=0.0, atol=0.0)
+    assert rec["worst_index"] == [1] and (rec["worst_aoti"], rec["worst_eager"]) == (2.0, 0.0)
+
+
+def test_a_tensor_against_a_value_is_a_structure_difference() -> None:
+    rec = leaf(torch.ones(2), 3)
+    assert rec["structure"] is True
+    assert (rec["dtype"], rec["shape"], rec["eager_dtype"], rec["eager_shape"]) == (
+        "float32",
+        [2],
+        "int",
+        "",
+    )
+    rec = leaf(3, torch.ones(2, dtype=torch.int64))
+    assert (rec["dtype"], rec["eager_dtype"], rec["eager_shape"]) == ("int", "int64", [2])
+
+
+def test_long_values_are_cut_at_200_characters() -> None:
+    long = "x" * 300
+    rec = leaf(long, long + "y")
+    assert len(rec["aoti"]) == 200 and len(rec["eager"]) == 200 and rec["equal"] is False
+    assert worker.tensor_summary(long)["value"] == repr(long)[:200]
