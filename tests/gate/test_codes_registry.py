@@ -96,8 +96,8 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT801": (f"{TRIAGE}::test_out_of_range_embedding_is_named_with_its_index_statistics",),
     "AOT803": (f"{TRIAGE}::test_out_of_range_embedding_is_named_with_its_index_statistics",),
     "AOT804": (f"{G}/test_codes_real.py::test_aot804_faulting_kernel_reads_nan",),
-    "AOT805": (f"{G}/test_codes_real.py::test_aot805_aot806_triage_of_an_aoti_only_package",),
-    "AOT806": (f"{G}/test_codes_real.py::test_aot805_aot806_triage_of_an_aoti_only_package",),
+    "AOT805": (f"{G}/test_codes_real.py::test_aot805_a_crash_triage_cannot_explain",),
+    "AOT806": (f"{G}/test_codes_real.py::test_aot806_triage_of_an_aoti_only_package",),
     "AOT807": (f"{TRIAGE}::test_the_minifier_writes_a_small_repro",),
 }  # fmt: skip
 

@@ -48,7 +48,7 @@ def test_rtol_and_atol_reach_the_comparison(
     )
     assert eager < 0.9  # so that a relative tolerance of 1.01 cannot cover a difference of 1.0
     base = [str(gate("mismatch.pt2")), "-i", str(gate("aoti_inputs")), "--no-probe",
-            "--cache-dir", str(gate_cache)]  # fmt: skip
+            "--cache-dir", str(gate_cache), "--ignore", "AOT013"]  # fmt: skip
     rc, data, _ = cli(capsys, *base, "--atol", "1.01", "--rtol", "0")
     assert rc == 0 and codes(data) == []
     assert "rtol=0, atol=1.01" in stage(data, "compare")["detail"]
@@ -77,8 +77,13 @@ def test_seed_chooses_the_synthesized_inputs(
     _, two, _ = cli(capsys, *base, "--seed", "2")
     assert "synthesized inputs (seed 1)" in stage(one, "run")["detail"]
     assert "synthesized inputs (seed 2)" in stage(two, "run")["detail"]
-    assert one["findings"][0]["message"] == again["findings"][0]["message"]
-    assert one["findings"][0]["message"] != two["findings"][0]["message"]
+
+    def mismatch(data: dict[str, Any]) -> str:
+        (f,) = [f for f in data["findings"] if f["code"] == "AOT701"]
+        return f["message"]
+
+    assert mismatch(one) == mismatch(again)
+    assert mismatch(one) != mismatch(two)
 
 
 @pytest.mark.slow
@@ -98,13 +103,15 @@ def test_no_cache_neither_reads_nor_writes_the_compile_cache(
     base = [str(gate("ep_only.pt2")), "--no-probe", "--cache-dir", str(cache)]
     rc, data, _ = cli(capsys, *base, "--no-cache")
     assert rc == 0 and stage(data, "compile")["status"] == "passed"
-    assert "cache" not in stage(data, "compile")["detail"]
+    assert stage(data, "compile")["detail"] == "compiled without the cache"
     assert not any(p.suffix == ".pt2" for p in cache.rglob("*"))  # nothing written
     rc, data, _ = cli(capsys, *base)
     assert "compiled into the cache" in stage(data, "compile")["detail"]
     assert any(p.suffix == ".pt2" for p in cache.rglob("*"))
     rc, data, _ = cli(capsys, *base, "--no-cache")  # an entry exists now, and is not read
-    assert "cache hit" not in stage(data, "compile")["detail"]
+    assert stage(data, "compile")["detail"] == "compiled without the cache"
+    rc, data, _ = cli(capsys, *base)  # while without --no-cache it is
+    assert "compile cache hit" in stage(data, "compile")["detail"]
 
 
 @pytest.mark.slow
@@ -141,14 +148,13 @@ def test_exported_program_lets_triage_recompile_an_aoti_only_package(
 @pytest.mark.slow
 def test_doctor_timeout_and_progress(capsys: pytest.CaptureFixture[str], gate_cache: Path) -> None:
     base = ["doctor", "--device", "cpu", "--cache-dir", str(gate_cache), "-f", "json"]
+    # 1 s is less than a torch worker needs to start and answer: the host cannot be checked
     rc = main([*base, "--timeout", "1", "--progress"], fast_lane=False)
     out, err = capsys.readouterr()
     data = json.loads(out)
-    assert rc == 1 and "AOT411" in codes(data)
-    canary = data["canaries"][0]
-    assert canary["status"] != "works"
-    assert "1 s" in json.dumps(data["findings"]) or canary.get("stage") in ("load", "run")
-    assert err.strip()  # progress lines were asked for
+    assert rc == 2 and data["verdict"] == "error"
+    assert "no torch worker could run here" in data["error"]
+    assert "asking torch about itself" in err  # --progress: progress lines on stderr
     rc = main([*base, "--no-progress"], fast_lane=False)
     out, err = capsys.readouterr()
     assert rc == 0 and json.loads(out)["verdict"] == "pass"
