@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,18 @@ def plain_torch(code: str, *args: str, env: dict[str, str] | None = None) -> Any
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1])
+
+
+def rewrite(src: Path, dst: Path, edit: Callable[[str, bytes], bytes | None]) -> Path:
+    """Copy an archive member by member through `edit` (None drops the member): a real package
+    damaged or changed in one named way."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
+        for info in z.infolist():
+            data = edit(info.filename, z.read(info))
+            if data is not None:
+                out.writestr(info.filename, data)
+    return dst
 
 
 Dynamic = Callable[..., tuple[dict[str, StageResult], list[Finding]]]

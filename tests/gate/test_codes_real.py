@@ -17,7 +17,6 @@ import signal
 import subprocess
 import threading
 import time
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from aotipre import CheckOptions, check
 from aotipre.findings import Finding, Severity, StageStatus, Verdict
 from aotipre.runner.stages import DynamicOptions
 from aotipre.triage.escalate import TriageOptions
-from tests.gate.conftest import Dynamic, plain_torch
+from tests.gate.conftest import Dynamic, plain_torch, rewrite
 
 pytestmark = pytest.mark.slow
 
@@ -36,17 +35,6 @@ Gate = Callable[[str], Path]
 
 def codes(findings: list[Finding]) -> list[str]:
     return [f.code for f in findings]
-
-
-def rewrite(src: Path, dst: Path, edit: Callable[[str, bytes], bytes | None]) -> Path:
-    """Copy an archive member by member through `edit` (None drops the member)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
-        for info in z.infolist():
-            data = edit(info.filename, z.read(info))
-            if data is not None:
-                out.writestr(info.filename, data)
-    return dst
 
 
 def build_so(tmp: Path, c_source: str) -> bytes:

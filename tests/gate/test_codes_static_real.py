@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from aotipre.cli import main
-from tests.gate.conftest import plain_torch
+from tests.gate.conftest import plain_torch, rewrite
 
 Gate = Callable[[str], Path]
 
@@ -26,17 +26,6 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, 
 
 def codes(data: dict[str, Any]) -> list[tuple[str, str]]:
     return [(f["code"], f["severity"]) for f in data["findings"]]
-
-
-def rewrite(src: Path, dst: Path, edit: Callable[[str, bytes], bytes | None]) -> Path:
-    """Copy an archive member by member through `edit` (None drops the member)."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(src) as z, zipfile.ZipFile(dst, "w") as out:
-        for info in z.infolist():
-            data = edit(info.filename, z.read(info))
-            if data is not None:
-                out.writestr(info.filename, data)
-    return dst
 
 
 def test_aot010_an_archive_without_models(
