@@ -192,7 +192,17 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     if opts.static_only:
         return report
     for model in models:
-        _dynamic(report, package, model, opts, blocked=_static_blockers(findings, model))
+        # stored sample inputs the static checks could not read are not handed to the run
+        # either: the dynamic stages synthesize inputs instead (the AOT020 warning says why)
+        stored = samples.get(model.name) is not None and opts.inputs is None
+        _dynamic(
+            report,
+            package,
+            model,
+            opts,
+            blocked=_static_blockers(findings, model),
+            member=model.sample_inputs_member if stored else None,
+        )
     return report
 
 
@@ -208,7 +218,12 @@ def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
 
 
 def _dynamic(
-    report: Report, package: PackageInfo, model: ModelInfo, opts: CheckOptions, blocked: list[str]
+    report: Report,
+    package: PackageInfo,
+    model: ModelInfo,
+    opts: CheckOptions,
+    blocked: list[str],
+    member: str | None,
 ) -> None:
     from aotipre.runner.stages import STAGES, DynamicOptions, run_dynamic_stages
 
@@ -220,7 +235,6 @@ def _dynamic(
         )
         return
     inputs_path = opts.inputs
-    member = None if inputs_path else model.sample_inputs_member
     escalations: list[Any] = []
 
     def triage(crash: RunCrash) -> None:  # runs while the crashed session's files exist
@@ -302,6 +316,17 @@ def _sample_inputs(
         try:
             with open_archive(package.path) as archive:
                 data = archive.read(model.sample_inputs_member)  # may be too large to read
+            if not data:  # torch.export.save of a program without example inputs
+                report.findings.append(
+                    codes.get("AOT022").finding(
+                        f"no sample inputs for model '{model.name}' (the archive's "
+                        f"{model.sample_inputs_member} is empty): pass --inputs FILE to check "
+                        "inputs; the dynamic stages synthesize them",
+                        model=model.name,
+                        stage="inputs",
+                    )
+                )
+                return None
             sample = load_sample_inputs_bytes(data, source)
         except (InputsError, PackageError) as exc:
             report.findings.append(

@@ -12,9 +12,7 @@ public API wrote, exactly as `package_pt2` lays them out (`<root>/models/...` ne
 from __future__ import annotations
 
 import json
-import os
 import sys
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from torch.export import Dim
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 from fixtures.models import VOCAB, TokenModel  # noqa: E402
+from tests.gate.archives import merge  # noqa: E402
 
 MANIFEST: dict[str, str] = {}
 
@@ -137,26 +136,6 @@ class TwoOutputs(TokenModel):
 
 def export(model: nn.Module, args: tuple[Any, ...], shapes: Any = None) -> Any:
     return torch.export.export(model.eval(), args, dynamic_shapes=shapes)
-
-
-def merge(out_path: Path, ep_archive: Path, aoti_archive: Path) -> None:
-    """One archive with the ExportedProgram of `ep_archive` and the AOTI code of `aoti_archive`."""
-    root = out_path.stem
-    with zipfile.ZipFile(ep_archive) as ep, zipfile.ZipFile(aoti_archive) as ao:
-        members: dict[str, bytes] = {}
-        for z, keep in (
-            (ep, lambda rel: True),
-            (ao, lambda rel: rel.startswith("data/aotinductor/")),
-        ):
-            for info in z.infolist():
-                _, _, rel = info.filename.partition("/")
-                if rel and keep(rel):
-                    members[f"{root}/{rel}"] = z.read(info)
-    tmp = out_path.with_suffix(".tmp")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-    os.replace(tmp, out_path)
 
 
 def token_model(shapes_max_seq: int) -> tuple[nn.Module, Any]:

@@ -321,3 +321,30 @@ def test_the_stride_message_says_whether_the_package_wants_a_contiguous_layout(p
         model(pkg, "ep_only"), SampleInputs((t("float32", 1, 16, 8, strides=(128, 1, 16)),))
     )
     assert "(contiguous layout;" in f.message
+
+
+def test_layout_words_with_size_one_and_unknown_strides(pkg: Pkg) -> None:
+    m = model(pkg, "strides")
+    (x,) = m.inputs
+    static = x.tensor.shape[0]
+
+    def contract(shape: tuple, strides: tuple) -> ModelInfo:
+        dims = tuple(dataclasses.replace(static, value=v, expr=None) for v in shape)
+        sdims = tuple(
+            dataclasses.replace(static, value=v, expr=None) if isinstance(v, int)
+            else dataclasses.replace(static, value=None, expr=v)
+            for v in strides
+        )  # fmt: skip
+        t_ = dataclasses.replace(x.tensor, shape=dims, strides=sdims, bounds=())
+        return dataclasses.replace(m, inputs=(dataclasses.replace(x, tensor=t_),))
+
+    # compiled [4, 1, 8] with strides (8, 1, 1): contiguous (a size-1 dim's stride is free)
+    unit = contract((4, 1, 8), (8, 1, 1))
+    (f,) = check_inputs(unit, SampleInputs((t("float32", 4, 1, 8, strides=(16, 8, 1)),)))
+    assert (f.dim, f.expected, f.actual) == (0, 8, 16)
+    assert "(contiguous layout;" in f.message
+    # a stride the contract cannot evaluate: the layout is not claimed to be contiguous
+    odd = contract((4, 8), ("s99", 1))
+    (f,) = check_inputs(odd, SampleInputs((t("float32", 4, 8, strides=(8, 2)),)))
+    assert (f.dim, f.expected, f.actual) == (1, 1, 2)
+    assert "(compiled layout;" in f.message

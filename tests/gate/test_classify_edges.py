@@ -211,3 +211,99 @@ def test_compile_failure_summary_and_cuts() -> None:
     )
     assert fault.kind == "device_fault"
     assert classify_compile_failure().summary == "the compile failed"
+
+
+def test_size_stride_line_is_the_guard_message() -> None:
+    (c,) = parse_input_checks("expected size 3==3, stride 16==10 at dim=0 Error in op: input")
+    assert c.line == "expected size 3==3, stride 16==10 at dim=0 (op: input)"
+    (c,) = parse_input_checks("expected size 7==6, stride 4==4 at dim=0")
+    assert c.line == "expected size 7==6, stride 4==4 at dim=0"
+
+
+def test_a_two_digit_device_number_is_not_undoubled() -> None:
+    (c,) = parse_input_checks("input_handles[0]: unmatched device type, expected: 12, but got: 0")
+    assert c.expected == "xpu"
+
+
+@pytest.mark.parametrize(
+    "exc_type, message, summary",
+    [
+        (None, "plain error text\nsecond line", "plain error text"),
+        ("KeyError", "", "KeyError"),
+        ("KeyError", None, "KeyError"),
+        (None, "", "the call failed"),
+    ],
+)
+def test_exception_summary(exc_type: str | None, message: str | None, summary: str) -> None:
+    f = classify_run_failure(exc_type=exc_type, message=message)
+    assert (f.kind, f.summary) == ("exception", summary)
+
+
+def test_timeout_evidence_holds_the_watchdog_line_once_and_two_frames() -> None:
+    log = (
+        "Timeout (0:00:02)!\n"
+        "RuntimeError: something before\n"
+        "Current thread 0x1 (most recent call first):\n"
+        '  File "a.py", line 1 in f\n  File "b.py", line 2 in g\n  File "c.py", line 3 in h\n'
+    )
+    f = classify_run_failure(log=log, timed_out=True)
+    assert f.evidence == (
+        "Timeout (0:00:02)!",
+        "RuntimeError: something before",
+        "a.py:1 in f",
+        "b.py:2 in g",
+    )
+
+
+def test_kernel_check_when_a_frame_names_the_kernel() -> None:
+    message = (
+        "bad thing\nException raised from run_impl at model.cpp:3 (most recent call first):\n"
+        "frame #3: cpp_fused_add_0 + 0xa8 (0x1 in /tmp/x.wrapper.so)"
+    )
+    f = classify_run_failure(exc_type="RuntimeError", message=message)
+    assert (f.kind, f.kernel, f.summary) == ("kernel_check", "cpp_fused_add_0", "bad thing")
+    # a kernel named without an exception raised from code: an exception
+    f = classify_run_failure(exc_type="RuntimeError", message="bad thing in cpp_fused_add_0")
+    assert (f.kind, f.kernel) == ("exception", "cpp_fused_add_0")
+    # an exception raised from code, no kernel named: an exception
+    f = classify_run_failure(
+        exc_type="RuntimeError", message="bad\nException raised from run_impl at m.cpp:3"
+    )
+    assert (f.kind, f.kernel) == ("exception", None)
+
+
+def test_load_evidence_quotes_the_message_and_the_first_frame() -> None:
+    f = classify_load_failure(
+        exc_type="RuntimeError", message="Incorrect device passed to aoti_runner_cpu"
+    )
+    assert f.evidence == ("Incorrect device passed to aoti_runner_cpu",)
+    log = (
+        "Fatal Python error: Segmentation fault\n"
+        "Current thread 0x1 (most recent call first):\n"
+        '  File "load.py", line 5 in load\n  File "main.py", line 9 in main\n'
+    )
+    f = classify_load_failure(signal="SIGSEGV", log=log)
+    assert f.evidence == ("Fatal Python error: Segmentation fault", "load.py:5 in load")
+
+
+def test_compile_evidence_limits_and_fallback() -> None:
+    text = "\n".join(
+        ["k.cpp:1:1: error: " + "e" * 450, "k.cpp:2:1: error: " + "f" * (400 - 18)]
+        + [f"RuntimeError: failure {i}" for i in range(3)]
+    )
+    f = classify_compile_failure(exc_type="CppCompileError", message="compile failed", log=text)
+    first, second, *rest = f.evidence
+    assert len(first) == 400 and first.endswith("...")
+    assert len(second) == 400 and not second.endswith("...")
+    assert rest == ["RuntimeError: failure 1", "RuntimeError: failure 2"]  # the last two
+    # no compiler or exception lines: the decisive lines of the message
+    f = classify_compile_failure(message="the build went wrong somewhere")
+    assert f.evidence == ("the build went wrong somewhere",)
+    # the kernel the log names
+    f = classify_compile_failure(exc_type="E", message="in cpp_fused_relu_0: bad")
+    assert f.kernel == "cpp_fused_relu_0"
+    # the summary is cut only past 400 characters
+    exact = classify_compile_failure(exc_type="E", message="m" * 397)
+    assert len(exact.summary) == 400 and not exact.summary.endswith("...")
+    over = classify_compile_failure(exc_type="E", message="m" * 398)
+    assert len(over.summary) == 400 and over.summary.endswith("...")

@@ -4,7 +4,6 @@ real CLI and the real worker (slow), and an internal error is exit 3 (fault inje
 from __future__ import annotations
 
 import json
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 
 from aotipre import batch
 from aotipre.cli import main
+from tests.gate.archives import merge
 from tests.gate.conftest import plain_torch
 
 Gate = Callable[[str], Path]
@@ -63,20 +63,27 @@ def test_rtol_and_atol_reach_the_comparison(
 def test_seed_chooses_the_synthesized_inputs(
     capsys: pytest.CaptureFixture[str], gate: Gate, gate_cache: Path, tmp_path: Path
 ) -> None:
-    # mismatch.pt2 without its stored sample inputs: inputs are synthesized from the seed, and
-    # the worst element of the (+1.0) mismatch moves with them
-    src = gate("mismatch.pt2")
-    pkg = tmp_path / "mismatch.pt2"
-    with zipfile.ZipFile(src) as z, zipfile.ZipFile(pkg, "w") as out:
-        for info in z.infolist():
-            if "/data/sample_inputs/" not in info.filename:
-                out.writestr(info.filename, z.read(info))
+    # mismatch.pt2's ExportedProgram saved again without example inputs (torch.export.save then
+    # writes an empty sample-inputs member), with mismatch.pt2's AOTI code: inputs are
+    # synthesized from the seed, and the worst element of the (+1.0) mismatch moves with them
+    plain_torch(
+        "import json, sys, torch\n"
+        "ep = torch.export.load(sys.argv[1])\n"
+        "ep.example_inputs = None\n"
+        "torch.export.save(ep, sys.argv[2])\n"
+        "print(json.dumps('ok'))\n",
+        str(gate("mismatch.pt2")),
+        str(tmp_path / "ep.pt2"),
+    )
+    pkg = merge(tmp_path / "mismatch.pt2", tmp_path / "ep.pt2", gate("mismatch.pt2"))
     base = [str(pkg), "--no-probe", "--cache-dir", str(gate_cache)]
     _, one, _ = cli(capsys, *base, "--seed", "1")
     _, again, _ = cli(capsys, *base, "--seed", "1")
     _, two, _ = cli(capsys, *base, "--seed", "2")
     assert "synthesized inputs (seed 1)" in stage(one, "run")["detail"]
     assert "synthesized inputs (seed 2)" in stage(two, "run")["detail"]
+    assert stage(one, "run")["status"] == "passed"
+    assert ("AOT022", "info") in [(f["code"], f["severity"]) for f in one["findings"]]
 
     def mismatch(data: dict[str, Any]) -> str:
         (f,) = [f for f in data["findings"] if f["code"] == "AOT701"]
