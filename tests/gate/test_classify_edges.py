@@ -292,7 +292,7 @@ def test_compile_evidence_limits_and_fallback() -> None:
         + [f"RuntimeError: failure {i}" for i in range(3)]
     )
     f = classify_compile_failure(exc_type="CppCompileError", message="compile failed", log=text)
-    first, second, *rest = f.evidence
+    first, second, *rest = f.evidence  # a line of 450 characters is cut, one of 400 is not
     assert len(first) == 400 and first.endswith("...")
     assert len(second) == 400 and not second.endswith("...")
     assert rest == ["RuntimeError: failure 1", "RuntimeError: failure 2"]  # the last two
@@ -307,3 +307,9 @@ def test_compile_evidence_limits_and_fallback() -> None:
     assert len(exact.summary) == 400 and not exact.summary.endswith("...")
     over = classify_compile_failure(exc_type="E", message="m" * 398)
     assert len(over.summary) == 400 and over.summary.endswith("...")
+
+
+def test_a_compiler_line_one_past_the_limit_is_cut() -> None:
+    line = "k.cpp:1:1: error: " + "e" * (401 - 18)
+    (quoted,) = classify_compile_failure(exc_type=None, message="", log=line).evidence
+    assert len(line) == 401 and len(quoted) == 400 and quoted.endswith("...")
