@@ -276,7 +276,9 @@ def _dynamic(
         )
         return
     inputs_path = opts.inputs
-    member = None if inputs_path else model.sample_inputs_member
+    # stored sample inputs the static checks could not read (or an empty member) are not handed
+    # to the run either: the dynamic stages synthesize inputs instead (AOT020/AOT022 say why)
+    member = model.sample_inputs_member if inputs_path is None and sample is not None else None
     escalations: list[Any] = []
 
     def triage(crash: RunCrash) -> None:  # runs while the crashed session's files exist
@@ -360,6 +362,17 @@ def _sample_inputs(
         source = f"{package.path}:{model.sample_inputs_member}"
         try:
             data = archive.read(model.sample_inputs_member)  # may be too large to read
+            if not data:  # torch.export.save of a program without example inputs
+                report.findings.append(
+                    codes.get("AOT022").finding(
+                        f"no sample inputs for model '{model.name}' (the archive's "
+                        f"{model.sample_inputs_member} is empty): pass --inputs FILE to check "
+                        "inputs; the dynamic stages synthesize them",
+                        model=model.name,
+                        stage="inputs",
+                    )
+                )
+                return None
             sample = load_sample_inputs_bytes(data, source)
         except (InputsError, PackageError) as exc:
             report.findings.append(

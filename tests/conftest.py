@@ -41,9 +41,16 @@ def _build(*extra: str) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+PREBUILT_ENV = "AOTIPRE_FIXTURES_PREBUILT"
+"""Set (with AOTIPRE_FIXTURE_DIR) to use that directory as it is, without asking the builder
+whether it is current (saves its `import torch`; scripts/mutate.py runs pytest hundreds of times)."""
+
+
 @pytest.fixture(scope="session")
 def fixture_dir() -> Path:
     """The directory holding every CPU fixture, built on first use and reused afterwards."""
+    if os.environ.get(PREBUILT_ENV) and os.environ.get(FIXTURE_DIR_ENV):
+        return Path(os.environ[FIXTURE_DIR_ENV])
     return _build()
 
 

@@ -371,7 +371,7 @@ def _check_range(
     eff_hi = min(candidates) if candidates else None
     shown = f"[{eff_lo if eff_lo is not None else 0}, {eff_hi if eff_hi is not None else 'inf'}]"
     if eff_lo is not None and got < eff_lo:
-        narrower = aoti_lo is not None and (lo is None or aoti_lo > lo) and got >= (lo or 0)
+        narrower = aoti_lo is not None and lo is not None and aoti_lo > lo and got >= lo
         hint = {}
         if aoti_lo == 2 and eff_lo == 2 and got in (0, 1):
             # AOTI compiles dynamic dims for sizes >= 2 whatever the Dim min (0/1 specialization)

@@ -542,7 +542,16 @@ def compare_outputs(
 
 def compare_leaf(i: int, a: Any, e: Any, rtol: float | None, atol: float | None) -> dict[str, Any]:
     rec: dict[str, Any] = {"index": i}
-    if not isinstance(a, torch.Tensor) or not isinstance(e, torch.Tensor):
+    if isinstance(a, torch.Tensor) != isinstance(e, torch.Tensor):
+        # a tensor on one side, a value on the other: a structure difference (`a == e` would
+        # compare elementwise and fail on more than one element)
+        rec.update(kind="tensor", structure=True)
+        for key, x in (("", a), ("eager_", e)):
+            is_t = isinstance(x, torch.Tensor)
+            rec[f"{key}dtype"] = dtype_name(x.dtype) if is_t else type(x).__name__
+            rec[f"{key}shape"] = list(x.shape) if is_t else ""
+        return rec
+    if not isinstance(a, torch.Tensor):
         rec.update(kind="value", equal=bool(a == e), aoti=repr(a)[:200], eager=repr(e)[:200])
         return rec
     rec.update(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import time
@@ -40,16 +41,24 @@ def check(pkg: Callable[[str], Path], compile_cache: Path) -> Check:
         options = DynamicOptions(**{"cache_dir": str(compile_cache), "timeout_s": 120.0, **opts})
         results, findings = run_dynamic_stages(info, m, inputs_path, member, options)
         # A host whose libstdc++ crashes every AOTI load (seen on the torch 2.11 GPU machine)
-        # gets AOT515 on every package; the rest of each check must still hold there.
-        env_findings = [f for f in findings if f.code == "AOT515"]
-        if env_findings:
-            print(env_findings[0].message)
+        # gets AOT515 on every package. The host decides, so plain torch decides here: AOT515
+        # is reported exactly when a fresh process cannot load aoti.pt2 without the preload.
+        reported = [f for f in findings if f.code == "AOT515"]
+        assert bool(reported) == host_needs_libstdcxx_preload(str(pkg("aoti"))), reported
         # The perf stage's advice (AOT640: the CPU-ISA probe's cost on this host) is about the
         # host and torch, not the package; test_stage_perf.py covers it.
         kept = [f for f in findings if f.code != "AOT515" and f.stage != "perf"]
         return {r.name: r for r in results}, kept
 
     return go
+
+
+@functools.cache
+def host_needs_libstdcxx_preload(package: str) -> bool:
+    """Does plain torch, in a fresh process, die loading `package` (then AOT515 is expected)?"""
+    code = "import sys, torch; torch._inductor.aoti_load_package(sys.argv[1])"
+    proc = subprocess.run([sys.executable, "-c", code, package], capture_output=True, timeout=600)
+    return proc.returncode < 0
 
 
 def errors(findings: list[Finding]) -> list[Finding]:
@@ -129,7 +138,7 @@ def test_exported_program_compiles_passes_and_hits_the_cache(check: Check) -> No
     assert "compiled into the cache" in res["compile"].detail
     assert res["compare"].status is StageStatus.PASSED
     # batch 1 is declared valid, but AOTI's runtime check wants >= 2: a warning, not an error
-    assert [f.code for f in findings] in ([], ["AOT610"])
+    assert [(f.code, f.severity) for f in findings] == [("AOT610", Severity.WARNING)]
     started = time.monotonic()
     res, _ = check("ep_only")
     warm = time.monotonic() - started
@@ -172,8 +181,12 @@ def test_cuda_package_runs(cuda_fixture_dir: Path, compile_cache: Path) -> None:
         info, m, str(cuda_fixture_dir / "aoti_inputs.pt"), None, options
     )
     res = {r.name: r for r in results}
-    # a host whose libstdc++ crashes the loader is reported as such (AOT515), not as the model
-    assert [f.code for f in errors(findings)] in ([], ["AOT515"]), findings
+    # a host whose libstdc++ crashes the loader is reported as such (AOT515), not as the model;
+    # plain torch in a fresh process says which kind of host this is
+    expected = (
+        ["AOT515"] if host_needs_libstdcxx_preload(str(cuda_fixture_dir / "both_cuda.pt2")) else []
+    )
+    assert [f.code for f in errors(findings)] == expected, findings
     assert res["run"].status is StageStatus.PASSED, res["run"].detail
     assert res["compare"].status is StageStatus.PASSED, res["compare"].detail
     print({n: (r.status.value, round(r.duration_s, 2), r.detail) for n, r in res.items()})
@@ -189,6 +202,6 @@ def test_cuda_out_of_range_index_is_a_device_fault(
     results, findings = run_dynamic_stages(
         info, info.models[0], str(cuda_fixture_dir / "embedding_oob_inputs.pt"), None, options
     )
-    codes = [f.code for f in findings if f.code != "AOT515"]
-    assert codes and codes[0] in ("AOT608", "AOT603", "AOT602"), findings
+    # pinned: a device-side assert is a CUDA fault (docs/evidence/h100-check-embedding-oob-cuda.txt)
+    assert [f.code for f in findings if f.stage == "run"] == ["AOT608"], findings
     print([f.to_dict() for f in findings])

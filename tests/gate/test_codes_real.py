@@ -1,0 +1,503 @@
+"""Finding codes of the dynamic stages, each emitted by a real code path: real packages, real
+inputs, the real worker (slow). Where the failure needs a broken package or host, the package
+is a real one damaged in one named way (its .so replaced, its compiled code removed, its
+metadata changed) or the worker is really killed by a signal while it runs the model.
+
+Ground truth for each case is what plain torch does (measured with torch 2.13 CPU, and checked
+again in `test_plain_torch_agrees` where it is cheap): e.g. a padded attention_mask is refused by
+the compiled guard `expected size 3==3, stride 16==10 at dim=0` when
+AOTI_RUNTIME_CHECK_INPUTS=1, and silently read with the wrong stride without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aotipre import CheckOptions, check
+from aotipre.findings import Finding, Severity, StageStatus, Verdict
+from aotipre.runner.stages import DynamicOptions
+from aotipre.triage.escalate import TriageOptions
+from tests.gate.conftest import Dynamic, plain_torch, rewrite
+
+pytestmark = pytest.mark.slow
+
+Gate = Callable[[str], Path]
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def build_so(tmp: Path, c_source: str) -> bytes:
+    src = tmp / "lib.c"
+    src.write_text(c_source)
+    out = tmp / "lib.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True, timeout=120)
+    return out.read_bytes()
+
+
+# -- compile (AOT501-503): ep_only.pt2 has no AOTI code, so aotipre compiles it
+
+
+def test_aot501_compile_failed(dynamic: Dynamic, tmp_path: Path) -> None:
+    # the C++ compiler torch picks ($CXX) fails on every file
+    res, findings = dynamic("ep_only", use_cache=False, extra_env={"CXX": "/bin/false"})
+    assert codes(findings) == ["AOT501"]
+    assert res["compile"].status is StageStatus.FAILED
+    assert res["load"].status is StageStatus.SKIPPED
+
+
+def test_aot502_compiler_process_crashed(dynamic: Dynamic, tmp_path: Path) -> None:
+    # a C++ compiler that kills the process that started it (the worker) with SIGSEGV: the real
+    # worker dies by a signal in the middle of its compile step
+    cxx = tmp_path / "crashing-g++"
+    cxx.write_text("#!/bin/sh\nkill -SEGV $PPID\nsleep 5\nexit 1\n")
+    cxx.chmod(0o755)
+    res, findings = dynamic("ep_only", use_cache=False, extra_env={"CXX": str(cxx)})
+    assert codes(findings) == ["AOT502"]
+    assert "killed by SIGSEGV" in findings[0].message
+    assert res["compile"].status is StageStatus.FAILED
+
+
+def test_aot503_compile_timeout(dynamic: Dynamic) -> None:
+    res, findings = dynamic("ep_only", use_cache=False, compile_timeout_s=1.0)
+    assert codes(findings) == ["AOT503"]
+    assert "did not finish within 1 s" in findings[0].message
+    assert res["compile"].status is StageStatus.FAILED
+
+
+# -- load (AOT510-517)
+
+
+def test_aot510_so_that_is_not_a_shared_library(
+    dynamic: Dynamic, gate: Gate, tmp_path: Path
+) -> None:
+    # plain torch: `RuntimeError: Error in dlopen: ...wrapper.so: invalid ELF header`
+    pkg = rewrite(gate("aoti.pt2"), tmp_path / "aoti.pt2",
+                  lambda n, d: b"junk" * 256 if n.endswith(".so") else d)  # fmt: skip
+    res, findings = dynamic(str(pkg), "aoti_inputs")
+    assert codes(findings) == ["AOT510"]
+    assert "invalid ELF header" in findings[0].message
+    assert res["load"].status is StageStatus.FAILED and res["run"].status is StageStatus.SKIPPED
+
+
+def test_aot511_device_index_for_a_cpu_package(dynamic: Dynamic) -> None:
+    # plain torch: `Incorrect device passed to aoti_runner_cpu`
+    res, findings = dynamic("aoti", "aoti_inputs", device="cuda:0")
+    assert codes(findings) == ["AOT511"]
+    assert (findings[0].expected, findings[0].actual) == ("cpu", "cuda:0")
+
+
+def test_aot512_cuda_package_on_cpu_only_torch(
+    dynamic: Dynamic, gate: Gate, tmp_path: Path
+) -> None:
+    # aoti.pt2 with its metadata saying cuda; plain torch: `Torch not compiled with CUDA enabled`
+    def cuda(name: str, data: bytes) -> bytes:
+        if name.endswith("wrapper_metadata.json"):
+            return json.dumps({**json.loads(data), "AOTI_DEVICE_KEY": "cuda"}).encode()
+        return data
+
+    res, findings = dynamic(
+        str(rewrite(gate("aoti.pt2"), tmp_path / "aoti.pt2", cuda)), "aoti_inputs"
+    )
+    assert codes(findings) == ["AOT512"]
+    assert "not compiled with CUDA" in findings[0].message
+
+
+def test_aot513_no_compiled_code_for_the_model(
+    dynamic: Dynamic, gate: Gate, tmp_path: Path
+) -> None:
+    # the model's .so, wrapper.cpp and kernel.cpp removed; plain torch: `Failed to find a
+    # generated cpp file or so file for model 'model' in the zip archive.`
+    gone = (".so", "wrapper.cpp", "kernel.cpp")
+    pkg = rewrite(gate("aoti.pt2"), tmp_path / "aoti.pt2",
+                  lambda n, d: None if n.endswith(gone) else d)  # fmt: skip
+    res, findings = dynamic(str(pkg), "aoti_inputs")
+    assert codes(findings) == ["AOT513"]
+    assert "Failed to find a generated cpp file or so file for model 'model'" in findings[0].message
+
+
+def test_aot514_loading_crashes(dynamic: Dynamic, gate: Gate, tmp_path: Path) -> None:
+    # the package's .so crashes as soon as it is mapped (a constructor that segfaults): the
+    # loader dies by SIGSEGV, and again with the system libstdc++ preloaded
+    so = build_so(tmp_path, "#include <signal.h>\n"
+                  "__attribute__((constructor)) static void boom(void) { raise(SIGSEGV); }\n")  # fmt: skip
+    pkg = rewrite(gate("aoti.pt2"), tmp_path / "pkg" / "aoti.pt2",
+                  lambda n, d: so if n.endswith(".so") else d)  # fmt: skip
+    res, findings = dynamic(str(pkg), "aoti_inputs")
+    assert codes(findings) == ["AOT514"]
+    assert "killed by SIGSEGV while loading" in findings[0].message
+    assert "preloading the system libstdc++ did not help" in findings[0].message
+    assert res["load"].status is StageStatus.FAILED
+
+
+def test_aot516_load_timeout(dynamic: Dynamic) -> None:
+    # loading takes seconds here (the loader's ISA probe); a 1 s limit stops it
+    res, findings = dynamic("aoti", "aoti_inputs", timeout_s=1.0)
+    assert codes(findings) == ["AOT516"]
+    assert res["load"].status is StageStatus.FAILED
+
+
+def test_aot517_exported_program_this_torch_cannot_load(
+    dynamic: Dynamic, gate: Gate, tmp_path: Path
+) -> None:
+    # both.pt2 whose graph calls an operator no library registers (as a custom op would be
+    # when its library is not loaded); plain torch: torch.export.load raises
+    def unknown_op(name: str, data: bytes) -> bytes:
+        if name.endswith("models/model.json"):
+            return data.replace(
+                b"torch.ops.aten.embedding.default", b"torch.ops.nosuchlib.embed.default"
+            )
+        return data
+
+    pkg = rewrite(gate("both.pt2"), tmp_path / "both.pt2", unknown_op)
+    res, findings = dynamic(str(pkg), "aoti_inputs", probe=False)
+    assert codes(findings) == ["AOT517"]
+    assert findings[0].severity is Severity.WARNING
+    assert res["run"].status is StageStatus.PASSED  # the AOTI code itself runs
+    assert res["compare"].status is StageStatus.SKIPPED
+
+
+# -- run (AOT601-606)
+
+
+def test_aot601_size_stride_guard(dynamic: Dynamic) -> None:
+    # attention_mask[:, :10] of a [3, 16] tensor: strides (16, 1) where the code reads (s53, 1)
+    res, findings = dynamic("aoti", "token_padded_mask", probe=False)
+    assert codes(findings) == ["AOT601"]
+    f = findings[0]
+    assert "dim 0 has stride 16, expected 10" in f.message
+    assert (f.dim, f.expected, f.actual) == (
+        0,
+        [{"size": 3, "stride": 10}],
+        [{"size": 3, "stride": 16}],
+    )
+    assert res["run"].status is StageStatus.FAILED
+
+
+def worker_pids() -> list[int]:
+    """This process's children running aotipre's torch worker."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"runner/worker.py" in cmdline:
+            out.append(int(entry))
+    return out
+
+
+def kill_worker_while_running(sig: int) -> Callable[[str], None]:
+    """A progress callback that sends `sig` to the worker once it starts running the model."""
+
+    def on_progress(message: str) -> None:
+        if message.endswith(": running"):
+
+            def later() -> None:
+                time.sleep(1.0)  # well inside the run: the model computes for tens of seconds
+                for pid in worker_pids():
+                    os.kill(pid, sig)
+
+            threading.Thread(target=later, daemon=True).start()
+
+    return on_progress
+
+
+@pytest.mark.parametrize(
+    "sig, code",
+    [(signal.SIGABRT, "AOT603"), (signal.SIGSEGV, "AOT604"), (signal.SIGKILL, "AOT605")],
+)
+def test_aot603_aot604_aot605_worker_dies_while_running(
+    gate_compiled: Gate, gate_cache: Path, sig: int, code: str
+) -> None:
+    # the worker process really dies by the signal in the middle of the model's run (as with
+    # an abort in a kernel, a memory fault, the out-of-memory killer); the canary is off: the
+    # host is not at fault and need not be asked
+    opts = CheckOptions(
+        dynamic=DynamicOptions(cache_dir=str(gate_cache), timeout_s=300.0),
+        progress=kill_worker_while_running(sig),
+        triage=TriageOptions(escalate=False),
+        canary=False,
+    )
+    report = check(gate_compiled("slow.pt2"), opts)
+    assert [f.code for f in report.findings if f.stage == "run"] == [code]
+    assert signal.Signals(sig).name in report.findings[-1].message
+    assert report.verdict is Verdict.FAIL
+
+
+def test_aot606_run_timeout(dynamic: Dynamic) -> None:
+    # the slow model computes for tens of seconds; loading takes a few
+    res, findings = dynamic("slow", timeout_s=20.0)
+    assert codes(findings) == ["AOT606"]
+    assert "did not finish within 20 s" in findings[0].message
+    assert res["load"].status is StageStatus.PASSED and res["run"].status is StageStatus.FAILED
+
+
+# -- probes (AOT610-612)
+
+
+def test_aot610_declared_minimum_refused_by_the_compiled_code(dynamic: Dynamic) -> None:
+    # ep_only.pt2 declares batch >= 1; the code aotipre compiles from it checks >= 2 (AOTI
+    # specializes sizes 0 and 1): batch 1 is refused under AOTI_RUNTIME_CHECK_INPUTS=1
+    res, findings = dynamic("ep_only")
+    assert [(f.code, f.severity) for f in findings] == [("AOT610", Severity.WARNING)]
+    f = findings[0]
+    assert (f.input, f.dim) == ("x", 0)
+    assert "AOTInductor specializes dynamic sizes 0 and 1 away" in f.message
+    assert res["probe"].status is StageStatus.PASSED  # a warning does not fail the stage
+
+
+def test_aot611_over_max_accepted(dynamic: Dynamic) -> None:
+    # the ExportedProgram says seq <= 64, the AOTI code checks <= 128: seq 65 runs
+    res, findings = dynamic("wider_aoti", "aoti_inputs")
+    assert codes(findings) == ["AOT611"]
+    f = findings[0]
+    assert (f.input, f.dim, f.expected, f.actual) == ("input_ids", 1, "<= 64", 65)
+    assert f.severity is Severity.WARNING
+
+
+def test_aot612_over_max_fails_inside_the_model(dynamic: Dynamic) -> None:
+    # PosModel has 64 position rows; its AOTI code accepts seq up to 128: seq 65 reads past
+    # the table and the kernel's bounds check raises instead of the input check
+    res, findings = dynamic("pos_wider", "pos_inputs")
+    assert codes(findings) == ["AOT612"]
+    assert "index out of bounds" in findings[0].message
+    assert (findings[0].input, findings[0].dim) == ("ids", 1)
+
+
+# -- outputs (AOT702-704)
+
+
+def test_aot702_nan_in_outputs_aoti_only(dynamic: Dynamic) -> None:
+    # a NaN and an Inf in attention_mask reach the outputs (test_plain_torch_agrees); no
+    # ExportedProgram to compare with, so nothing says the model does it anyway
+    res, findings = dynamic("aoti", "token_nan_mask", probe=False)
+    assert codes(findings) == ["AOT702"]
+    f = findings[0]
+    assert f.severity is Severity.ERROR and f.stage == "run"
+    assert f.actual > 0 and "of the compiled model holds" in f.message
+
+
+def test_aot702_nan_that_eager_produces_too_is_a_warning(dynamic: Dynamic) -> None:
+    res, findings = dynamic("both", "token_nan_mask", probe=False)
+    assert [(f.code, f.severity) for f in findings] == [("AOT702", Severity.WARNING)]
+    assert "the ExportedProgram run eagerly produces them too" in findings[0].message
+    assert res["compare"].status is StageStatus.PASSED  # NaN == NaN, same infinities
+
+
+def test_aot703_output_structure(dynamic: Dynamic) -> None:
+    res, findings = dynamic("two_outputs", "aoti_inputs", probe=False)
+    assert codes(findings) == ["AOT703"]
+    assert "returns 1 output(s), the ExportedProgram 2" in findings[0].message
+    assert res["compare"].status is StageStatus.FAILED
+
+
+def test_aot704_exported_program_fails_on_the_inputs(dynamic: Dynamic) -> None:
+    # scale 0.7 where export specialized 0.5: the AOTI runner ignores it and runs, the
+    # ExportedProgram's guard refuses it (`Guard failed: scale == 0.5`)
+    res, findings = dynamic("kwargs", "kw_scale_07", probe=False)
+    assert [(f.code, f.severity) for f in findings] == [("AOT704", Severity.WARNING)]
+    assert "scale == 0.5" in findings[0].message
+    assert res["run"].status is StageStatus.PASSED
+
+
+# -- crash triage (AOT804)
+
+
+def test_aot804_faulting_kernel_reads_nan(tmp_path: Path, gate_cache: Path) -> None:
+    # A model that turns a float input into indices (embed(x.long())): a NaN in x becomes
+    # INT64_MIN, the kernel's bounds check raises, and no index *input* is out of range -- the
+    # input the kernel reads holds a NaN. Built here with the public API (export, save,
+    # aoti_compile_and_package); triage recompiles from the saved ExportedProgram.
+    plain_torch(
+        "import json, sys, torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.embed = torch.nn.Embedding(50, 4)\n"
+        "    def forward(self, x):\n"
+        "        return self.embed(x.long()).sum(-1)\n"
+        "torch.manual_seed(0)\n"
+        "x = torch.rand(2, 8) * 40\n"
+        "ep = torch.export.export(M().eval(), (x,))\n"
+        "torch.export.save(ep, sys.argv[1])\n"
+        "torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[2])\n"
+        "bad = x.clone()\n"
+        "bad[1, 3] = float('nan')\n"
+        "torch.save(((bad,), {}), sys.argv[3])\n"
+        "print(json.dumps('ok'))\n",
+        str(tmp_path / "float_ids_ep.pt2"),
+        str(tmp_path / "float_ids.pt2"),
+        str(tmp_path / "nan.pt"),
+    )
+    opts = CheckOptions(
+        inputs=str(tmp_path / "nan.pt"),
+        dynamic=DynamicOptions(cache_dir=str(gate_cache), probe=False),
+        triage=TriageOptions(exported_program=str(tmp_path / "float_ids_ep.pt2")),
+        canary=False,
+    )
+    report = check(tmp_path / "float_ids.pt2", opts)
+    found = codes(report.findings)
+    assert found[0] == "AOT602" and "AOT804" in found and "AOT803" not in found, report.findings
+    f = next(f for f in report.findings if f.code == "AOT804")
+    assert f.severity is Severity.WARNING
+    assert report.diagnosis and report.diagnosis[0].kind == "nonfinite_input"
+
+
+# -- host (AOT409)
+
+
+def test_aot409_low_disk_space(tmp_path: Path) -> None:
+    from aotipre.doctor.run import DoctorOptions, run_doctor
+
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(small)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        report = run_doctor(
+            DoctorOptions(devices=("cpu",), dynamic=DynamicOptions(cache_dir=str(small / "cache")))
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    low = [f for f in report.findings if f.code == "AOT409"]
+    assert [f.input for f in low] == ["aotipre compile cache"]
+    assert low[0].severity is Severity.WARNING and "64.0 MiB free" in low[0].message
+
+
+# -- plain torch agrees with what the tests above rely on
+
+
+def test_plain_torch_agrees(gate: Gate) -> None:
+    out = plain_torch(
+        "import json, os, sys, torch\n"
+        "load = torch._inductor.aoti_load_package\n"
+        "res = {}\n"
+        "m = load(sys.argv[1])\n"
+        "(ids, mask), _ = torch.load(sys.argv[2])\n"
+        "y = m(ids, mask)\n"
+        "res['nan_inf'] = int(torch.isnan(y).sum() + torch.isinf(y).sum())\n"
+        "(ids, padded), _ = torch.load(sys.argv[3])\n"
+        "res['padded_equal'] = bool(torch.allclose(m(ids, padded), m(ids, padded.contiguous())))\n"
+        "print(json.dumps(res))\n",
+        str(gate("aoti.pt2")),
+        str(gate("token_nan_mask")),
+        str(gate("token_padded_mask")),
+    )
+    assert out["nan_inf"] > 0  # AOT702: the NaN/Inf reach the outputs
+    assert out["padded_equal"] is False  # without the env var, the padded mask reads wrong
+
+
+@pytest.mark.gpu
+def test_aot515_real_libstdcxx_mismatch_when_the_host_has_one(
+    cuda_fixture_dir: Path, gate_cache: Path
+) -> None:
+    # A host decides: on the torch 2.11 H100 machine every AOTI load crashes unless the system
+    # libstdc++ is preloaded. Plain torch in a fresh process says which kind of host this is,
+    # and aotipre must agree with it either way.
+    package = str(cuda_fixture_dir / "both_cuda.pt2")
+    probe = (
+        "import json, sys, torch\n"
+        "torch._inductor.aoti_load_package(sys.argv[1])\n"
+        "print(json.dumps('loaded'))\n"
+    )
+    plain = subprocess.run(["python", "-c", probe, package], capture_output=True, timeout=600)
+    crashes = plain.returncode < 0
+    if crashes:
+        lib = next(p for p in ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6",) if os.path.exists(p))
+        again = subprocess.run(["python", "-c", probe, package], capture_output=True, timeout=600,
+                               env={**os.environ, "LD_PRELOAD": lib})  # fmt: skip
+        assert again.returncode == 0, "the load crashes even with the system libstdc++"
+    report = check(package, CheckOptions(inputs=str(cuda_fixture_dir / "aoti_inputs.pt"),
+                                         dynamic=DynamicOptions(cache_dir=str(gate_cache))))  # fmt: skip
+    found = codes(report.findings)
+    assert ("AOT515" in found) is crashes, report.findings
+    if crashes:
+        assert {s.name: s for s in report.stages}["run"].status is StageStatus.PASSED
+
+
+@pytest.mark.gpu
+def test_aot608_cuda_device_side_assert(cuda_fixture_dir: Path, gate_cache: Path) -> None:
+    # embedding_oob_cuda.pt2 with id 600: the Triton kernel's device-side assert
+    report = check(
+        str(cuda_fixture_dir / "embedding_oob_cuda.pt2"),
+        CheckOptions(
+            inputs=str(cuda_fixture_dir / "embedding_oob_inputs.pt"),
+            dynamic=DynamicOptions(cache_dir=str(gate_cache), probe=False),
+            triage=TriageOptions(escalate=False),
+            canary=False,
+        ),
+    )
+    run = [f for f in report.findings if f.stage == "run"]
+    assert [f.code for f in run] == ["AOT608"], run
+    assert "device-side assert" in run[0].message
+
+
+# -- doctor (AOT407, AOT411) and triage of an AOTI-only package (AOT805, AOT806)
+
+
+def test_aot407_aot411_doctor_with_a_broken_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # $CXX names a compiler that fails: no package can be built on this host, so the canary
+    # cannot be either
+    from aotipre.doctor.run import DoctorOptions, run_doctor
+
+    monkeypatch.setenv("CXX", "/bin/false")
+    report = run_doctor(
+        DoctorOptions(devices=("cpu",), dynamic=DynamicOptions(cache_dir=str(tmp_path / "c")))
+    )
+    found = {f.code: f for f in report.findings}
+    assert found["AOT407"].severity is Severity.ERROR
+    assert "cannot build a shared library" in found["AOT407"].message
+    assert found["AOT411"].severity is Severity.ERROR
+    assert report.exit_code == 1
+
+
+def test_aot806_triage_of_an_aoti_only_package(gate: Gate, gate_cache: Path) -> None:
+    # aoti.pt2 (no ExportedProgram) with an id past the embedding table: the kernel raises and
+    # names itself; triage cannot recompile to look inside it (AOT806)
+    report = check(
+        gate("aoti.pt2"),
+        CheckOptions(
+            inputs=str(gate("token_oob_nan")),
+            dynamic=DynamicOptions(cache_dir=str(gate_cache), probe=False),
+            canary=False,
+        ),
+    )
+    assert codes(report.findings) == ["AOT602", "AOT806", "AOT801"]
+    f = next(f for f in report.findings if f.code == "AOT806")
+    assert f.severity is Severity.WARNING
+    assert report.diagnosis[0].kernel.startswith("cpp_fused_")
+
+
+def test_aot805_a_crash_triage_cannot_explain(gate_compiled: Gate, gate_cache: Path) -> None:
+    # the worker dies by SIGSEGV in the middle of the slow model's run, with nothing in its log
+    # naming a kernel; the package holds no ExportedProgram to recompile: triage is inconclusive
+    opts = CheckOptions(
+        dynamic=DynamicOptions(cache_dir=str(gate_cache), timeout_s=300.0),
+        progress=kill_worker_while_running(signal.SIGSEGV),
+        canary=False,
+    )
+    report = check(gate_compiled("slow.pt2"), opts)
+    found = codes(report.findings)
+    assert [f.code for f in report.findings if f.stage == "run"] == ["AOT604"]
+    assert "AOT805" in found and "AOT806" in found, report.findings
+    assert next(f for f in report.findings if f.code == "AOT805").severity is Severity.WARNING

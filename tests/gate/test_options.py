@@ -1,0 +1,183 @@
+"""Each option of `aotipre check` / `aotipre doctor` changes what it claims to, seen through the
+real CLI and the real worker (slow), and an internal error is exit 3 (fault injected)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aotipre import batch
+from aotipre.cli import main
+from tests.gate.archives import merge
+from tests.gate.conftest import plain_torch
+
+Gate = Callable[[str], Path]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any], str]:
+    rc = main(["check", *args, "-f", "json", "--no-config"], fast_lane=False)
+    out, err = capsys.readouterr()
+    return rc, json.loads(out), err
+
+
+def stage(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in data["stages"] if s["name"] == name)
+
+
+def codes(data: dict[str, Any]) -> list[str]:
+    return [f["code"] for f in data["findings"]]
+
+
+@pytest.mark.slow
+def test_rtol_and_atol_reach_the_comparison(
+    capsys: pytest.CaptureFixture[str], gate: Gate, gate_cache: Path
+) -> None:
+    # mismatch.pt2: the compiled outputs are the eager ones + 1.0 exactly. With atol 1.01 every
+    # element is within tolerance; with rtol 1.01 (relative to eager) only where |eager| >= ~1.
+    eager = plain_torch(
+        "import json, sys, torch\n"
+        "ep = torch.export.load(sys.argv[1])\n"
+        "args, kwargs = torch.load(sys.argv[2])\n"
+        "print(json.dumps(ep.module()(*args, **kwargs).abs().min().item()))\n",
+        str(gate("mismatch.pt2")),
+        str(gate("aoti_inputs")),
+    )
+    assert eager < 0.9  # so that a relative tolerance of 1.01 cannot cover a difference of 1.0
+    base = [str(gate("mismatch.pt2")), "-i", str(gate("aoti_inputs")), "--no-probe",
+            "--cache-dir", str(gate_cache), "--ignore", "AOT013"]  # fmt: skip
+    rc, data, _ = cli(capsys, *base, "--atol", "1.01", "--rtol", "0")
+    assert rc == 0 and codes(data) == []
+    assert "rtol=0, atol=1.01" in stage(data, "compare")["detail"]
+    rc, data, _ = cli(capsys, *base, "--rtol", "1.01", "--atol", "0")
+    assert rc == 1 and codes(data) == ["AOT701"]
+    assert "beyond rtol=1.01, atol=0" in data["findings"][0]["message"]
+    rc, data, _ = cli(capsys, *base)  # defaults: float32 rtol 1e-4, atol 1e-5
+    assert "beyond rtol=0.0001, atol=1e-05" in data["findings"][0]["message"]
+
+
+@pytest.mark.slow
+def test_seed_chooses_the_synthesized_inputs(
+    capsys: pytest.CaptureFixture[str], gate: Gate, gate_cache: Path, tmp_path: Path
+) -> None:
+    # mismatch.pt2's ExportedProgram saved again without example inputs (torch.export.save then
+    # writes an empty sample-inputs member), with mismatch.pt2's AOTI code: inputs are
+    # synthesized from the seed, and the worst element of the (+1.0) mismatch moves with them
+    plain_torch(
+        "import json, sys, torch\n"
+        "ep = torch.export.load(sys.argv[1])\n"
+        "ep.example_inputs = None\n"
+        "torch.export.save(ep, sys.argv[2])\n"
+        "print(json.dumps('ok'))\n",
+        str(gate("mismatch.pt2")),
+        str(tmp_path / "ep.pt2"),
+    )
+    pkg = merge(tmp_path / "mismatch.pt2", tmp_path / "ep.pt2", gate("mismatch.pt2"))
+    base = [str(pkg), "--no-probe", "--cache-dir", str(gate_cache)]
+    _, one, _ = cli(capsys, *base, "--seed", "1")
+    _, again, _ = cli(capsys, *base, "--seed", "1")
+    _, two, _ = cli(capsys, *base, "--seed", "2")
+    assert "synthesized inputs (seed 1)" in stage(one, "run")["detail"]
+    assert "synthesized inputs (seed 2)" in stage(two, "run")["detail"]
+    assert stage(one, "run")["status"] == "passed"
+    assert ("AOT022", "info") in [(f["code"], f["severity"]) for f in one["findings"]]
+
+    def mismatch(data: dict[str, Any]) -> str:
+        (f,) = [f for f in data["findings"] if f["code"] == "AOT701"]
+        return f["message"]
+
+    assert mismatch(one) == mismatch(again)
+    assert mismatch(one) != mismatch(two)
+
+
+@pytest.mark.slow
+def test_timeout_limits_each_step(capsys: pytest.CaptureFixture[str], gate: Gate) -> None:
+    rc, data, _ = cli(
+        capsys, str(gate("aoti.pt2")), "-i", str(gate("aoti_inputs")), "--timeout", "1"
+    )
+    assert rc == 1 and codes(data) == ["AOT516"]
+    assert "did not finish within 1 s" in data["findings"][0]["message"]
+
+
+@pytest.mark.slow
+def test_no_cache_neither_reads_nor_writes_the_compile_cache(
+    capsys: pytest.CaptureFixture[str], gate: Gate, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    base = [str(gate("ep_only.pt2")), "--no-probe", "--cache-dir", str(cache)]
+    rc, data, _ = cli(capsys, *base, "--no-cache")
+    assert rc == 0 and stage(data, "compile")["status"] == "passed"
+    assert stage(data, "compile")["detail"] == "compiled without the cache"
+    assert not any(p.suffix == ".pt2" for p in cache.rglob("*"))  # nothing written
+    rc, data, _ = cli(capsys, *base)
+    assert "compiled into the cache" in stage(data, "compile")["detail"]
+    assert any(p.suffix == ".pt2" for p in cache.rglob("*"))
+    rc, data, _ = cli(capsys, *base, "--no-cache")  # an entry exists now, and is not read
+    assert stage(data, "compile")["detail"] == "compiled without the cache"
+    rc, data, _ = cli(capsys, *base)  # while without --no-cache it is
+    assert "compile cache hit" in stage(data, "compile")["detail"]
+
+
+@pytest.mark.slow
+def test_no_escalate_skips_crash_triage(
+    capsys: pytest.CaptureFixture[str], gate: Gate, gate_cache: Path
+) -> None:
+    # aoti.pt2 with an id past the embedding table: the kernel raises; the package holds no
+    # ExportedProgram, so triage says it needs one (AOT806) -- without recompiling anything
+    base = [str(gate("aoti.pt2")), "-i", str(gate("token_oob_nan")), "--no-probe",
+            "--cache-dir", str(gate_cache)]  # fmt: skip
+    _, on, _ = cli(capsys, *base)
+    assert "AOT602" in codes(on) and "AOT806" in codes(on)
+    assert any(s["name"].startswith("triage:") for s in on["stages"])
+    _, off, _ = cli(capsys, *base, "--no-escalate")
+    assert "AOT602" in codes(off)
+    assert not any(c.startswith("AOT8") for c in codes(off))
+    assert not any(s["name"].startswith("triage:") for s in off["stages"])
+    assert off["diagnosis"] == []
+
+
+@pytest.mark.slow
+def test_exported_program_lets_triage_recompile_an_aoti_only_package(
+    capsys: pytest.CaptureFixture[str], gate: Gate, gate_cache: Path
+) -> None:
+    base = [str(gate("aoti.pt2")), "-i", str(gate("token_oob_nan")), "--no-probe",
+            "--cache-dir", str(gate_cache)]  # fmt: skip
+    _, data, _ = cli(capsys, *base, "--exported-program", str(gate("both.pt2")))
+    assert "AOT806" not in codes(data)
+    assert stage(data, "triage:printer-3")["status"] == "passed"
+    assert "AOT801" in codes(data)
+    assert data["diagnosis"][0]["kernel"].startswith("cpp_fused_")
+
+
+@pytest.mark.slow
+def test_doctor_timeout_and_progress(capsys: pytest.CaptureFixture[str], gate_cache: Path) -> None:
+    base = ["doctor", "--device", "cpu", "--cache-dir", str(gate_cache), "-f", "json"]
+    # 1 s is less than a torch worker needs to start and answer: the host cannot be checked
+    rc = main([*base, "--timeout", "1", "--progress"], fast_lane=False)
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert rc == 2 and data["verdict"] == "error"
+    assert "no torch worker could run here" in data["error"]
+    assert "asking torch about itself" in err  # --progress: progress lines on stderr
+    rc = main([*base, "--no-progress"], fast_lane=False)
+    out, err = capsys.readouterr()
+    assert rc == 0 and json.loads(out)["verdict"] == "pass"
+    assert err == ""
+
+
+def test_internal_error_is_exit_3_with_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pkg: Callable[[str], Path]
+) -> None:
+    # fault injection: a bug inside the library call
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("injected")
+
+    monkeypatch.setattr(batch, "check_packages", broken)
+    rc = main(["check", str(pkg("both")), "--static-only", "--no-config"])
+    _, err = capsys.readouterr()
+    assert rc == 3
+    assert "internal error" in err and "please report" in err
+    assert "ZeroDivisionError: injected" in err and "Traceback" in err

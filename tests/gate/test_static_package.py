@@ -1,0 +1,177 @@
+"""Static checks of the package and its fit with the host (checks/package.py) on the real
+fixture packages; where a fact of the package is varied (a torch version, a compute
+capability), the real contract is copied with that one field changed (dataclasses.replace)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aotipre.checks.package import check_host, check_package
+from aotipre.findings import Finding, Severity
+from aotipre.host import HostInfo, parse_target
+from aotipre.pt2.reader import read_package
+from aotipre.pt2.spec import ModelInfo
+
+Pkg = Callable[[str], Path]
+
+
+def model(pkg: Pkg, name: str) -> ModelInfo:
+    return read_package(pkg(name)).models[0]
+
+
+def with_aoti(m: ModelInfo, **fields: object) -> ModelInfo:
+    assert m.aoti is not None
+    return dataclasses.replace(m, aoti=dataclasses.replace(m.aoti, **fields))  # type: ignore[arg-type]
+
+
+def summary(findings: list[Finding]) -> list[tuple[str, str]]:
+    return [(f.code, f.severity.value) for f in findings]
+
+
+@pytest.mark.parametrize(
+    "version, flagged",
+    [("2.10.0", True), ("2.10.9+cu128", True), ("2.11.0", False), ("2.12.1", False),
+     ("2.13.0+cpu", False), ("2.14.0", True), ("3.11.0", True), ("1.13.0", True),
+     ("garbage", False)],
+)  # fmt: skip
+def test_torch_version_range(pkg: Pkg, version: str, flagged: bool) -> None:
+    m = dataclasses.replace(model(pkg, "both"), torch_version=version)
+    got = [f for f in check_package(read_package(pkg("both")), [m]) if f.code == "AOT405"]
+    assert bool(got) is flagged
+    if flagged:
+        assert got[0].severity is Severity.WARNING and got[0].actual == version
+
+
+def test_export_and_aoti_bounds(pkg: Pkg) -> None:
+    found = [f for f in check_package(read_package(pkg("both")), [model(pkg, "both")])]
+    (f,) = found
+    assert (f.code, f.input, f.dim, f.expected, f.actual) == ("AOT013", "input_ids", 0, 1, 2)
+    assert "has min 1 in the ExportedProgram, but the AOTI code checks min 2" in f.message
+    # one finding per symbol and side, although both inputs carry the same bound
+    assert check_package(read_package(pkg("ep_only")), [model(pkg, "ep_only")]) == []
+    assert check_package(read_package(pkg("aoti")), [model(pkg, "aoti")]) == []
+
+
+def test_a_narrower_aoti_maximum_is_reported(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    narrow = tuple(
+        dataclasses.replace(
+            i,
+            tensor=dataclasses.replace(
+                i.tensor, bounds=(i.tensor.bounds[0], dataclasses.replace(i.tensor.bounds[1], max=100))
+            ),
+        )
+        for i in m.inputs
+    )  # fmt: skip
+    found = check_package(read_package(pkg("both")), [dataclasses.replace(m, inputs=narrow)])
+    assert [(f.code, f.dim, f.expected, f.actual) for f in found] == [
+        ("AOT013", 0, 1, 2),
+        ("AOT013", 1, 128, 100),
+    ]
+    assert (
+        "has max 128 in the ExportedProgram, but the AOTI code checks max 100" in found[1].message
+    )
+
+
+def test_package_level_findings(pkg: Pkg) -> None:
+    assert summary(check_package(read_package(pkg("broken_crc")), [model(pkg, "broken_crc")])) == [
+        ("AOT008", "error")
+    ]
+    assert summary(check_package(read_package(pkg("weights_on_disk")), [model(pkg, "weights_on_disk")])) == [
+        ("AOT011", "error")
+    ]  # fmt: skip
+    odd = with_aoti(model(pkg, "aoti"), device_type="npu")
+    assert summary(check_package(read_package(pkg("aoti")), [odd])) == [("AOT014", "warning")]
+    assert check_package(read_package(pkg("aoti")), [with_aoti(odd, device_type="cuda:1")]) == []
+
+
+def test_no_contract(pkg: Pkg) -> None:
+    m = dataclasses.replace(
+        model(pkg, "aoti"), contract_source="none", notes=("wrapper.cpp absent",)
+    )
+    (f,) = check_package(read_package(pkg("aoti")), [m])
+    assert f.code == "AOT012" and "wrapper.cpp absent" in f.message
+
+
+def local(**fields: object) -> HostInfo:
+    base = HostInfo("this machine", frozenset({"cpu"}), cpu_isa=frozenset({"AVX2", "AVX512"}),
+                    platform="linux", machine="x86_64")  # fmt: skip
+    return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
+
+
+def host_codes(m: ModelInfo, host: HostInfo, soft: bool = False) -> list[tuple[str, str]]:
+    return summary(check_host(m, host, soft=soft))
+
+
+def test_cpu_package_on_hosts(pkg: Pkg) -> None:
+    m = with_aoti(model(pkg, "aoti"), cpu_isa=("AVX512",))
+    assert host_codes(m, local()) == []
+    assert host_codes(m, parse_target("cpu,isa=avx512")) == []
+    assert host_codes(m, parse_target("cpu,isa=avx2")) == [("AOT403", "error")]
+    assert host_codes(m, parse_target("cpu,isa=avx2"), soft=True) == [("AOT403", "info")]
+    assert host_codes(m, local(cpu_isa=None)) == []  # unknown: not claimed
+    assert host_codes(m, parse_target("cpu,platform=darwin")) == [("AOT404", "error")]
+    assert host_codes(m, parse_target("cpu,platform=Linux")) == []
+    assert host_codes(m, parse_target("cpu,machine=aarch64")) == [("AOT404", "error")]
+    assert host_codes(m, parse_target("cpu,machine=x86_64")) == []
+    # a cpu package on a cuda deployment: cpu is there, but not where it deploys
+    assert host_codes(m, parse_target("cuda")) == [("AOT406", "warning")]
+    assert host_codes(m, local(device_types=frozenset({"cpu", "cuda"}))) == []
+
+
+def test_unknown_isa_words_are_not_missing(pkg: Pkg) -> None:
+    m = with_aoti(model(pkg, "aoti"), cpu_isa=("AVX512", "SOMETHING_NEW"))
+    assert host_codes(m, parse_target("cpu,isa=avx512")) == []
+    neon = with_aoti(model(pkg, "aoti"), cpu_isa=("NEON",))
+    assert host_codes(neon, parse_target("cpu,isa=avx512")) == [("AOT403", "error")]
+
+
+def test_cuda_package_on_hosts(pkg: Pkg) -> None:
+    m = with_aoti(model(pkg, "aoti"), device_type="cuda", compute_capability="90", cpu_isa=())
+    assert host_codes(m, local()) == [("AOT401", "error")]
+    assert host_codes(m, local(), soft=True) == [("AOT401", "info")]
+    assert host_codes(m, parse_target("cuda,cc=9.0")) == []
+    assert host_codes(m, parse_target("cuda,cc=8.0+9.0")) == []
+    assert host_codes(m, parse_target("cuda,cc=8.0")) == [("AOT402", "error")]
+    assert host_codes(m, parse_target("cuda")) == []  # capability unknown: not claimed
+    assert host_codes(m, parse_target("cpu")) == [("AOT401", "error")]
+    (f,) = check_host(m, parse_target("cuda,cc=8.0"), soft=False)
+    assert (f.expected, f.actual) == ("9.0", ["8.0"])
+    xpu = with_aoti(m, device_type="xpu", compute_capability=None)
+    assert host_codes(xpu, local()) == [("AOT406", "error")]
+
+
+def test_exported_program_only_has_no_host_findings(pkg: Pkg) -> None:
+    assert check_host(model(pkg, "ep_only"), parse_target("cuda,cc=9.0"), soft=False) == []
+
+
+def test_an_unbounded_export_maximum_with_an_aoti_maximum(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    m = dataclasses.replace(m, symbols=tuple(dataclasses.replace(s, max=None) for s in m.symbols))
+    found = check_package(read_package(pkg("both")), [m])
+    assert [(f.code, f.dim, f.expected, f.actual) for f in found] == [
+        ("AOT013", 0, 1, 2),
+        ("AOT013", 0, None, 64),
+        ("AOT013", 1, None, 128),
+    ]
+
+
+def test_dims_without_aoti_bounds_are_not_compared(pkg: Pkg) -> None:
+    m = model(pkg, "both")
+    m = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, bounds=(None, None))) for i in m.inputs
+    ))  # fmt: skip
+    assert check_package(read_package(pkg("both")), [m]) == []
+
+
+@pytest.mark.parametrize(
+    "cc, shown", [("90", "9.0"), ("100", "10.0"), ("9", "9"), ("sm90", "sm90")]
+)
+def test_compute_capability_is_shown_as_major_minor(pkg: Pkg, cc: str, shown: str) -> None:
+    m = with_aoti(model(pkg, "aoti"), device_type="cuda", compute_capability=cc, cpu_isa=())
+    (f,) = check_host(m, parse_target("cuda,cc=7.5"), soft=False)
+    assert f.expected == shown
