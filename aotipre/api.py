@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aotipre import __version__, codes
 from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
+from aotipre.checks.custom_ops import Registration, check_custom_ops
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
 from aotipre.host import HostInfo, detect_local, parse_targets
@@ -58,6 +59,10 @@ class CheckOptions:
     compile_at_deploy: bool = False
     """The deployment compiles an ExportedProgram-only archive at deploy time, so an archive
     without AOTI code (AOT015) is not an error there."""
+    registration: Registration | None = None
+    """Custom operators every worker registers (--import, --library); None: none."""
+    cpp: bool = False
+    """The package is deployed with the C++ loader: Python-only custom ops are errors."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -212,6 +217,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         compile_at_deploy=opts.compile_at_deploy,
         archive=archive,
     )
+    findings += check_custom_ops(package, models, opts.registration or Registration(), cpp=opts.cpp)
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)

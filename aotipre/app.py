@@ -166,6 +166,27 @@ def check(
         help="Crash triage: the ExportedProgram (.pt2) of an AOTI-only package, to recompile "
         "it with the debug printer.",
     ),
+    imports: list[str] | None = typer.Option(
+        None,
+        "--import",
+        help="Import this module in every worker before anything is loaded (it registers custom "
+        "operators); repeatable.",
+        show_default=False,
+    ),
+    libraries: list[Path] | None = typer.Option(
+        None,
+        "--library",
+        help="Load this custom-op library (torch.ops.load_library) in every worker and in the C++ "
+        "harness; repeatable.",
+        show_default=False,
+    ),
+    cpp: bool | None = typer.Option(
+        None,
+        "--cpp/--no-cpp",
+        help="The package is deployed with the C++ loader (AOTIModelPackageLoader): check it "
+        "there too; Python-only custom ops are errors.",
+        show_default=False,
+    ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""
     flags = {
@@ -193,6 +214,9 @@ def check(
         "compile-at-deploy": compile_at_deploy,
         "artifacts": None if artifacts is None else str(artifacts),
         "exported-program": None if exported_program is None else str(exported_program),
+        "import": imports or None,
+        "library": [str(p) for p in libraries] if libraries else None,
+        "cpp": cpp,
     }
     raise typer.Exit(
         commands.check(

@@ -64,6 +64,12 @@ class Settings:
     exported_program: str | None = None
     compile_at_deploy: bool = False
     """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
+    imports: tuple[str, ...] = ()
+    """Modules imported in every worker before anything is loaded (custom operators)."""
+    libraries: tuple[str, ...] = ()
+    """Shared libraries loaded in every worker (torch.ops.load_library) and the C++ harness."""
+    cpp: bool = False
+    """The package is deployed with the C++ loader (AOTIModelPackageLoader)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -91,7 +97,10 @@ class Settings:
     ) -> CheckOptions:
         """The api.CheckOptions for one package."""
         from aotipre.api import CheckOptions
+        from aotipre.checks.custom_ops import Registration
 
+        here = (os.getcwd(),) + ((os.path.dirname(self.source),) if self.source else ())
+        registration = Registration(self.imports, self.libraries, import_path=here)
         dynamic = None
         if not self.static_only:
             from aotipre.runner.stages import DynamicOptions
@@ -108,6 +117,7 @@ class Settings:
                 seed=self.seed,
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
+                extra_env=registration.env(),
             )
         triage = None
         if not self.static_only:
@@ -134,6 +144,8 @@ class Settings:
             ignore=self.ignore,
             baseline=baseline,
             compile_at_deploy=self.compile_at_deploy,
+            registration=registration,
+            cpp=self.cpp,
         )
 
 
@@ -256,6 +268,33 @@ def _path(value: Any, base: Path) -> str:
     return display_path(base / Path(_string(value, base)).expanduser())
 
 
+def _strings(value: Any, base: Path) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) and v for v in items):
+        raise ValueError("expected a string or a list of strings")
+    return list(items)
+
+
+def _modules(value: Any, base: Path) -> tuple[str, ...]:
+    """Importable module names (`mypkg.ops`), checked for their form only."""
+    out = _strings(value, base)
+    for name in out:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+            raise ValueError(f"{name!r} is not a Python module name")
+    return tuple(out)
+
+
+def _libraries(value: Any, base: Path) -> tuple[str, ...]:
+    """Shared libraries that exist; made absolute (the workers run in another folder)."""
+    out = []
+    for item in _strings(value, base):
+        path = os.path.abspath(base / Path(item).expanduser())
+        if not os.path.isfile(path):
+            raise ValueError(f"{item!r}: no such file")
+        out.append(path)
+    return tuple(out)
+
+
 KEYS: tuple[Key, ...] = (
     Key("fail-on", "fail_on", _fail_on, "lowest severity that fails the gate: error, warning"),
     Key("target", "target", _target, "deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'"),
@@ -291,6 +330,11 @@ KEYS: tuple[Key, ...] = (
         "compile_at_deploy",
         _bool,
         "the deployment compiles ExportedProgram-only archives at deploy time",
+    ),
+    Key("import", "imports", _modules, "modules imported in every worker (custom operators)"),
+    Key("library", "libraries", _libraries, "op libraries loaded in every worker and in C++"),
+    Key(
+        "cpp", "cpp", _bool, "the package is deployed with the C++ loader (AOTIModelPackageLoader)"
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
