@@ -99,7 +99,8 @@ def manifest_ops(data: object) -> list[tuple[str, bool]]:
         node = item.get("node") if isinstance(item, dict) else None
         if not isinstance(node, dict) or not isinstance(node.get("target"), str):
             continue
-        meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+        meta = node.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
         out.append((node["target"], str(meta.get("torch_library_custom_op")) == "1"))
     return out
 

@@ -1062,8 +1062,12 @@ class Worker:
 
     def op_cpp_run(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         limit = float(step.get("timeout_s") or self.job.get("step_timeout_s", 300))
+        built = self.rec.data["steps"].get(step.get("binary_from") or "", {})
+        binary = step.get("binary") or built.get("binary")
+        if not binary:
+            raise StepError("no C++ harness to run (its build step did not succeed)")
         # leave the worker's own watchdog (the step limit) a margin to record the timeout
-        entry["harness"] = run_harness(step, max(1.0, limit * 0.9 - 1.0))
+        entry["harness"] = run_harness({**step, "binary": binary}, max(1.0, limit * 0.9 - 1.0))
 
     def op_cpp_compare(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Compare the harness's outputs (a tuple of tensors) with the Python loader's."""
