@@ -691,6 +691,82 @@ def run_harness(step: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     return rec
 
 
+USER_KERNEL_MARKER = "@@aotipre-kernel"
+"""`@@aotipre-kernel start|end NAME OP` on stderr around each Triton launch while compiling."""
+
+
+def kernel_name(kernel: Any) -> str:
+    """The Python function name behind a JITFunction, Autotuner or inductor CachingAutotuner."""
+    for _ in range(4):
+        inner = getattr(kernel, "fn", None)
+        if inner is None:
+            break
+        kernel = inner
+    return str(getattr(kernel, "__name__", None) or type(kernel).__name__)
+
+
+def user_kernel_owners(ep: Any) -> dict[str, str]:
+    """{user Triton kernel name: the torch.library.triton_op that launches it} for the custom
+    ops the ExportedProgram's graph calls (torch._library.triton keeps each op's kernels)."""
+    try:
+        from torch._library.triton import get_triton_kernels_for_op
+    except ImportError:
+        return {}
+    owners: dict[str, str] = {}
+    for node in ep.graph.nodes:
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload) or target.namespace == "aten":
+            continue
+        op = target._schema.name  # `ns::op`
+        for kernel in get_triton_kernels_for_op(op):
+            owners.setdefault(kernel_name(kernel), op)
+    return owners
+
+
+@contextlib.contextmanager
+def traced_triton_launches(owners: dict[str, str]) -> Iterator[None]:
+    """Announce every Triton launch on stderr (flushed) while the block runs: inductor's
+    CachingAutotuner (run, bench: what autotuning at compile time calls) and the user's
+    JITFunction.run. A compile that faults inside a kernel then names it in its log: the last
+    `start` without an `end` (with CUDA_LAUNCH_BLOCKING=1 the faulting launch itself raises)."""
+    patches: list[tuple[Any, str, Any]] = []
+
+    def announce(what: str, kernel: Any) -> None:
+        name = kernel_name(kernel)
+        op = owners.get(name) or owners.get(re.sub(r"_\d+$", "", name)) or "-"
+        with contextlib.suppress(OSError):
+            os.write(2, f"{USER_KERNEL_MARKER} {what} {name} {op}\n".encode())
+
+    def wrap(cls: Any, attr: str) -> None:
+        original = getattr(cls, attr, None)
+        if original is None:
+            return
+
+        def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+            announce("start", self)
+            out = original(self, *args, **kwargs)
+            announce("end", self)
+            return out
+
+        setattr(cls, attr, traced)
+        patches.append((cls, attr, original))
+
+    with contextlib.suppress(ImportError):
+        from triton.runtime.jit import JITFunction
+
+        wrap(JITFunction, "run")
+    with contextlib.suppress(ImportError):
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+        wrap(CachingAutotuner, "run")
+        wrap(CachingAutotuner, "bench")
+    try:
+        yield
+    finally:
+        for cls, attr, original in reversed(patches):
+            setattr(cls, attr, original)
+
+
 def custom_ops_at_start(recorder: Recorder) -> None:
     """Register $AOTIPRE_CUSTOM_OPS before any step; record what was done or what failed."""
     text = os.environ.get(CUSTOM_OPS_ENV)
@@ -889,9 +965,12 @@ class Worker:
         configs = dict(step.get("inductor_configs") or {})
         out = step["out"]
         os.makedirs(os.path.dirname(out), exist_ok=True)
-        path = torch._inductor.aoti_compile_and_package(
-            ep, package_path=out, inductor_configs=configs
-        )
+        owners = user_kernel_owners(ep) if self.device.startswith("cuda") else {}
+        entry["user_kernels"] = owners
+        with traced_triton_launches(owners) if owners else contextlib.nullcontext():
+            path = torch._inductor.aoti_compile_and_package(
+                ep, package_path=out, inductor_configs=configs
+            )
         entry["package"] = str(path)
         entry["size"] = os.path.getsize(out)
 
