@@ -251,6 +251,21 @@ deployment does with it (an index assert, a device fault, or a silent out-of-bou
 crash triage names the kernel."""
 
 
+def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
+    """The stages' options, with CheckOptions' custom-op registration and --cpp folded in."""
+    from dataclasses import replace
+
+    from aotipre.runner.stages import DynamicOptions
+
+    dynamic = opts.dynamic or DynamicOptions()
+    env = opts.registration.env() if opts.registration is not None else {}
+    if opts.cpp and not dynamic.cpp:
+        dynamic = replace(dynamic, cpp=True)
+    if env and any(dynamic.extra_env.get(k) != v for k, v in env.items()):
+        dynamic = replace(dynamic, extra_env={**dynamic.extra_env, **env})
+    return dynamic
+
+
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
     """Error findings that make running `model` pointless or unsafe (bad inputs, wrong host)."""
     return sorted(
@@ -272,7 +287,7 @@ def _dynamic(
     opts: CheckOptions,
     blocked: list[str],
 ) -> None:
-    from aotipre.runner.stages import STAGES, DynamicOptions, run_dynamic_stages
+    from aotipre.runner.stages import STAGES, run_dynamic_stages
 
     if blocked:
         reason = f"static checks found errors ({', '.join(blocked)}); fix them first"
@@ -295,7 +310,7 @@ def _dynamic(
         model,
         inputs_path,
         member,
-        opts.dynamic or DynamicOptions(),
+        _dynamic_options(opts),
         opts.progress,
         on_run_crash=triage,
         archive=opened.archive,

@@ -118,6 +118,7 @@ class Settings:
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
                 extra_env=registration.env(),
+                cpp=self.cpp,
             )
         triage = None
         if not self.static_only:

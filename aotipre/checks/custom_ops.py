@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aotipre import codes
@@ -45,6 +45,21 @@ class Registration:
             "path": list(self.import_path or (os.getcwd(),)),
         }
         return {CUSTOM_OPS_ENV: json.dumps(payload)}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Registration:
+        """The registration an environment carries (the inverse of `env`)."""
+        try:
+            data = json.loads(env.get(CUSTOM_OPS_ENV) or "{}")
+        except ValueError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        return cls(
+            tuple(str(m) for m in data.get("import") or ()),
+            tuple(str(p) for p in data.get("library") or ()),
+            tuple(str(p) for p in data.get("path") or ()),
+        )
 
     def how(self) -> str:
         parts = [f"--import {m}" for m in self.imports]

@@ -68,6 +68,7 @@ def run_step(
     runners: int = 2,
     iterations: int = 3,
     timeout_s: float | None = None,
+    unset_env: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A `cpp_run` step; its binary is the one the `cpp_build` step of the same job made."""
     if mode not in MODES:
@@ -83,6 +84,7 @@ def run_step(
         "outputs": outputs,
         "device_index": device_index,
         "libraries": list(libraries),
+        "unset_env": list(unset_env),
         "requires": ["cpp_build", "cpp_inputs"],
     }
     if mode != "run":
@@ -117,6 +119,8 @@ class HarnessRun:
     stderr_tail: str
     duration_s: float
     argv: tuple[str, ...]
+    unset_env: tuple[str, ...] = ()
+    """Environment variables the harness ran without (a libstdc++ preload only Python needed)."""
 
     @classmethod
     def from_entry(cls, entry: dict[str, Any], mode: str = "run") -> HarnessRun | None:
@@ -134,6 +138,7 @@ class HarnessRun:
             stderr_tail=str(rec.get("stderr_tail") or ""),
             duration_s=float(rec.get("duration_s") or 0.0),
             argv=tuple(str(a) for a in rec.get("argv") or ()),
+            unset_env=tuple(str(v) for v in rec.get("unset_env") or ()),
         )
 
     @property

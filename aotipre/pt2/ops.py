@@ -130,17 +130,24 @@ def custom_ops(ep_targets: list[str], manifest: list[tuple[str, bool]]) -> tuple
 def read_custom_ops(path: str, root: str, model: str, has_ep: bool) -> tuple[CustomOp, ...]:
     """The custom ops `model` of the package at `path` calls (PackageError: unreadable)."""
     with open_archive(path) as archive:
-        ep_targets: list[str] = []
-        if has_ep:
-            member = f"{root}/{layout.MODELS_DIR}/{model}.json"
-            if member in archive.members:
-                ep_targets = list(graph_ops(_json(archive, member)))
-        prefix = f"{root}/{layout.AOTI_DIR}/{model}/"
-        manifest: list[tuple[str, bool]] = []
-        for name in sorted(archive.members):
-            if name.startswith(prefix) and name.endswith(WRAPPER_JSON_SUFFIX):
-                manifest.extend(manifest_ops(_json(archive, name)))
-        return custom_ops(ep_targets, manifest)
+        return archive_custom_ops(archive, root, model, has_ep)
+
+
+def archive_custom_ops(
+    archive: Archive, root: str, model: str, has_ep: bool
+) -> tuple[CustomOp, ...]:
+    """The custom ops `model` calls, from an archive already open."""
+    ep_targets: list[str] = []
+    if has_ep:
+        member = f"{root}/{layout.MODELS_DIR}/{model}.json"
+        if member in archive.members:
+            ep_targets = list(graph_ops(_json(archive, member)))
+    prefix = f"{root}/{layout.AOTI_DIR}/{model}/"
+    manifest: list[tuple[str, bool]] = []
+    for name in sorted(archive.members):
+        if name.startswith(prefix) and name.endswith(WRAPPER_JSON_SUFFIX):
+            manifest.extend(manifest_ops(_json(archive, name)))
+    return custom_ops(ep_targets, manifest)
 
 
 def _json(archive: Archive, member: str) -> object:

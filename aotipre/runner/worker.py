@@ -662,9 +662,13 @@ def run_harness(step: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         if step.get(key):
             argv += [f"--{key}", str(step[key])]
     rec: dict[str, Any] = {"argv": argv, "timed_out": False, "returncode": None, "signal": None}
+    env = dict(os.environ)
+    for name in step.get("unset_env") or ():  # e.g. a libstdc++ preload only Python needed
+        env.pop(name, None)
+    rec["unset_env"] = list(step.get("unset_env") or ())
     started = time.monotonic()
     try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout_s)
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout_s, env=env)
         stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:  # run() killed it
         stdout, stderr, rc = exc.stdout or b"", exc.stderr or b"", None
@@ -1165,6 +1169,22 @@ class Worker:
         info = self.rec.data.get("custom_ops")
         if isinstance(info, dict) and info.get("error"):
             raise CustomOpsFailed(f"registering custom operators failed: {info['error']}")
+
+    def op_index_run(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Load the package with `device_index` (a second GPU) and run it there: where do the
+        outputs live? (The Python loader, like aoti_load_package(..., device_index=N).)"""
+        index = int(step["device_index"])
+        package = step.get("package") or self.job["package"]
+        model = step.get("model") or self.job.get("aoti_model") or self.job["model"]
+        self.phase(entry, "load")
+        runner, _, how = load_package_like_torch(package, model, index, False)
+        entry["how"] = how
+        args, kwargs = self.get_inputs(entry)
+        args, kwargs = to_device((args, kwargs), f"cuda:{index}")
+        self.phase(entry, "call")
+        out = runner(*args, **kwargs)
+        torch.cuda.synchronize(index)
+        entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
 
     def op_custom_ops(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Whether each op named in the step is registered in this process."""

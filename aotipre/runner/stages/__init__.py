@@ -13,7 +13,10 @@ Layout (one stage, one module; data flows down the list):
 - jobs.py: one worker process over a list of steps, and the record of the step it died in.
 - inputs.py: which inputs the workers get (file, archive member, synthesized) and their shapes.
 - libstdcxx.py: the retry of a crashing load with a libstdc++ preloaded (AOT515).
-- compile.py, load.py, run.py, compare.py, probe.py: the stages, in the order of PIPELINE.
+- compile.py, load.py, custom_ops.py, run.py, compare.py, probe.py, cpp_load.py,
+  concurrency.py, device_index.py: the stages, in the order of PIPELINE (custom-ops reads the
+  compile and load steps; cpp-load and concurrency run the C++ harness with --cpp; device-index
+  needs a CUDA package and two GPUs).
 
 A new stage is one module with a Stage subclass, added to PIPELINE below.
 """
@@ -30,6 +33,10 @@ from aotipre.runner.launch import RUNTIME_CHECK_ENV, STARTUP_SLACK_S, WORKER_PAT
 from aotipre.runner.stages.base import RunCrash, StepRecord
 from aotipre.runner.stages.compare import CompareStage
 from aotipre.runner.stages.compile import CompileStage
+from aotipre.runner.stages.concurrency import ConcurrencyStage
+from aotipre.runner.stages.cpp_load import CppLoadStage
+from aotipre.runner.stages.custom_ops import CustomOpsStage
+from aotipre.runner.stages.device_index import DeviceIndexStage
 from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
 from aotipre.runner.stages.load import LoadStage
 from aotipre.runner.stages.options import DynamicOptions, parse_device
@@ -52,7 +59,17 @@ __all__ = [
     "run_dynamic_stages",
 ]
 
-PIPELINE: tuple[type[Stage], ...] = (CompileStage, LoadStage, RunStage, CompareStage, ProbeStage)
+PIPELINE: tuple[type[Stage], ...] = (
+    CompileStage,
+    LoadStage,
+    CustomOpsStage,
+    RunStage,
+    CompareStage,
+    ProbeStage,
+    CppLoadStage,
+    ConcurrencyStage,
+    DeviceIndexStage,
+)
 """The stages, in the order they plan steps and report."""
 STAGES = tuple(stage.name for stage in PIPELINE)
 """The stage names, in order, as they appear in StageResult.name and Finding.stage."""
