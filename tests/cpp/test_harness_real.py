@@ -19,26 +19,7 @@ from aotipre.runner.stages import DynamicOptions
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
 PY_OP_MESSAGE = "Custom operators created via torch.library.custom_op cannot be run via AOTI"
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("cpp-packages")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "build_packages.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
-
-
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("cache"))
 
 
 def plain_torch(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
