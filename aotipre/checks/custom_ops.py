@@ -63,7 +63,7 @@ class Registration:
 
     def how(self) -> str:
         parts = [f"--import {m}" for m in self.imports]
-        parts += [f"--library {lib}" for lib in self.libraries]
+        parts += [f"--library {_shown(lib)}" for lib in self.libraries]
         return ", ".join(parts) or "nothing"
 
 
@@ -134,3 +134,9 @@ def _op_findings(
             )
         )
     return out
+
+
+def _shown(path: str) -> str:
+    """A path relative to the working directory when it lies below it."""
+    here = os.getcwd()
+    return os.path.relpath(path, here) if path.startswith(here + os.sep) else path

@@ -2,8 +2,8 @@
 // (torch::inductor::AOTIModelPackageLoader), runs it on sample inputs, writes the outputs.
 //
 // Built by aotipre's torch worker against the installed torch (headers and libraries of the
-// wheel, rpath to its lib folder) and cached per torch version and compiler; see
-// aotipre/cpp/README.md for the protocol. Usage:
+// wheel, rpath to its lib folder) and cached per torch version and compiler (worker step
+// cpp_build; aotipre/cpp/harness.py plans the steps and reads the records). Usage:
 //
 //   aotipre_harness --package P [--model M] [--device-index I] --inputs IN [--outputs OUT]
 //                   [--library SO]... [--mode run|loaders|runners] [--threads N]

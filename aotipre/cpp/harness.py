@@ -184,7 +184,8 @@ class HarnessRun:
 
 
 def describe_mode(run: HarnessRun) -> str:
-    r = run.result or {}
+    r = dict(_argv_counts(run.argv))
+    r.update({k: v for k, v in (run.result or {}).items() if k in r})
     if run.mode == "loaders":
         return f"{r.get('threads', '?')} loaders constructed at once on {r.get('threads', '?')} threads"
     if run.mode == "runners":
@@ -193,6 +194,15 @@ def describe_mode(run: HarnessRun) -> str:
             f"threads x {r.get('iterations', '?')} runs at once"
         )
     return "one loader, one run"
+
+
+def _argv_counts(argv: tuple[str, ...]) -> dict[str, object]:
+    """--threads, --runners, --iterations as the harness was asked (its result may be absent)."""
+    out: dict[str, object] = {"threads": "?", "runners": "?", "iterations": "?"}
+    for flag, value in zip(argv, argv[1:]):
+        if flag.startswith("--") and flag[2:] in out:
+            out[flag[2:]] = value
+    return out
 
 
 def harness_findings(
@@ -262,7 +272,7 @@ def harness_findings(
 
 def _first_line(error: dict[str, Any]) -> str:
     text = str(error.get("message") or error.get("type") or "").strip()
-    return (text.splitlines() or [""])[0][:600]
+    return (text.splitlines() or [""])[0][:600].rstrip(".")
 
 
 def _exit(run: HarnessRun) -> str:

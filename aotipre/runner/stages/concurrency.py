@@ -50,6 +50,14 @@ class ConcurrencyStage(Stage):
         failed = build_failed(s, self.name)
         if failed is not None:
             return failed
+        single = s.records.get("cpp_run")
+        first = (
+            cpp.HarnessRun.from_entry(single.entry) if single is not None and ok(single) else None
+        )
+        if first is not None and not first.ok:
+            return s.skipped(
+                self.name, "the C++ loader could not load and run the model once (cpp-load)"
+            )
         build = s.records["cpp_build"]
         race = build.entry.get("loader_race")
         if race:

@@ -58,7 +58,7 @@ class CustomOpsStage(Stage):
             if r.error.get("type") == "CustomOpsFailed":
                 message = str(r.error.get("message") or "")
                 self._replace(s, r, "AOT123", f"{message} (the {r.id} step did not run)")
-                return s.stage(self.name, StageStatus.FAILED, message, [r])
+                return s.stage(self.name, StageStatus.FAILED, message, [])
         for r in failed:
             op = self._missing(r)
             if op is not None:
@@ -68,13 +68,13 @@ class CustomOpsStage(Stage):
                     f"torch: {_first(r.error.get('message'))}"
                 )
                 self._replace(s, r, "AOT121", message, hint=register_hint(op))
-                return s.stage(self.name, StageStatus.FAILED, f"{op.qualified} missing", [r])
+                return s.stage(self.name, StageStatus.FAILED, f"{op.qualified} missing", [])
         compile_rec = s.records.get("compile")
         if compile_rec is not None and not ok(compile_rec):
             launch = faulting_launch(compile_rec.log)
             if launch is not None and launch.user:
                 self._name_kernel(s, compile_rec, describe(launch))
-                return s.stage(self.name, StageStatus.FAILED, describe(launch), [compile_rec])
+                return s.stage(self.name, StageStatus.FAILED, describe(launch), [])
         if not self.ops and not self.registration.given:
             return s.skipped(self.name, "the model calls no custom operator")
         load = s.records.get("load")
