@@ -99,6 +99,9 @@ class Settings:
         from aotipre.api import CheckOptions
         from aotipre.checks.custom_ops import Registration
 
+        for lib in self.libraries:
+            if not os.path.isfile(lib):
+                raise UsageError(f"library {display_path(lib)}: no such file")
         here = (os.getcwd(),) + ((os.path.dirname(self.source),) if self.source else ())
         registration = Registration(self.imports, self.libraries, import_path=here)
         dynamic = None
@@ -286,14 +289,9 @@ def _modules(value: Any, base: Path) -> tuple[str, ...]:
 
 
 def _libraries(value: Any, base: Path) -> tuple[str, ...]:
-    """Shared libraries that exist; made absolute (the workers run in another folder)."""
-    out = []
-    for item in _strings(value, base):
-        path = os.path.abspath(base / Path(item).expanduser())
-        if not os.path.isfile(path):
-            raise ValueError(f"{item!r}: no such file")
-        out.append(path)
-    return tuple(out)
+    """Shared libraries, made absolute (the workers run in another folder); that they exist is
+    checked when a check starts (Settings.check_options)."""
+    return tuple(os.path.abspath(base / Path(item).expanduser()) for item in _strings(value, base))
 
 
 KEYS: tuple[Key, ...] = (

@@ -154,8 +154,9 @@ def test_config_keys_and_flags(tmp_path: Path) -> None:
         tmp_path,
     )
     assert values == {"imports": ("my_ops.register",), "libraries": (str(lib),), "cpp": True}
-    with pytest.raises(UsageError, match="no such file"):
-        parse_values({"library": "missing.so"}, "aotipre.toml", tmp_path)
+    missing = parse_values({"library": "missing.so"}, "aotipre.toml", tmp_path)
+    with pytest.raises(UsageError, match="missing.so: no such file"):
+        Settings().merged(missing).check_options()
     with pytest.raises(UsageError, match="not a Python module name"):
         parse_flags({"import": ["my-ops"]})
     options = Settings(source=str(tmp_path / "aotipre.toml")).merged(values).check_options()
