@@ -82,6 +82,10 @@ def test_aot515_says_whether_cpp_deployments_are_affected(
     (f,) = [f for f in findings if f.code == "AOT515"]
     assert "the C++ loader crashes too (SIGSEGV while constructing the loader)" in f.message
     assert "AOT523" in codes(findings)
+    monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
+    res, findings = run(script={**CPP_OK, **crash})
+    (f,) = [f for f in findings if f.code == "AOT515"]
+    assert f.message.endswith("check again with --cpp, or run aotipre doctor")
 
 
 def test_missing_op_and_failed_registration(run: Run) -> None:  # noqa: F811

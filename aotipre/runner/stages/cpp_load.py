@@ -94,6 +94,11 @@ class CppLoadStage(Stage):
 
     def result(self, s: Session) -> StageResult:
         if not s.opts.cpp:
+            _note_aot515(
+                s,
+                "; whether C++ deployments are affected too: check again with --cpp, or run "
+                "aotipre doctor",
+            )
             return not_asked(s, self.name)
         build = s.records.get("cpp_build")
         if build is not None and not ok(build):
@@ -166,10 +171,14 @@ class CppLoadStage(Stage):
             note = f"; the C++ loader crashes too ({run.signal} while {run.where()}): C++ deployments are affected as well"
         else:
             note = "; whether C++ deployments are affected is unknown (the C++ loader failed otherwise)"
-        s.findings[:] = [
-            dataclasses.replace(f, message=f.message + note) if f.code == "AOT515" else f
-            for f in s.findings
-        ]
+        _note_aot515(s, note)
+
+
+def _note_aot515(s: Session, note: str) -> None:
+    s.findings[:] = [
+        dataclasses.replace(f, message=f.message + note) if f.code == "AOT515" else f
+        for f in s.findings
+    ]
 
 
 def _why(r: StepRecord | None) -> str:
