@@ -162,3 +162,48 @@ def test_a_user_triton_kernel_faulting_at_compile_is_named(tmp_path: Path) -> No
     launch = faulting_launch(log)
     assert launch is not None, log[-4000:]
     assert launch.kernel.startswith("bad_double_kernel") and launch.op == "probe::bad_double"
+
+
+def test_check_with_cpp_on_a_cuda_package(cuda_pkg: tuple[Path, int], tmp_path: Path) -> None:
+    """cpp-load, concurrency and device-index through `check` (device-index needs 2 GPUs)."""
+    from aotipre import api
+
+    out, gpus = cuda_pkg
+    options = api.CheckOptions(
+        inputs=str(out / "cuda_inputs.pt"),
+        dynamic=DynamicOptions(cache_dir=str(tmp_path / "cache"), probe=False),
+        cpp=True,
+    )
+    report = api.check(out / "cuda.pt2", options)
+    by = {s.name: (s.status.value, s.detail) for s in report.stages}
+    assert by["cpp-load"][0] == "passed", by
+    assert by["concurrency"][0] == "passed", by
+    if gpus >= 2:
+        assert by["device-index"] == ("passed", "loaded and ran on cuda:1; outputs on cuda:1"), by
+    else:
+        assert (
+            by["device-index"][0] == "skipped" and f"this host has {gpus}" in by["device-index"][1]
+        )
+    assert {f.code for f in report.findings} <= {"AOT528", "AOT515"}, report.findings
+
+
+def test_check_names_the_faulting_user_kernel(tmp_path: Path) -> None:
+    """`check` on the ExportedProgram with --import: the compile finding names the kernel."""
+    from aotipre import api
+
+    (tmp_path / "probe_ops.py").write_text(textwrap.dedent(PROBE_OPS))
+    proc = fresh(EXPORT_PROBE, str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    reg = Registration(imports=("probe_ops",), import_path=(str(tmp_path),))
+    options = api.CheckOptions(
+        dynamic=DynamicOptions(cache_dir=str(tmp_path / "cache"), device="cuda", probe=False),
+        registration=reg,
+    )
+    report = api.check(tmp_path / "probe_ep.pt2", options)
+    compile_findings = [f for f in report.findings if f.stage == "compile"]
+    assert compile_findings, report.findings
+    message = compile_findings[0].message
+    assert "user Triton kernel bad_double_kernel" in message, message
+    assert "launched by probe::bad_double" in message, message
+    by = {s.name: s for s in report.stages}
+    assert by["compile"].env.get("CUDA_LAUNCH_BLOCKING") == "1"
