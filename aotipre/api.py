@@ -217,7 +217,9 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         compile_at_deploy=opts.compile_at_deploy,
         archive=archive,
     )
-    findings += check_custom_ops(package, models, opts.registration or Registration(), cpp=opts.cpp)
+    findings += check_custom_ops(
+        package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
+    )
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from aotipre import codes
 from aotipre.errors import PackageError
 from aotipre.findings import Finding
-from aotipre.pt2.ops import CustomOp, read_custom_ops
+from aotipre.pt2.archive import Archive
+from aotipre.pt2.ops import CustomOp, archive_custom_ops, read_custom_ops
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 
 CUSTOM_OPS_ENV = "AOTIPRE_CUSTOM_OPS"
@@ -73,14 +74,18 @@ def check_custom_ops(
     registration: Registration,
     *,
     cpp: bool,
+    archive: Archive | None = None,
 ) -> list[Finding]:
     """AOT120 for each custom op when nothing registers ops; AOT122 for each Python-only op of
-    a package meant for the C++ loader (`cpp`)."""
+    a package meant for the C++ loader (`cpp`). `archive`: the package's, already open."""
     findings: list[Finding] = []
     for model in models:
+        has_ep = model.has_exported_program
         try:
-            ops = read_custom_ops(
-                package.path, package.root, model.name, model.has_exported_program
+            ops = (
+                archive_custom_ops(archive, package.root, model.name, has_ep)
+                if archive is not None
+                else read_custom_ops(package.path, package.root, model.name, has_ep)
             )
         except PackageError:  # the reader reported the archive already
             continue
