@@ -30,6 +30,7 @@ def check(
         dynamic=DynamicOptions(cache_dir=cache_dir, probe=False),
         registration=registration,
         cpp=cpp,
+        compile_at_deploy=package.endswith("_ep.pt2"),  # an ExportedProgram-only archive
     )
     return api.check(built / package, options)
 
@@ -110,4 +111,5 @@ def test_a_failing_import_is_its_own_finding(built: Path, cache_dir: str) -> Non
     reg = Registration(imports=("aotipre_no_such_module",), import_path=(str(built),))
     report = check(built, cache_dir, "plain.pt2", inputs="inputs_kw.pt", registration=reg)
     assert codes(report) == ["AOT123"]
-    assert "--import aotipre_no_such_module: ModuleNotFoundError" in report.findings[0].message
+    (f,) = [f for f in report.findings if f.code == "AOT123"]
+    assert "--import aotipre_no_such_module: ModuleNotFoundError" in f.message
