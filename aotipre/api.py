@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aotipre import __version__, codes
 from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
+from aotipre.checks.custom_ops import Registration, check_custom_ops
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
 from aotipre.host import HostInfo, detect_local, parse_targets
@@ -58,6 +59,10 @@ class CheckOptions:
     compile_at_deploy: bool = False
     """The deployment compiles an ExportedProgram-only archive at deploy time, so an archive
     without AOTI code (AOT015) is not an error there."""
+    registration: Registration | None = None
+    """Custom operators every worker registers (--import, --library); None: none."""
+    cpp: bool = False
+    """The package is deployed with the C++ loader: Python-only custom ops are errors."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -212,6 +217,9 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         compile_at_deploy=opts.compile_at_deploy,
         archive=archive,
     )
+    findings += check_custom_ops(
+        package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
+    )
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
@@ -245,6 +253,21 @@ deployment does with it (an index assert, a device fault, or a silent out-of-bou
 crash triage names the kernel."""
 
 
+def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
+    """The stages' options, with CheckOptions' custom-op registration and --cpp folded in."""
+    from dataclasses import replace
+
+    from aotipre.runner.stages import DynamicOptions
+
+    dynamic = opts.dynamic or DynamicOptions()
+    env = opts.registration.env() if opts.registration is not None else {}
+    if opts.cpp and not dynamic.cpp:
+        dynamic = replace(dynamic, cpp=True)
+    if env and any(dynamic.extra_env.get(k) != v for k, v in env.items()):
+        dynamic = replace(dynamic, extra_env={**dynamic.extra_env, **env})
+    return dynamic
+
+
 def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
     """Error findings that make running `model` pointless or unsafe (bad inputs, wrong host)."""
     return sorted(
@@ -266,7 +289,7 @@ def _dynamic(
     opts: CheckOptions,
     blocked: list[str],
 ) -> None:
-    from aotipre.runner.stages import STAGES, DynamicOptions, run_dynamic_stages
+    from aotipre.runner.stages import STAGES, run_dynamic_stages
 
     if blocked:
         reason = f"static checks found errors ({', '.join(blocked)}); fix them first"
@@ -291,7 +314,7 @@ def _dynamic(
         model,
         inputs_path,
         member,
-        opts.dynamic or DynamicOptions(),
+        _dynamic_options(opts),
         opts.progress,
         on_run_crash=triage,
         on_perf=lambda rec, base: report.performance.append((rec, base)),

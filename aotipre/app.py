@@ -346,6 +346,27 @@ def check(
     perf_tolerance: float | None = typer.Option(
         None, "--perf-tolerance", help="Regression tolerance against --against. (default: 0.2)"
     ),
+    imports: list[str] | None = typer.Option(
+        None,
+        "--import",
+        help="Import this module in every worker before anything is loaded (it registers custom "
+        "operators); repeatable.",
+        show_default=False,
+    ),
+    libraries: list[Path] | None = typer.Option(
+        None,
+        "--library",
+        help="Load this custom-op library (torch.ops.load_library) in every worker and in the C++ "
+        "harness; repeatable.",
+        show_default=False,
+    ),
+    cpp: bool | None = typer.Option(
+        None,
+        "--cpp/--no-cpp",
+        help="The package is deployed with the C++ loader (AOTIModelPackageLoader): check it "
+        "there too; Python-only custom ops are errors.",
+        show_default=False,
+    ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""
     flags = {
@@ -382,6 +403,9 @@ def check(
         "against": None if against is None else str(against),
         "perf-tolerance": perf_tolerance,
         "python": python or None,
+        "import": imports or None,
+        "library": [str(p) for p in libraries] if libraries else None,
+        "cpp": cpp,
     }
     raise typer.Exit(
         commands.check(

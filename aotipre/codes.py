@@ -363,6 +363,46 @@ ALL_CODES: tuple[Code, ...] = (
         "name), not the model's inputs.",
         "save the inputs themselves: torch.save(((x,), {'mask': m}), 'sample.pt')",
     ),
+    Code(
+        "AOT120",
+        "custom-op-needs-registration",
+        W,
+        C.STRUCTURE,
+        "The model calls a custom operator that torch does not provide; the serving process must "
+        "register it before loading, and aotipre was not told how (--import, --library).",
+        "pass --library PATH (a TORCH_LIBRARY .so) or --import MODULE (the Python module that "
+        "defines the op) so the check registers it like the deployment will",
+    ),
+    Code(
+        "AOT121",
+        "custom-op-not-registered",
+        E,
+        C.STRUCTURE,
+        "A custom operator the model calls is not registered in the process that compiles, "
+        "loads or runs it, even after the given --import and --library.",
+        "load the op's library (torch.ops.load_library / --library) or import the module that "
+        "defines it (--import) before loading the package",
+    ),
+    Code(
+        "AOT122",
+        "python-custom-op-in-cpp-runtime",
+        E,
+        C.STRUCTURE,
+        "The package calls an operator defined with torch.library.custom_op (Python), and it is "
+        "meant for the C++ loader, which cannot run Python operators.",
+        "implement the op in C++ (TORCH_LIBRARY) and load that library in the server, or serve "
+        "the package from Python",
+    ),
+    Code(
+        "AOT123",
+        "custom-op-registration-failed",
+        E,
+        C.ENVIRONMENT,
+        "Registering the custom operators failed in the worker: an --import module raised, or an "
+        "--library file could not be loaded.",
+        "check the module name (importable from the working directory or PYTHONPATH) or the "
+        "library path, and that the library was built against this torch",
+    ),
     # 2: dtype and device
     Code(
         "AOT201",
@@ -756,6 +796,96 @@ ALL_CODES: tuple[Code, ...] = (
         "The ExportedProgram in the archive cannot be loaded by this torch, so outputs were not "
         "compared with eager.",
         "re-export with the deployment torch version to get the eager comparison",
+    ),
+    Code(
+        "AOT520",
+        "cpp-harness-unavailable",
+        W,
+        C.ENVIRONMENT,
+        "aotipre's C++ harness could not be built against the installed torch (no working C++ "
+        "compiler, or headers or libraries missing), so the C++ loader was not checked.",
+        "install a C++ compiler that builds against torch's headers (see aotipre doctor)",
+    ),
+    Code(
+        "AOT521",
+        "cpp-load-failed",
+        E,
+        C.LOAD,
+        "torch::inductor::AOTIModelPackageLoader raised while loading the package in C++.",
+        "the message is the C++ loader's own; a C++ deployment fails the same way",
+    ),
+    Code(
+        "AOT522",
+        "cpp-run-failed",
+        E,
+        C.RUNTIME,
+        "Running the model through the C++ loader raised an exception.",
+        "the message is the C++ loader's own; compare with the Python run's result",
+    ),
+    Code(
+        "AOT523",
+        "cpp-crashed",
+        E,
+        C.CRASH,
+        "The C++ harness died by a signal while loading or running the package.",
+        "a C++ deployment crashes the same way; the phase says whether loading or running did",
+    ),
+    Code(
+        "AOT524",
+        "cpp-timeout",
+        E,
+        C.TIMEOUT,
+        "The C++ harness did not finish within the time limit (a hang in loading, running or "
+        "concurrent use).",
+        "raise --timeout if the model is just slow; otherwise the C++ loader hangs",
+    ),
+    Code(
+        "AOT525",
+        "cpp-output-mismatch",
+        E,
+        C.ACCURACY,
+        "The C++ loader's outputs differ from the Python loader's on the same inputs beyond the "
+        "tolerance.",
+        "the same .so should compute the same values; check the inputs' order and dtypes",
+    ),
+    Code(
+        "AOT526",
+        "concurrent-load-failed",
+        E,
+        C.CRASH,
+        "Several AOTIModelPackageLoaders constructed at the same moment in one C++ process "
+        "crashed, raised or hung (torch issue #194128: a data race in the loader's JSON reading).",
+        "construct loaders one at a time (a process-wide mutex around the constructor), or use "
+        "a torch with the fix",
+    ),
+    Code(
+        "AOT527",
+        "concurrent-run-failed",
+        E,
+        C.CRASH,
+        "Concurrent runs on one loader with num_runners > 1 crashed, raised, hung or returned "
+        "outputs that differ from a single run.",
+        "serialize runs, or run with num_runners=1 per loader",
+    ),
+    Code(
+        "AOT528",
+        "loader-race-known",
+        W,
+        C.VERSION,
+        "The installed torch's C++ loader parses package JSON into one shared static object "
+        "(torch issue #194128): constructing loaders concurrently in C++ can corrupt the heap.",
+        "construct AOTIModelPackageLoaders one at a time in C++ servers (Python callers are "
+        "shielded by the GIL)",
+    ),
+    Code(
+        "AOT529",
+        "device-index-mismatch",
+        E,
+        C.DEVICE,
+        "Loaded with a device index other than 0, the package failed, or returned outputs on "
+        "another device.",
+        "AOTI packages should run on any GPU of the host; load with device_index and check "
+        "where outputs live",
     ),
     # 6: run (runtime, crash, timeout)
     Code(

@@ -80,6 +80,12 @@ class Settings:
     python: tuple[str, ...] = ()
     """Interpreters the workers run in (aotipre.runtimes); several: a version matrix; empty:
     the one running aotipre."""
+    imports: tuple[str, ...] = ()
+    """Modules imported in every worker before anything is loaded (custom operators)."""
+    libraries: tuple[str, ...] = ()
+    """Shared libraries loaded in every worker (torch.ops.load_library) and the C++ harness."""
+    cpp: bool = False
+    """The package is deployed with the C++ loader (AOTIModelPackageLoader)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -114,7 +120,13 @@ class Settings:
     ) -> CheckOptions:
         """The api.CheckOptions for one package."""
         from aotipre.api import CheckOptions
+        from aotipre.checks.custom_ops import Registration
 
+        for lib in self.libraries:
+            if not os.path.isfile(lib):
+                raise UsageError(f"library {display_path(lib)}: no such file")
+        here = (os.getcwd(),) + ((os.path.dirname(self.source),) if self.source else ())
+        registration = Registration(self.imports, self.libraries, import_path=here)
         dynamic = None
         if not self.static_only:
             from aotipre.runner.perf import Budgets
@@ -147,6 +159,8 @@ class Settings:
                 use_cache=self.cache,
                 perf=perf,
                 python=self.python[0] if len(self.python) == 1 else None,
+                extra_env=registration.env(),
+                cpp=self.cpp,
             )
         triage = None
         if not self.static_only:
@@ -173,6 +187,8 @@ class Settings:
             ignore=self.ignore,
             baseline=baseline,
             compile_at_deploy=self.compile_at_deploy,
+            registration=registration,
+            cpp=self.cpp,
         )
 
 
@@ -335,6 +351,28 @@ def _pythons(value: Any, base: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _strings(value: Any, base: Path) -> list[str]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) and v for v in items):
+        raise ValueError("expected a string or a list of strings")
+    return list(items)
+
+
+def _modules(value: Any, base: Path) -> tuple[str, ...]:
+    """Importable module names (`mypkg.ops`), checked for their form only."""
+    out = _strings(value, base)
+    for name in out:
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", name):
+            raise ValueError(f"{name!r} is not a Python module name")
+    return tuple(out)
+
+
+def _libraries(value: Any, base: Path) -> tuple[str, ...]:
+    """Shared libraries, made absolute (the workers run in another folder); that they exist is
+    checked when a check starts (Settings.check_options)."""
+    return tuple(os.path.abspath(base / Path(item).expanduser()) for item in _strings(value, base))
+
+
 KEYS: tuple[Key, ...] = (
     Key("fail-on", "fail_on", _fail_on, "lowest severity that fails the gate: error, warning"),
     Key("target", "target", _target, "deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'"),
@@ -409,6 +447,11 @@ KEYS: tuple[Key, ...] = (
         "perf_tolerance",
         _number(0, inclusive=True),
         "perf: how much worse than --against is a regression (0.2: 20%)",
+    ),
+    Key("import", "imports", _modules, "modules imported in every worker (custom operators)"),
+    Key("library", "libraries", _libraries, "op libraries loaded in every worker and in C++"),
+    Key(
+        "cpp", "cpp", _bool, "the package is deployed with the C++ loader (AOTIModelPackageLoader)"
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

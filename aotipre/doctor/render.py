@@ -91,6 +91,21 @@ def render_table(report: DoctorReport) -> str:
                 maxcolwidths=[None, None, None, 80],
             )
         )
+    if report.cpp:
+        lines.append("")
+        rows = [
+            [c.device, c.status, f"{c.duration_s:.1f}s", f"{c.summary} (harness {c.build})"]
+            if c.build
+            else [c.device, c.status, f"{c.duration_s:.1f}s", c.summary]
+            for c in report.cpp
+        ]
+        lines.append(
+            tabulate(
+                rows,
+                headers=["device", "C++ loader", "time", "detail"],
+                maxcolwidths=[None, None, None, 80],
+            )
+        )
     if report.notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in report.notes)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aotipre.doctor.canary import CanaryResult
+from aotipre.doctor.cpp import CppResult
 from aotipre.doctor.dirs import DirectoryProbe
 from aotipre.findings import (
     SCHEMA_VERSION,
@@ -28,6 +29,8 @@ class DoctorReport:
     devices: list[str] = field(default_factory=list)
     """The devices the canary was asked to prove."""
     canaries: list[CanaryResult] = field(default_factory=list)
+    cpp: list[CppResult] = field(default_factory=list)
+    """The C++ loader on each device's compiled canary (aotipre.doctor.cpp)."""
     stages: list[StageResult] = field(default_factory=list)
     """The canaries' stages (model `canary [device]`)."""
     findings: list[Finding] = field(default_factory=list)
@@ -73,6 +76,7 @@ class DoctorReport:
             "host": self.facts,
             "directories": [d.to_dict() for d in self.directories],
             "canaries": [c.to_dict() for c in self.canaries],
+            "cpp": [c.to_dict() for c in self.cpp],
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "notes": list(self.notes),

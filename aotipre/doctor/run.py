@@ -16,6 +16,7 @@ from typing import Any
 from aotipre import __version__, codes
 from aotipre.doctor import canary as canary_mod
 from aotipre.doctor.canary import CanaryResult
+from aotipre.doctor.cpp import check_cpp_loader
 from aotipre.doctor.dirs import (
     LOW_SPACE_BYTES,
     MOUNTINFO,
@@ -53,6 +54,8 @@ class DoctorOptions:
     """Timeouts, compile cache, interpreter and worker of the canary (the stages' options)."""
     fail_on: Severity = Severity.ERROR
     progress: Progress | None = None
+    cpp: bool = True
+    """Build aotipre's C++ harness and load the compiled canary with the C++ loader."""
     backtrace: bool = True
     """After a canary load crash, re-run it with a native backtrace to name the crashing frame."""
     mountinfo: str | None = MOUNTINFO
@@ -282,7 +285,19 @@ class _Doctor:
         canary_mod.store_result(result, self.dyn)
         self.report.canaries.append(result)
         self.report.stages.extend(result.stages)
-        self.report.findings.extend(self.diagnose(result, compiler))
+        found = self.diagnose(result, compiler)
+        if self.opts.cpp:
+            self.say(f"C++ loader [{device}]: build the harness (once per torch), load, run")
+            cpp = check_cpp_loader(device, program, self.dyn, self.workdir, compiler.name)
+            self.report.cpp.append(cpp)
+            found = [
+                dataclasses.replace(f, message=f.message + cpp.python_only_note())
+                if f.code in ("AOT515", "AOT411") and result.stage == "load"
+                else f
+                for f in found
+            ]
+            found.extend(cpp.findings)
+        self.report.findings.extend(found)
 
     def cuda_missing(self, device: str) -> None:
         torch_info = self.torch.get("torch") or {}

@@ -286,3 +286,29 @@ def _symbols(ranges: dict[str, Any]) -> tuple[SymbolRange, ...]:
         hi_i = int(hi) if isinstance(hi, (int, float)) and abs(hi) < INT_OO else None
         out.append(SymbolRange(symbol=pretty, min=lo_i, max=hi_i))
     return tuple(out)
+
+
+def graph_ops(data: Any) -> tuple[str, ...]:
+    """The operators an ExportedProgram's graph calls (`torch.ops.<ns>.<op>.<overload>` node
+    targets, nested graphs of higher-order ops included), in first-use order, without repeats."""
+    found: dict[str, None] = {}
+
+    def walk(graph: Any, depth: int) -> None:
+        if depth > 50 or not isinstance(graph, dict):
+            return
+        for node in graph.get("nodes") or []:
+            if not isinstance(node, dict):
+                continue
+            target = node.get("target")
+            if isinstance(target, str) and target.startswith("torch.ops."):
+                found.setdefault(target, None)
+            for item in node.get("inputs") or []:
+                arg = item.get("arg") if isinstance(item, dict) else None
+                sub = arg.get("as_graph") if isinstance(arg, dict) else None
+                if isinstance(sub, dict):
+                    walk(sub.get("graph"), depth + 1)
+
+    gm = data.get("graph_module") if isinstance(data, dict) else None
+    if isinstance(gm, dict):
+        walk(gm.get("graph"), 0)
+    return tuple(found)

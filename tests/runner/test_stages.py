@@ -462,7 +462,8 @@ model = token_model()
 package = write_package(Path({str(tmp_path)!r}) / "p.pt2", model)
 options = DynamicOptions(worker_command=(sys.executable, {FAKE!r}), use_cache=False)
 results, findings = run_dynamic_stages(package, model, None, None, options)
-assert [r.status.value for r in results][1:] == ["passed"] * 5, results
+core = ("load", "run", "perf", "compare", "probe")
+assert [r.status.value for r in results if r.name in core] == ["passed"] * 5, results
 print("torch" in sys.modules)
 """
     repo = Path(__file__).resolve().parents[2]

@@ -13,9 +13,11 @@ Layout (one stage, one module; data flows down the list):
 - jobs.py: one worker process over a list of steps, and the record of the step it died in.
 - inputs.py: which inputs the workers get (file, archive member, synthesized) and their shapes.
 - libstdcxx.py: the retry of a crashing load with a libstdc++ preloaded (AOT515).
-- compile.py, load.py, run.py, perf.py, compare.py, probe.py: the stages, in the order of
-  PIPELINE (perf right after run: its timed calls run in the same worker, before the eager
-  run and the probes change what the process holds).
+- compile.py, load.py, custom_ops.py, run.py, perf.py, compare.py, probe.py, cpp_load.py,
+  concurrency.py, device_index.py: the stages, in the order of PIPELINE (custom-ops reads the
+  compile and load steps; perf right after run: its timed calls run in the same worker, before
+  the eager run and the probes change what the process holds; cpp-load and concurrency run
+  the C++ harness with --cpp; device-index needs a CUDA package and two GPUs).
 
 A new stage is one module with a Stage subclass, added to PIPELINE below.
 """
@@ -33,6 +35,10 @@ from aotipre.runner.perf import PerfRecord
 from aotipre.runner.stages.base import RunCrash, StepRecord
 from aotipre.runner.stages.compare import CompareStage
 from aotipre.runner.stages.compile import CompileStage
+from aotipre.runner.stages.concurrency import ConcurrencyStage
+from aotipre.runner.stages.cpp_load import CppLoadStage
+from aotipre.runner.stages.custom_ops import CustomOpsStage
+from aotipre.runner.stages.device_index import DeviceIndexStage
 from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
 from aotipre.runner.stages.load import LoadStage
 from aotipre.runner.stages.options import DynamicOptions, PerfOptions, parse_device
@@ -60,10 +66,14 @@ __all__ = [
 PIPELINE: tuple[type[Stage], ...] = (
     CompileStage,
     LoadStage,
+    CustomOpsStage,
     RunStage,
     PerfStage,
     CompareStage,
     ProbeStage,
+    CppLoadStage,
+    ConcurrencyStage,
+    DeviceIndexStage,
 )
 """The stages, in the order they plan steps and report."""
 STAGES = tuple(stage.name for stage in PIPELINE)

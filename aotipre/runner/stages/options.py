@@ -57,6 +57,8 @@ class DynamicOptions:
     """Passed to aoti_compile_and_package (part of the cache key)."""
     python: str | None = None
     """Interpreter for the workers; None: the running one (sys.executable)."""
+    cpp: bool = False
+    """Also load and run the package with the C++ loader (cpp-load, concurrency stages)."""
     worker_command: tuple[str, ...] | None = None
     """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
     perf: PerfOptions | None = field(default_factory=PerfOptions)

@@ -1,0 +1,285 @@
+"""Plan the worker steps that build and run aotipre's C++ harness, and read their records.
+
+The harness (harness.cpp, beside this module) loads a package with
+`torch::inductor::AOTIModelPackageLoader`, as a C++ server does. The worker builds it against the
+installed torch (`cpp_build`: headers and libraries of the wheel, rpath to its lib folder, the
+wheel's C++ ABI, the compiler torch's inductor uses), cached under
+`<cache dir>/cpp-harness/harness-<key>/` where the key holds the torch version and location, the
+compiler and its version, and the source's hash; it is built in a `.tmp-` folder and renamed into
+place. `cpp_inputs` writes the flat inputs as AOTICompiledModel passes them to the loader,
+`cpp_run` runs the harness in a child process (mode run, loaders or runners) under a time limit,
+`cpp_compare` compares its outputs with the Python loader's. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from aotipre import codes
+from aotipre.findings import Finding
+from aotipre.runner import cache as cache_mod
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness.cpp")
+CACHE_SUBDIR = "cpp-harness"
+BUILD_TIMEOUT_S = 600.0
+"""g++ over the torch headers: ~25 s on 2 shared cores, 8 s on the GPU test machine."""
+MODES = ("run", "loaders", "runners")
+LOAD_PHASES = ("load_library", "read_inputs", "construct", "concurrent_construct")
+"""Harness phases before any model code ran."""
+
+
+def cache_root(cache_dir: str | None, use_cache: bool, workdir: str) -> str:
+    """Where the harness binary is kept: the compile cache's sibling, or `workdir` without it."""
+    if not use_cache:
+        return os.path.join(workdir, CACHE_SUBDIR)
+    return os.path.join(cache_dir or cache_mod.default_cache_dir(), CACHE_SUBDIR)
+
+
+def build_step(root: str, *, cxx: str | None = None, loader_race: bool = True) -> dict[str, Any]:
+    return {
+        "id": "cpp_build",
+        "op": "cpp_build",
+        "source": SOURCE,
+        "cache_root": root,
+        "cxx": cxx,
+        "loader_race": loader_race,
+        "build_timeout_s": BUILD_TIMEOUT_S,
+        "timeout_s": BUILD_TIMEOUT_S + 60.0,
+    }
+
+
+def inputs_step(out: str, requires: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"id": "cpp_inputs", "op": "cpp_inputs", "out": out, "requires": list(requires)}
+
+
+def run_step(
+    step_id: str,
+    *,
+    mode: str,
+    package: str,
+    model: str,
+    inputs: str,
+    outputs: str | None = None,
+    device_index: int = -1,
+    libraries: tuple[str, ...] = (),
+    threads: int = 4,
+    runners: int = 2,
+    iterations: int = 3,
+    timeout_s: float | None = None,
+    unset_env: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A `cpp_run` step; its binary is the one the `cpp_build` step of the same job made."""
+    if mode not in MODES:
+        raise ValueError(f"unknown harness mode {mode!r}")
+    step: dict[str, Any] = {
+        "id": step_id,
+        "op": "cpp_run",
+        "binary_from": "cpp_build",
+        "mode": mode,
+        "package": package,
+        "model": model,
+        "inputs": inputs,
+        "outputs": outputs,
+        "device_index": device_index,
+        "libraries": list(libraries),
+        "unset_env": list(unset_env),
+        "requires": ["cpp_build", "cpp_inputs"],
+    }
+    if mode != "run":
+        step.update(threads=threads, runners=runners, iterations=iterations)
+    if timeout_s is not None:
+        step["timeout_s"] = timeout_s
+    return step
+
+
+def compare_step(cpp_outputs: str, python_outputs: str, requires: str) -> dict[str, Any]:
+    return {
+        "id": "cpp_compare",
+        "op": "cpp_compare",
+        "a": cpp_outputs,
+        "b": python_outputs,
+        "requires": [requires],
+    }
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    """What one `cpp_run` step's harness process did."""
+
+    mode: str
+    returncode: int | None
+    signal: str | None
+    timed_out: bool
+    phase: str | None
+    """The last phase the harness announced (construct, run, concurrent_construct, ...)."""
+    result: dict[str, Any] | None
+    """Its JSON line, when it wrote one."""
+    stderr_tail: str
+    duration_s: float
+    argv: tuple[str, ...]
+    unset_env: tuple[str, ...] = ()
+    """Environment variables the harness ran without (a libstdc++ preload only Python needed)."""
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any], mode: str = "run") -> HarnessRun | None:
+        rec = entry.get("harness")
+        if not isinstance(rec, dict):
+            return None
+        result = rec.get("result")
+        return cls(
+            mode=str((result or {}).get("mode") or mode) if isinstance(result, dict) else mode,
+            returncode=rec.get("returncode"),
+            signal=rec.get("signal"),
+            timed_out=bool(rec.get("timed_out")),
+            phase=rec.get("phase"),
+            result=result if isinstance(result, dict) else None,
+            stderr_tail=str(rec.get("stderr_tail") or ""),
+            duration_s=float(rec.get("duration_s") or 0.0),
+            argv=tuple(str(a) for a in rec.get("argv") or ()),
+            unset_env=tuple(str(v) for v in rec.get("unset_env") or ()),
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and bool(self.result and self.result.get("ok"))
+
+    @property
+    def error(self) -> dict[str, Any]:
+        err = (self.result or {}).get("error")
+        return err if isinstance(err, dict) else {}
+
+    @property
+    def error_phase(self) -> str | None:
+        return (self.result or {}).get("error_phase") or self.phase
+
+    @property
+    def differs(self) -> bool:
+        """Concurrency modes: outputs of threads or loaders were not identical."""
+        return self.returncode == 4 or (self.result or {}).get("identical") is False
+
+    def where(self) -> str:
+        """The phase in words."""
+        phase = self.error_phase or "start-up"
+        return {
+            "load_library": "loading the --library files",
+            "read_inputs": "reading the inputs",
+            "construct": "constructing the loader",
+            "reference_run": "the reference run",
+            "concurrent_construct": "constructing the loaders concurrently",
+            "concurrent_run": "the concurrent runs",
+            "run": "running the model",
+            "write_outputs": "writing the outputs",
+            "compare": "comparing outputs",
+        }.get(phase, phase)
+
+    def evidence(self) -> tuple[str, ...]:
+        lines = []
+        if self.error.get("message"):
+            lines.append(str(self.error["message"]).strip().splitlines()[0][:400])
+        tail = [ln.strip() for ln in self.stderr_tail.splitlines() if ln.strip()]
+        lines.extend(tail[-4:])
+        return tuple(lines)
+
+
+def describe_mode(run: HarnessRun) -> str:
+    r = dict(_argv_counts(run.argv))
+    r.update({k: v for k, v in (run.result or {}).items() if k in r})
+    if run.mode == "loaders":
+        return f"{r.get('threads', '?')} loaders constructed at once on {r.get('threads', '?')} threads"
+    if run.mode == "runners":
+        return (
+            f"one loader with num_runners={r.get('runners', '?')}, {r.get('threads', '?')} "
+            f"threads x {r.get('iterations', '?')} runs at once"
+        )
+    return "one loader, one run"
+
+
+def _argv_counts(argv: tuple[str, ...]) -> dict[str, object]:
+    """--threads, --runners, --iterations as the harness was asked (its result may be absent)."""
+    out: dict[str, object] = {"threads": "?", "runners": "?", "iterations": "?"}
+    for flag, value in zip(argv, argv[1:]):
+        if flag.startswith("--") and flag[2:] in out:
+            out[flag[2:]] = value
+    return out
+
+
+def harness_findings(
+    run: HarnessRun,
+    *,
+    model: str,
+    stage: str,
+    timeout_s: float,
+    known_race: bool | None = None,
+) -> list[Finding]:
+    """The findings of a harness run that did not succeed (none when it did)."""
+    if run.ok:
+        return []
+    fields: dict[str, Any] = {"model": model, "stage": stage, "evidence": run.evidence()}
+    what = describe_mode(run)
+    if run.mode in ("loaders", "runners"):
+        code = "AOT526" if run.mode == "loaders" else "AOT527"
+        if run.timed_out:
+            how = f"did not finish within {timeout_s:.0f} s ({run.where()})"
+        elif run.signal:
+            how = f"crashed with {run.signal} during {run.where()}"
+        elif run.error:
+            how = f"raised during {run.where()}: {_first_line(run.error)}"
+        elif run.differs:
+            how = f"returned outputs that differ between threads ({_max_abs(run)})"
+        else:
+            how = f"failed ({_exit(run)})"
+        race = ""
+        if run.mode == "loaders" and known_race:
+            race = (
+                "; this torch's loader has the data race of torch issue #194128 (a shared static "
+                "JSON object in load_json_file)"
+            )
+        return [codes.get(code).finding(f"C++ concurrency, {what}: {how}{race}", **fields)]
+    before_model = (run.error_phase or "") in LOAD_PHASES
+    if run.timed_out:
+        return [
+            codes.get("AOT524").finding(
+                f"the C++ harness did not finish within {timeout_s:.0f} s ({run.where()})",
+                **fields,
+            )
+        ]
+    if run.signal:
+        return [
+            codes.get("AOT523").finding(
+                f"the C++ harness crashed with {run.signal} while {run.where()} "
+                f"(AOTIModelPackageLoader {'construction' if before_model else 'run'})",
+                **fields,
+            )
+        ]
+    if run.error:
+        code = "AOT521" if before_model else "AOT522"
+        message = _first_line(run.error)
+        return [
+            codes.get(code).finding(
+                f"the C++ loader raised while {run.where()}: {message}", **fields
+            )
+        ]
+    return [
+        codes.get("AOT523").finding(
+            f"the C++ harness failed without a result ({_exit(run)}, last phase "
+            f"{run.phase or 'none'})",
+            **fields,
+        )
+    ]
+
+
+def _first_line(error: dict[str, Any]) -> str:
+    text = str(error.get("message") or error.get("type") or "").strip()
+    return (text.splitlines() or [""])[0][:600].rstrip(".")
+
+
+def _exit(run: HarnessRun) -> str:
+    return f"exit status {run.returncode}" if run.returncode is not None else "no exit status"
+
+
+def _max_abs(run: HarnessRun) -> str:
+    rows = (run.result or {}).get("per_thread") or []
+    worst = max((float(r.get("max_abs") or 0.0) for r in rows if isinstance(r, dict)), default=0.0)
+    return f"largest absolute difference {worst:g}"

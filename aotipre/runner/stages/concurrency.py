@@ -1,0 +1,96 @@
+"""The concurrency stage (with --cpp): what a multi-threaded C++ server does. Several
+AOTIModelPackageLoaders constructed at the same moment from several threads, and one loader with
+num_runners > 1 run from several threads at once; every output must equal a single run's, with
+no crash and no hang within the time limit. torch issue #194128 (open): the loader parses the
+package's JSON into one shared static object, so concurrent construction can corrupt the heap;
+the worker reads from libtorch_cpu's symbol table whether the installed torch has it (AOT528)."""
+
+from __future__ import annotations
+
+from aotipre.cpp import harness as cpp
+from aotipre.findings import StageResult, StageStatus
+from aotipre.runner.stages.base import PlannedStep, ok
+from aotipre.runner.stages.cpp_load import build_failed, harness_common, not_asked
+from aotipre.runner.stages.session import Session, Stage
+
+LOADERS = 4
+"""Loaders constructed at once."""
+RUNNERS, THREADS, ITERATIONS = 2, 4, 3
+"""num_runners of the shared loader, threads running it, runs per thread."""
+
+
+class ConcurrencyStage(Stage):
+    name = "concurrency"
+    labels = {
+        "cpp_loaders": f"constructing {LOADERS} C++ loaders at once",
+        "cpp_runners": f"running one C++ loader (num_runners={RUNNERS}) from {THREADS} threads",
+    }
+
+    def plan(self, s: Session) -> list[PlannedStep]:
+        if not s.opts.cpp:
+            return []
+        common = harness_common(s)
+        loaders = cpp.run_step("cpp_loaders", mode="loaders", threads=LOADERS, **common)  # type: ignore[arg-type]
+        runners = cpp.run_step(
+            "cpp_runners",
+            mode="runners",
+            threads=THREADS,
+            runners=RUNNERS,
+            iterations=ITERATIONS,
+            **common,  # type: ignore[arg-type]
+        )
+        return [
+            PlannedStep("cpp_loaders", "cpp_run", loaders),
+            PlannedStep("cpp_runners", "cpp_run", runners),
+        ]
+
+    def result(self, s: Session) -> StageResult:
+        if not s.opts.cpp:
+            return not_asked(s, self.name)
+        failed = build_failed(s, self.name)
+        if failed is not None:
+            return failed
+        single = s.records.get("cpp_run")
+        first = (
+            cpp.HarnessRun.from_entry(single.entry) if single is not None and ok(single) else None
+        )
+        if first is not None and not first.ok:
+            return s.skipped(
+                self.name, "the C++ loader could not load and run the model once (cpp-load)"
+            )
+        build = s.records["cpp_build"]
+        race = build.entry.get("loader_race")
+        if race:
+            s.add(
+                "AOT528",
+                "this torch's libtorch_cpu holds the static JSON object of load_json_file (torch "
+                "issue #194128, open): constructing several loaders at once in a C++ server can "
+                "crash or read another package's metadata, even when this run did not",
+                self.name,
+            )
+        parts, recs, bad = [], [], False
+        for sid in ("cpp_loaders", "cpp_runners"):
+            r = s.records.get(sid)
+            if r is None:
+                parts.append(f"{sid}: {s.upstream_reason()}")
+                continue
+            recs.append(r)
+            run = cpp.HarnessRun.from_entry(r.entry, sid.split("_")[1]) if ok(r) else None
+            if run is None:
+                parts.append(f"{sid}: {r.detail or r.status}")
+                bad = True
+                continue
+            found = cpp.harness_findings(
+                run,
+                model=s.model.name,
+                stage=self.name,
+                timeout_s=s.opts.timeout_s,
+                known_race=race,
+            )
+            s.findings.extend(found)
+            bad = bad or bool(found)
+            parts.append(
+                f"{cpp.describe_mode(run)}: " + ("identical outputs" if not found else "failed")
+            )
+        status = StageStatus.FAILED if bad else StageStatus.PASSED
+        return s.stage(self.name, status, "; ".join(parts), recs)

@@ -1,0 +1,143 @@
+"""Reading the C++ harness's records: the worker's run_harness against a fake harness (phases,
+exit, signal, timeout, its JSON line), and the findings each kind of record becomes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aotipre.cpp import harness as cpp
+
+FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_harness.sh"
+
+
+def run_fake(behaviour: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    pytest.importorskip("torch")
+    from aotipre.runner import worker
+
+    os.environ["FAKE_HARNESS"] = behaviour
+    try:
+        step = {"binary": str(FAKE), "package": "p.pt2", "inputs": "in.pt", "mode": "run"}
+        return worker.run_harness(step, timeout_s)
+    finally:
+        del os.environ["FAKE_HARNESS"]
+
+
+def test_run_harness_reads_the_json_line_and_the_last_phase() -> None:
+    rec = run_fake("ok")
+    assert rec["returncode"] == 0 and rec["signal"] is None and not rec["timed_out"]
+    assert rec["phase"] == "done" and rec["result"]["ok"] is True
+    assert rec["argv"][:3] == [str(FAKE), "--package", "p.pt2"]
+    run = cpp.HarnessRun.from_entry({"harness": rec})
+    assert run is not None and run.ok
+    assert cpp.harness_findings(run, model="m", stage="cpp-load", timeout_s=20) == []
+
+
+def test_a_cpp_exception_while_constructing_is_a_load_failure() -> None:
+    run = cpp.HarnessRun.from_entry({"harness": run_fake("raise")})
+    assert run is not None and not run.ok and run.returncode == 3
+    (f,) = cpp.harness_findings(run, model="m", stage="cpp-load", timeout_s=20)
+    assert f.code == "AOT521"
+    assert f.message.endswith("constructing the loader: Could not find schema for x::y")
+
+
+def test_a_signal_is_a_crash_in_the_phase_it_announced() -> None:
+    rec = run_fake("segv")
+    assert rec["signal"] == "SIGSEGV" and rec["result"] is None and rec["phase"] == "construct"
+    assert "Segmentation fault in the loader" in rec["stderr_tail"]
+    assert "@@aotipre-cpp-phase" not in rec["stderr_tail"]
+    run = cpp.HarnessRun.from_entry({"harness": rec})
+    assert run is not None
+    (f,) = cpp.harness_findings(run, model="m", stage="cpp-load", timeout_s=20)
+    assert f.code == "AOT523" and "SIGSEGV while constructing the loader" in f.message
+    assert "(AOTIModelPackageLoader construction)" in f.message
+    assert "Segmentation fault in the loader" in f.evidence
+
+
+def test_a_hang_is_killed_and_a_timeout() -> None:
+    rec = run_fake("hang", timeout_s=1.0)
+    assert rec["timed_out"] and rec["returncode"] is None
+    run = cpp.HarnessRun.from_entry({"harness": rec})
+    assert run is not None
+    (f,) = cpp.harness_findings(run, model="m", stage="cpp-load", timeout_s=1)
+    assert f.code == "AOT524"
+
+
+def test_a_broken_json_line_is_no_result() -> None:
+    rec = run_fake("garbage")
+    assert rec["returncode"] == 0 and rec["result"] is None
+    run = cpp.HarnessRun.from_entry({"harness": rec})
+    assert run is not None and not run.ok
+    (f,) = cpp.harness_findings(run, model="m", stage="cpp-load", timeout_s=20)
+    assert f.code == "AOT523" and "without a result" in f.message
+
+
+def _record(result: dict[str, Any], returncode: int = 0, **extra: Any) -> cpp.HarnessRun:
+    rec = {"returncode": returncode, "signal": None, "timed_out": False, "phase": "done"}
+    rec.update(result=result, **extra)
+    run = cpp.HarnessRun.from_entry({"harness": rec})
+    assert run is not None
+    return run
+
+
+def test_run_phase_errors_and_concurrency_outcomes() -> None:
+    failed_run = _record(
+        {"mode": "run", "ok": False, "error_phase": "run", "error": {"message": "boom"}}, 3
+    )
+    (f,) = cpp.harness_findings(failed_run, model="m", stage="cpp-load", timeout_s=9)
+    assert f.code == "AOT522" and "running the model: boom" in f.message
+
+    rows = [{"thread": 0, "max_abs": 0.0}, {"thread": 1, "max_abs": 0.25}]
+    differ = _record(
+        {
+            "mode": "runners",
+            "ok": False,
+            "identical": False,
+            "threads": 2,
+            "runners": 2,
+            "iterations": 3,
+            "per_thread": rows,
+            "error": None,
+        },
+        4,
+    )
+    (f,) = cpp.harness_findings(differ, model="m", stage="concurrency", timeout_s=9)
+    assert f.code == "AOT527" and "largest absolute difference 0.25" in f.message
+    assert "num_runners=2, 2 threads x 3 runs" in f.message
+
+    crashed = cpp.HarnessRun.from_entry(
+        {
+            "harness": {
+                "returncode": -6,
+                "signal": "SIGABRT",
+                "timed_out": False,
+                "phase": "concurrent_construct",
+                "result": None,
+            }
+        },
+        "loaders",
+    )
+    assert crashed is not None
+    (f,) = cpp.harness_findings(
+        crashed, model="m", stage="concurrency", timeout_s=9, known_race=True
+    )
+    assert (
+        f.code == "AOT526" and "SIGABRT during constructing the loaders concurrently" in f.message
+    )
+    assert "#194128" in f.message
+
+
+def test_steps_are_planned_with_their_prerequisites(tmp_path: Path) -> None:
+    root = cpp.cache_root(None, False, str(tmp_path))
+    assert root == str(tmp_path / "cpp-harness")
+    assert cpp.cache_root("/c", True, str(tmp_path)) == "/c/cpp-harness"
+    build = cpp.build_step(root)
+    assert build["source"].endswith("harness.cpp") and os.path.isfile(build["source"])
+    step = cpp.run_step("x", mode="loaders", package="p", model="m", inputs="i", threads=3)
+    assert step["binary_from"] == "cpp_build" and step["threads"] == 3
+    assert step["requires"] == ["cpp_build", "cpp_inputs"]
+    with pytest.raises(ValueError):
+        cpp.run_step("x", mode="nope", package="p", model="m", inputs="i")

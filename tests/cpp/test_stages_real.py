@@ -1,0 +1,115 @@
+"""`check` end to end on real packages with custom operators and --cpp (slow): the custom-ops,
+cpp-load, concurrency and device-index stages. What plain torch does in a fresh process with
+the same packages is shown in test_harness_real.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aotipre import api
+from aotipre.checks.custom_ops import Registration
+from aotipre.findings import Report
+from aotipre.runner.stages import DynamicOptions
+
+pytestmark = pytest.mark.slow
+
+
+def check(
+    built: Path,
+    cache_dir: str,
+    package: str,
+    *,
+    cpp: bool = False,
+    registration: Registration | None = None,
+    inputs: str | None = "inputs.pt",
+) -> Report:
+    options = api.CheckOptions(
+        inputs=str(built / inputs) if inputs else None,
+        dynamic=DynamicOptions(cache_dir=cache_dir, probe=False),
+        registration=registration,
+        cpp=cpp,
+        compile_at_deploy=package.endswith("_ep.pt2"),  # an ExportedProgram-only archive
+    )
+    return api.check(built / package, options)
+
+
+def stages(report: Report) -> dict[str, tuple[str, str]]:
+    return {s.name: (s.status.value, s.detail) for s in report.stages}
+
+
+def codes(report: Report) -> list[str]:
+    """The warning and error codes (info findings about the package's binaries are not these
+    stages' business)."""
+    return [f.code for f in report.findings if f.severity.value != "info"]
+
+
+def test_plain_package_under_the_cpp_loader(built: Path, cache_dir: str) -> None:
+    report = check(built, cache_dir, "plain.pt2", cpp=True, inputs="inputs_kw.pt")
+    by = stages(report)
+    assert by["run"][0] == "passed", by
+    assert by["cpp-load"][0] == "passed", by
+    assert "2 output(s) identical to the Python loader's" in by["cpp-load"][1]
+    assert by["concurrency"][0] == "passed", by
+    assert "4 loaders constructed at once on 4 threads: identical outputs" in by["concurrency"][1]
+    assert "num_runners=2, 4 threads x 3 runs at once: identical outputs" in by["concurrency"][1]
+    assert by["device-index"] == (
+        "skipped",
+        "the package runs on the CPU (device_index applies to CUDA packages)",
+    )
+    assert by["custom-ops"] == ("skipped", "the model calls no custom operator")
+    assert set(codes(report)) <= {"AOT528"}  # the installed torch's known race, a warning
+    assert report.verdict.value == "pass"
+    without = check(built, cache_dir, "plain.pt2", inputs="inputs_kw.pt")
+    assert stages(without)["cpp-load"][0] == "skipped"
+    assert "--cpp" in stages(without)["cpp-load"][1]
+
+
+def test_cpp_op_library_missing_then_given(built: Path, cache_dir: str) -> None:
+    missing = check(built, cache_dir, "cop.pt2")
+    assert codes(missing) == ["AOT120", "AOT121"]  # static warning, then the load's finding
+    (f,) = [f for f in missing.findings if f.code == "AOT121"]
+    assert f.stage == "load" and "aotipre_test_c::scale3 is not registered" in f.message
+    assert "--library PATH" in f.hint
+    assert stages(missing)["custom-ops"][0] == "failed"
+
+    lib = str(built / "libaotipre_test_cop.so")
+    given = check(
+        built, cache_dir, "cop.pt2", cpp=True, registration=Registration(libraries=(lib,))
+    )
+    by = stages(given)
+    assert by["custom-ops"] == (
+        "passed",
+        f"calls aotipre_test_c::scale3; registered by --library {lib}",
+    ), by
+    assert by["cpp-load"][0] == "passed" and "identical" in by["cpp-load"][1], by
+    assert set(codes(given)) <= {"AOT528"}
+
+
+def test_python_op_exported_program(built: Path, cache_dir: str) -> None:
+    bare = check(built, cache_dir, "pyop_ep.pt2", inputs=None)
+    (f,) = [f for f in bare.findings if f.code == "AOT121"]
+    assert f.stage == "compile" and "aotipre_test::twice is not registered" in f.message
+    assert "AOT501" not in codes(bare)
+
+    reg = Registration(imports=("aotipre_test_pyops",), import_path=(str(built),))
+    python = check(built, cache_dir, "pyop_ep.pt2", inputs=None, registration=reg)
+    by = stages(python)
+    assert by["compile"][0] == "passed" and by["run"][0] == "passed", by
+    assert by["compare"][0] == "passed", by
+    assert python.verdict.value == "pass"
+
+    # compiled, its manifest marks the op as Python-only: the C++ loader cannot run it
+    cpp = check(built, cache_dir, "pyop_ep.pt2", inputs=None, registration=reg, cpp=True)
+    (f,) = [f for f in cpp.findings if f.code == "AOT122"]
+    assert f.stage == "cpp-load" and "torch.library.custom_op" in f.message
+    assert stages(cpp)["run"][0] == "passed"
+
+
+def test_a_failing_import_is_its_own_finding(built: Path, cache_dir: str) -> None:
+    reg = Registration(imports=("aotipre_no_such_module",), import_path=(str(built),))
+    report = check(built, cache_dir, "plain.pt2", inputs="inputs_kw.pt", registration=reg)
+    assert codes(report) == ["AOT123"]
+    (f,) = [f for f in report.findings if f.code == "AOT123"]
+    assert "--import aotipre_no_such_module: ModuleNotFoundError" in f.message
