@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from aotipre.checks.package import check_host, check_package
+from aotipre.checks.package import check_package
+from aotipre.checks.target import check_host
 from aotipre.findings import Finding, Severity
 from aotipre.host import HostInfo, parse_target
 from aotipre.pt2.reader import read_package
