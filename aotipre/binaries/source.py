@@ -17,8 +17,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from aotipre.errors import PackageError
-from aotipre.pt2.archive import Archive
-from aotipre.pt2.folder import FolderArchive
+from aotipre.pt2.archive import Archive, FolderArchive
 
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
 """Largest compressed binary member that is inflated into memory to be parsed."""
