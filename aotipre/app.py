@@ -307,6 +307,7 @@ def check(
         help="The deployment compiles ExportedProgram-only archives at deploy time: an archive "
         "without AOTI code is then not reported (AOT015).",
         show_default=False,
+        metavar="",
     ),
     exported_program: Path | None = typer.Option(
         None,
@@ -321,30 +322,47 @@ def check(
         "--perf/--no-perf",
         help="Measure the cold start (load breakdown), latency and memory. (default: perf)",
         show_default=False,
+        metavar="",
     ),
     perf_runs: int | None = typer.Option(
-        None, "--perf-runs", help="Timed calls of the perf stage, after warm-up. (default: 20)"
+        None,
+        "--perf-runs",
+        help="Timed calls of the perf stage, after warm-up. (default: 20)",
+        metavar="N",
     ),
     max_load_s: float | None = typer.Option(
-        None, "--max-load-s", help="Budget: seconds to load the package (a cold start)."
+        None,
+        "--max-load-s",
+        help="Budget: seconds to load the package (a cold start).",
+        metavar="S",
     ),
     max_latency_ms: float | None = typer.Option(
-        None, "--max-latency-ms", help="Budget: milliseconds of the median call."
+        None, "--max-latency-ms", help="Budget: milliseconds of the median call.", metavar="MS"
     ),
     max_rss_mb: float | None = typer.Option(
-        None, "--max-rss-mb", help="Budget: peak host memory (RSS) after load and first call."
+        None,
+        "--max-rss-mb",
+        help="Budget: peak host memory (RSS) after load and first call.",
+        metavar="MB",
     ),
     max_gpu_mb: float | None = typer.Option(
-        None, "--max-gpu-mb", help="Budget: GPU memory the model takes after load and first call."
+        None,
+        "--max-gpu-mb",
+        help="Budget: GPU memory the model takes after load and first call.",
+        metavar="MB",
     ),
     against: Path | None = typer.Option(
         None,
         "--against",
         help="A baseline package (e.g. the deployed one) measured in the same run with the "
         "same inputs; worse beyond --perf-tolerance fails the gate.",
+        metavar="FILE",
     ),
     perf_tolerance: float | None = typer.Option(
-        None, "--perf-tolerance", help="Regression tolerance against --against. (default: 0.2)"
+        None,
+        "--perf-tolerance",
+        help="Regression tolerance against --against. (default: 0.2)",
+        metavar="X",
     ),
     imports: list[str] | None = typer.Option(
         None,
@@ -352,6 +370,7 @@ def check(
         help="Import this module in every worker before anything is loaded (it registers custom "
         "operators); repeatable.",
         show_default=False,
+        metavar="MODULE",
     ),
     libraries: list[Path] | None = typer.Option(
         None,
@@ -359,6 +378,7 @@ def check(
         help="Load this custom-op library (torch.ops.load_library) in every worker and in the C++ "
         "harness; repeatable.",
         show_default=False,
+        metavar="FILE",
     ),
     cpp: bool | None = typer.Option(
         None,
@@ -366,6 +386,7 @@ def check(
         help="The package is deployed with the C++ loader (AOTIModelPackageLoader): check it "
         "there too; Python-only custom ops are errors.",
         show_default=False,
+        metavar="",
     ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""

@@ -29,11 +29,15 @@ def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     base = tmp_path_factory.mktemp("no-torch")
     linked = base / "site"
     linked.mkdir()
-    for entry in Path(site.getsitepackages()[0]).iterdir():
-        name = entry.name.lower()
-        if name.startswith(TORCH_PARTS) or name.endswith(".pth") or name.startswith("__"):
-            continue
-        (linked / entry.name).symlink_to(entry)
+    # every site-packages this venv sees (one made with --system-site-packages sees two; the
+    # first holds the venv's own copy of a package)
+    for packages in site.getsitepackages():
+        for entry in Path(packages).iterdir():
+            name = entry.name.lower()
+            if name.startswith(TORCH_PARTS) or name.endswith(".pth") or name.startswith("__"):
+                continue
+            if not (linked / entry.name).is_symlink():
+                (linked / entry.name).symlink_to(entry)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
     python = base / "venv" / "bin" / "python"
     target = subprocess.run(

@@ -7,7 +7,6 @@ only); the instruction scan (aotipre.binaries.x86) runs later and only when a ta
 from __future__ import annotations
 
 import re
-import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,15 +131,14 @@ def read_binary_facts(
     its record carries the one-line reason."""
     if not shared and not gpu:
         return BinaryFacts()
-    zf = archive.zipfile
-    sos = tuple(_shared_object(archive, zf, m) for m in shared)
-    gpus = tuple(_gpu_member(archive, zf, m) for m in gpu if not m.endswith(".spv"))
+    sos = tuple(_shared_object(archive, m) for m in shared)
+    gpus = tuple(_gpu_member(archive, m) for m in gpu if not m.endswith(".spv"))
     return BinaryFacts(sos, gpus)
 
 
-def _shared_object(archive: Archive, zf: zipfile.ZipFile, member: str) -> SharedObject:
+def _shared_object(archive: Archive, member: str) -> SharedObject:
     try:
-        with open_member(archive, zf, member) as source:
+        with open_member(archive, member) as source:
             elf = ElfFile(source)
             symbols = elf.dynamic_symbols()
             versions = sorted({v for vs in elf.version_needs().values() for v in vs})
@@ -198,9 +196,9 @@ def parse_flags(command: str, source: str) -> CompileFlags:
     return CompileFlags(march, tuple(sorted(f for f, on in enabled.items() if on)), source)
 
 
-def _gpu_member(archive: Archive, zf: zipfile.ZipFile, member: str) -> GpuMember:
+def _gpu_member(archive: Archive, member: str) -> GpuMember:
     try:
-        with open_member(archive, zf, member) as source:
+        with open_member(archive, member) as source:
             head = source.read(0, min(4, source.size))
             if head == b"\x7fELF":
                 return GpuMember(member, (read_cubin(source),))
@@ -239,5 +237,5 @@ class IsaScanner:
     def _scan(archive: Archive, member: str) -> Any:
         from aotipre.binaries.x86 import scan_elf
 
-        with open_member(archive, archive.zipfile, member) as source:
+        with open_member(archive, member) as source:
             return scan_elf(ElfFile(source))

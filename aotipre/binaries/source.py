@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from aotipre.errors import PackageError
-from aotipre.pt2.archive import Archive
+from aotipre.pt2.archive import Archive, FolderArchive
 
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
 """Largest compressed binary member that is inflated into memory to be parsed."""
@@ -87,13 +87,19 @@ def open_file(path: str | os.PathLike[str]) -> Iterator[FileRangeSource]:
 
 
 @contextmanager
-def open_member(archive: Archive, zf: zipfile.ZipFile, name: str) -> Iterator[Source]:
+def open_member(archive: Archive, name: str) -> Iterator[Source]:
     """A Source over one member: in place when STORED, else inflated (bounded) into memory.
 
-    `zf` is a plain ZipFile over the same path (for the member's header offset). Raises
-    SourceError with one line when the member cannot be read.
+    A member of an extracted folder package is a plain file and is opened directly. Raises
+    SourceError with one line (KeyError for a missing zip member) when it cannot be read.
     """
-    info = zf.getinfo(name)
+    if isinstance(archive, FolderArchive):
+        if name not in archive.members:
+            raise KeyError(f"member {name} is missing from the folder")
+        with open_file(archive.file_of(name)) as whole:
+            yield whole
+        return
+    info = archive.zipfile.getinfo(name)
     if info.compress_type != zipfile.ZIP_STORED:
         try:
             data = archive.read(name, limit=MAX_INFLATED_BYTES)

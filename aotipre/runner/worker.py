@@ -362,8 +362,8 @@ def minifier_entry() -> Any:
 
 # --------------------------------------------------------------------------------------------
 # Packages given as an extracted folder (torch 2.13's C++ loader and 2.15's load_package take
-# one; aotipre.pt2.folder reads it): members are `<root>/<path>` inside the folder, or the
-# folder is the root itself.
+# one; aotipre.pt2.archive.FolderArchive reads it): members are `<root>/<path>` inside the
+# folder, or the folder is the root itself.
 
 
 def member_file(package: str, member: str) -> str:

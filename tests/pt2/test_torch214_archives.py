@@ -15,11 +15,28 @@ from pathlib import Path
 import pytest
 
 from aotipre.api import CheckOptions, check
-from aotipre.findings import Severity, Verdict
+from aotipre.findings import Finding, Report, Severity, Verdict
 from aotipre.pt2.reader import read_package
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torch214"
 Pkg = Callable[[str], Path]
+
+
+def metadata_findings(report: Report) -> list[Finding]:
+    """The findings less those about the stub binaries: every `.so` here is slim_package.py's
+    stub, so it is reported as not an ELF file (AOT050), and what a real one was compiled for
+    (AOT051) or produced by (AOT052) cannot be read from it."""
+    return [
+        f
+        for f in report.findings
+        if not (f.code == "AOT050" and "not an ELF file" in f.message)
+        and f.code not in ("AOT051", "AOT052")
+    ]
+
+
+def metadata_verdict(report: Report) -> Verdict:
+    errors = [f for f in metadata_findings(report) if f.severity is Severity.ERROR]
+    return Verdict.FAIL if errors else Verdict.PASS
 
 
 @pytest.mark.parametrize(
@@ -55,24 +72,26 @@ def test_static_checks_agree_with_the_2_13_package(pkg: Pkg) -> None:
         opts = CheckOptions(inputs=str(pkg(inputs)), static_only=True)
         new = check(DATA / "both.pt2", opts)
         old = check(pkg("both"), opts)
-        assert new.verdict is old.verdict is verdict
-        assert sorted(f.code for f in new.findings) == sorted(f.code for f in old.findings)
+        assert metadata_verdict(new) is old.verdict is verdict
+        assert sorted(f.code for f in metadata_findings(new)) == sorted(
+            f.code for f in metadata_findings(old)
+        )
         assert not any(f.code == "AOT405" for f in new.findings), "2.14 is supported"
 
 
 def test_derived_dim_from_214_export(pkg: Pkg) -> None:
     path = DATA / "derived.pt2"
     good = check(path, CheckOptions(inputs=str(pkg("derived_inputs")), static_only=True))
-    assert good.verdict is Verdict.PASS, good.findings
+    assert metadata_verdict(good) is Verdict.PASS, good.findings
     bad = check(path, CheckOptions(inputs=str(pkg("derived_inputs_bad")), static_only=True))
-    assert [f.code for f in bad.findings if f.severity is Severity.ERROR] == ["AOT306"]
+    assert [f.code for f in metadata_findings(bad) if f.severity is Severity.ERROR] == ["AOT306"]
 
 
 def test_aoti_only_contract_from_the_214_wrapper(pkg: Pkg) -> None:
     ok = check(
         DATA / "strides.pt2", CheckOptions(inputs=str(pkg("strides_inputs")), static_only=True)
     )
-    assert ok.verdict is Verdict.PASS, ok.findings
+    assert metadata_verdict(ok) is Verdict.PASS, ok.findings
     bad = check(
         DATA / "strides.pt2",
         CheckOptions(inputs=str(pkg("strides_inputs_transposed")), static_only=True),

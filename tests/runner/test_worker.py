@@ -103,4 +103,6 @@ def test_tensor_summary_counts_nan() -> None:
         "device": "cpu",
         "nan": 1,
         "inf": 0,
+        "nan_rows": [1],  # the rows along dim 0 that hold a NaN (no inf_rows: none is Inf)
+        "nan_row_count": 1,
     }

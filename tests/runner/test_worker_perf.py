@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import subprocess
 import sys
@@ -89,10 +90,16 @@ def test_memory_snapshot_host_view() -> None:
 
 
 def test_latency_runs_sees_host_memory_growth() -> None:
-    kept: list[bytes] = []
+    kept: list[mmap.mmap] = []
 
     def leaky() -> None:
-        kept.append(os.urandom(4 * 1024 * 1024))  # 4 MiB kept per call, every page touched
+        # 4 MiB kept per call, every page touched. A fresh anonymous mapping, not a bytes object:
+        # late in a long pytest process malloc may serve bytes from heap pages that are already
+        # resident (freed by earlier tests), and RSS would not grow although the leak is real.
+        block = mmap.mmap(-1, 4 * 1024 * 1024)
+        for offset in range(0, len(block), mmap.PAGESIZE):
+            block[offset] = 1
+        kept.append(block)
 
     leak = worker.latency_runs(leaky, "cpu", warmup=1, runs=8, budget_s=60.0)
     assert leak["runs"] == 8 and len(leak["samples_ms"]) == 8
