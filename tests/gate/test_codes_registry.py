@@ -130,6 +130,10 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT521": ("tests/cpp/test_harness_real.py::test_python_custom_op_runs_in_python_only",),
     "AOT523": ("tests/test_doctor_real.py::test_a_canary_that_crashes_in_parse_device_str_is_named",),
     "AOT528": (f"{CPP}::test_plain_package_under_the_cpp_loader",),
+    "AOT645": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT646": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT647": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT654": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
     "AOT705": ("tests/real/test_real_dynamic.py::test_nan_and_masked_inf_against_the_exported_program",),
     "AOT809": ("tests/runner/test_python_side_failure.py::test_check_says_which_library_and_does_not_triage",),
 }  # fmt: skip
