@@ -106,6 +106,7 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT015": (f"{RS}::test_exported_program_archive",),
     "AOT016": (f"{RS}::test_multi_model_package",),
     "AOT017": ("tests/checks/test_contract.py::test_multi_model_with_a_default_model",),
+    "AOT030": (f"{G}/test_codes_static_real.py::test_aot030_a_member_compressed_with_a_method_torch_cannot_read",),
     "AOT050": (f"{TGT}::test_truncated_so_member_is_one_finding",),
     "AOT051": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),
     "AOT052": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),

@@ -183,3 +183,19 @@ def test_aot104_nested_input_structure(capsys: pytest.CaptureFixture[str], tmp_p
     assert rc == 1 and codes(data) == [("AOT104", "error")]
     f = finding(data, "AOT104")
     assert (f["input"], f["expected"], f["actual"]) == ("pair", 2, 3)
+
+
+def test_aot030_a_member_compressed_with_a_method_torch_cannot_read(
+    capsys: pytest.CaptureFixture[str], gate: Gate, tmp_path: Path
+) -> None:
+    # aoti.pt2 re-zipped with its wrapper.cpp bzip2-compressed: torch's reader (miniz) takes
+    # only stored and deflated members; refused before anything is inflated
+    path = tmp_path / "aoti.pt2"
+    with zipfile.ZipFile(gate("aoti.pt2")) as z, zipfile.ZipFile(path, "w") as out:
+        for info in z.infolist():
+            method = zipfile.ZIP_BZIP2 if info.filename.endswith("wrapper.cpp") else None
+            out.writestr(info.filename, z.read(info), compress_type=method)
+    rc, data = cli(capsys, str(path))
+    assert rc == 2 and data["verdict"] == "error"
+    assert codes(data) == [("AOT030", "error")]
+    assert "uses compression method 12 (bzip2)" in data["error"]
