@@ -529,3 +529,16 @@ def test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline(
     assert got["AOT645"].expected == 1e-6 and got["AOT645"].actual > 1e-6
     assert got["AOT654"].severity is Severity.WARNING
     assert {s.name: s for s in report.stages}["perf"].status is StageStatus.FAILED
+
+
+def test_aot420_a_compile_cache_that_is_a_file(dynamic: Dynamic, tmp_path: Path) -> None:
+    # ep_only.pt2 is compiled by the real worker; its cache path is a regular file: the check
+    # goes on without the cache (an environment warning), the compile and the run still pass
+    not_a_dir = tmp_path / "cache"
+    not_a_dir.write_text("a file where the cache directory should be")
+    res, findings = dynamic("ep_only", cache_dir=str(not_a_dir), probe=False)
+    assert codes(findings) == ["AOT420"]
+    assert findings[0].severity is Severity.WARNING
+    assert res["compile"].status is StageStatus.PASSED, res["compile"].detail
+    assert "compiled without the cache" in res["compile"].detail
+    assert res["run"].status is StageStatus.PASSED
