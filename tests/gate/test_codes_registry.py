@@ -178,6 +178,11 @@ RARE: dict[str, Rare] = {
         (f"{G}/test_codes_real.py::test_aot608_cuda_device_side_assert",),
         ("tests/runner/test_stages.py::test_cuda_stop_and_teardown_crash_leave_eager_to_a_fresh_worker",),
     ),
+    "AOT643": Rare(
+        "GPU memory (the CUDA caching allocator) growing call after call: needs a CUDA host",
+        (),
+        ("tests/runner/test_perf.py::test_leaks_need_steady_growth",),
+    ),
     "AOT802": Rare(
         "a CUDA fault first reported by a later cuBLAS call (not seen on the H100/H200 runs)",
         ("tests/triage/test_triage_gpu.py::test_device_assert_names_the_embedding_kernel",),
