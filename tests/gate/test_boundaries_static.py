@@ -96,7 +96,11 @@ def test_aoti_narrower_minimum_is_named_in_the_message(pkg: Pkg) -> None:
 def test_narrower_aoti_bounds_are_a_warning_and_the_sample_still_fails(pkg: Pkg) -> None:
     m = model(pkg, "both")
     findings, _ = run_static_checks(
-        read_package(pkg("both")), [m], {m.name: token(1, 10)}, [parse_target("cpu")], soft_host=False
+        read_package(pkg("both")),
+        [m],
+        {m.name: token(1, 10)},
+        [parse_target("cpu")],
+        soft_host=False,
     )
     codes = [(f.code, f.severity.value, f.dim) for f in findings]
     assert ("AOT013", "warning", 0) in codes  # batch: export min 1, AOTI min 2
