@@ -80,7 +80,7 @@ def test_a_baseline_written_elsewhere_matches_by_relative_path(tmp_path: Path) -
         ('{"schema_version": 1, "findings": [{"package": "a"}]}', "'code' must be a string"),
         (
             '{"schema_version": 1, "findings": [{"package": "a", "code": "X", "dim": [1]}]}',
-            "'dim' must be a string, a number or null",
+            "'dim' must be a string, an integer or null",
         ),
     ],
 )

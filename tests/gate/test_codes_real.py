@@ -501,3 +501,44 @@ def test_aot805_a_crash_triage_cannot_explain(gate_compiled: Gate, gate_cache: P
     assert [f.code for f in report.findings if f.stage == "run"] == ["AOT604"]
     assert "AOT805" in found and "AOT806" in found, report.findings
     assert next(f for f in report.findings if f.code == "AOT805").severity is Severity.WARNING
+
+
+def test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline(
+    pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    # the real worker measures aoti.pt2; budgets no real load can meet (1 microsecond, 1 MB)
+    # fail the perf stage; a baseline that is no package cannot be measured (a warning)
+    from aotipre.runner.perf import Budgets
+    from aotipre.runner.stages import PerfOptions
+
+    broken = tmp_path / "broken.pt2"
+    broken.write_bytes(b"not a zip")
+    tight = Budgets(max_load_s=1e-6, max_latency_ms=1e-6, max_rss_mb=1)
+    report = check(
+        pkg("aoti"),
+        CheckOptions(
+            inputs=str(pkg("aoti_inputs")),
+            dynamic=DynamicOptions(
+                probe=False, perf=PerfOptions(runs=3, budgets=tight, against=str(broken))
+            ),
+        ),
+    )
+    perf = [f for f in report.findings if f.stage == "perf" and f.code.startswith("AOT6")]
+    got = {f.code: f for f in perf}
+    assert {"AOT645", "AOT646", "AOT647", "AOT654"} <= set(got), [(f.code, f.message) for f in perf]
+    assert got["AOT645"].expected == 1e-6 and got["AOT645"].actual > 1e-6
+    assert got["AOT654"].severity is Severity.WARNING
+    assert {s.name: s for s in report.stages}["perf"].status is StageStatus.FAILED
+
+
+def test_aot420_a_compile_cache_that_is_a_file(dynamic: Dynamic, tmp_path: Path) -> None:
+    # ep_only.pt2 is compiled by the real worker; its cache path is a regular file: the check
+    # goes on without the cache (an environment warning), the compile and the run still pass
+    not_a_dir = tmp_path / "cache"
+    not_a_dir.write_text("a file where the cache directory should be")
+    res, findings = dynamic("ep_only", cache_dir=str(not_a_dir), probe=False)
+    assert codes(findings) == ["AOT420"]
+    assert findings[0].severity is Severity.WARNING
+    assert res["compile"].status is StageStatus.PASSED, res["compile"].detail
+    assert "compiled without the cache" in res["compile"].detail
+    assert res["run"].status is StageStatus.PASSED

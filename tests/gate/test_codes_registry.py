@@ -22,6 +22,10 @@ ARCH = "tests/pt2/test_archive.py"
 T211 = "tests/pt2/test_torch211_archives.py"
 REAL_STAGES = "tests/runner/test_stages_real.py"
 TRIAGE = "tests/triage/test_triage_real.py"
+RS = "tests/real/test_real_static.py"
+BIN = "tests/binaries/test_real_packages.py"
+TGT = "tests/binaries/test_targets.py"
+CPP = "tests/cpp/test_stages_real.py"
 
 REAL: dict[str, tuple[str, ...]] = {
     "AOT001": (f"{ARCH}::test_missing_file",),
@@ -61,7 +65,7 @@ REAL: dict[str, tuple[str, ...]] = {
                f"{G}/test_boundaries_run.py::test_size_one_dim_with_an_unusual_stride"),
     "AOT401": (f"{T211}::test_cuda_package_on_a_cpu_host",),
     "AOT402": (f"{T211}::test_cuda_target_compute_capability",),
-    "AOT403": (f"{FIX}::test_target_isa_weaker_than_package",),
+    "AOT403": (f"{G}/test_static_package.py::test_cpu_package_on_hosts",),
     "AOT404": (f"{G}/test_codes_static_real.py::test_aot404_platform_or_machine",),
     "AOT405": (f"{G}/test_codes_static_real.py::test_aot405_exported_by_an_unsupported_torch",),
     "AOT406": (f"{FIX}::test_cuda_target_on_a_cpu_package",),
@@ -99,6 +103,41 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT805": (f"{G}/test_codes_real.py::test_aot805_a_crash_triage_cannot_explain",),
     "AOT806": (f"{G}/test_codes_real.py::test_aot806_triage_of_an_aoti_only_package",),
     "AOT807": (f"{TRIAGE}::test_the_minifier_writes_a_small_repro",),
+    "AOT015": (f"{RS}::test_exported_program_archive",),
+    "AOT016": (f"{RS}::test_multi_model_package",),
+    "AOT017": ("tests/checks/test_contract.py::test_multi_model_with_a_default_model",),
+    "AOT030": (f"{G}/test_codes_static_real.py::test_aot030_a_member_compressed_with_a_method_torch_cannot_read",),
+    "AOT050": (f"{TGT}::test_truncated_so_member_is_one_finding",),
+    "AOT051": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),
+    "AOT052": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),
+    "AOT080": ("tests/pt2/test_layouts_2_13_to_2_15.py::test_opaque_objects_are_flagged_and_never_unpickled",),
+    "AOT107": (f"{RS}::test_exported_program_archive",),
+    "AOT108": (f"{RS}::test_aoti_only_specialized_scalars_are_named_as_ignored",),
+    "AOT109": (f"{RS}::test_state_dict_as_inputs_is_one_clear_finding",),
+    "AOT120": (f"{CPP}::test_cpp_op_library_missing_then_given",),
+    "AOT121": (f"{CPP}::test_cpp_op_library_missing_then_given",),
+    "AOT122": (f"{CPP}::test_python_op_exported_program",),
+    "AOT123": (f"{CPP}::test_a_failing_import_is_its_own_finding",),
+    "AOT308": (f"{RS}::test_token_id_past_the_vocabulary_is_found_before_running",),
+    "AOT420": (f"{G}/test_codes_real.py::test_aot420_a_compile_cache_that_is_a_file",),
+    "AOT430": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),
+    "AOT431": (f"{TGT}::test_glibc_and_libstdcxx",),
+    "AOT432": (f"{TGT}::test_glibc_and_libstdcxx",),
+    "AOT433": (f"{TGT}::test_gpu_fleet",),
+    "AOT434": (f"{TGT}::test_gpu_fleet",),
+    "AOT435": (f"{TGT}::test_gpu_fleet",),
+    "AOT436": (f"{BIN}::test_isa_gap_on_a_real_package",),
+    "AOT437": (f"{BIN}::test_isa_gap_on_a_real_package",),
+    "AOT439": (f"{TGT}::test_213_package_loads_on_older_and_newer_torch",),
+    "AOT521": ("tests/cpp/test_harness_real.py::test_python_custom_op_runs_in_python_only",),
+    "AOT523": ("tests/test_doctor_real.py::test_a_canary_that_crashes_in_parse_device_str_is_named",),
+    "AOT528": (f"{CPP}::test_plain_package_under_the_cpp_loader",),
+    "AOT645": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT646": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT647": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT654": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
+    "AOT705": ("tests/real/test_real_dynamic.py::test_nan_and_masked_inf_against_the_exported_program",),
+    "AOT809": ("tests/runner/test_python_side_failure.py::test_check_says_which_library_and_does_not_triage",),
 }  # fmt: skip
 
 
@@ -138,6 +177,11 @@ RARE: dict[str, Rare] = {
         "a CUDA kernel fault (device-side assert, illegal memory access)",
         (f"{G}/test_codes_real.py::test_aot608_cuda_device_side_assert",),
         ("tests/runner/test_stages.py::test_cuda_stop_and_teardown_crash_leave_eager_to_a_fresh_worker",),
+    ),
+    "AOT643": Rare(
+        "GPU memory (the CUDA caching allocator) growing call after call: needs a CUDA host",
+        (),
+        ("tests/runner/test_perf.py::test_leaks_need_steady_growth",),
     ),
     "AOT802": Rare(
         "a CUDA fault first reported by a later cuBLAS call (not seen on the H100/H200 runs)",

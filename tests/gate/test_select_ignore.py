@@ -27,9 +27,13 @@ def codes(report: Report) -> list[str]:
     return sorted(f.code for f in report.findings)
 
 
+# both.pt2 with aoti_inputs_out_of_range: AOT013 (warning: the AOTI code's narrower batch min),
+# AOT051 (info: the -march its .so was compiled for) and AOT304 (error: seq 129 > 128)
+
+
 def test_without_select_or_ignore_every_finding_is_reported(pkg: Pkg) -> None:
     report = static(pkg, "aoti_inputs_out_of_range")
-    assert codes(report) == ["AOT013", "AOT304"]
+    assert codes(report) == ["AOT013", "AOT051", "AOT304"]
     assert report.exit_code == 1
 
 
@@ -39,9 +43,11 @@ def test_without_select_or_ignore_every_finding_is_reported(pkg: Pkg) -> None:
         (("AOT3",), (), ["AOT304"], 1),
         (("AOT30",), (), ["AOT304"], 1),
         (("AOT304",), (), ["AOT304"], 1),
-        (("AOT0",), (), ["AOT013"], 0),
+        (("AOT0",), (), ["AOT013", "AOT051"], 0),
+        (("AOT01",), (), ["AOT013"], 0),
         (("AOT013", "AOT304"), (), ["AOT013", "AOT304"], 1),
-        ((), ("AOT304",), ["AOT013"], 0),
+        ((), ("AOT304",), ["AOT013", "AOT051"], 0),
+        ((), ("AOT05", "AOT304"), ["AOT013"], 0),
         ((), ("AOT3", "AOT0"), [], 0),
         (("AOT3",), ("AOT304",), [], 0),  # ignore wins over select
         (("AOT9",), (), [], 0),
@@ -97,7 +103,7 @@ def test_ignored_errors_still_block_the_dynamic_stages(pkg: Pkg, tmp_path: Path)
     # select/ignore choose what is reported, not what is safe to run
     report = run_fake(pkg, tmp_path, "aoti_inputs_out_of_range", ignore=("AOT304",))
     assert {s.status for s in report.stages if s.name in STAGES} == {StageStatus.SKIPPED}
-    assert codes(report) == ["AOT013"]
+    assert codes(report) == ["AOT013", "AOT051"]
 
 
 def test_fail_on_warning_does_not_block_the_dynamic_stages(pkg: Pkg, tmp_path: Path) -> None:

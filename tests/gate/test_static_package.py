@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from aotipre.checks.package import check_package
+from aotipre.binaries.facts import IsaScanner
+from aotipre.checks.package import check_package as check_package_with_facts
 from aotipre.checks.target import check_host
 from aotipre.findings import Finding, Severity
 from aotipre.host import HostInfo, parse_target
 from aotipre.pt2.reader import read_package
-from aotipre.pt2.spec import ModelInfo
+from aotipre.pt2.spec import ModelInfo, PackageInfo
 
 Pkg = Callable[[str], Path]
 
@@ -29,6 +30,20 @@ def with_aoti(m: ModelInfo, **fields: object) -> ModelInfo:
     return dataclasses.replace(m, aoti=dataclasses.replace(m.aoti, **fields))  # type: ignore[arg-type]
 
 
+FACTS = {"AOT051", "AOT052"}
+"""Infos of every CPU AOTI package (the -march its .so was compiled for) and of an AOTI-only one
+(the torch that produced it): facts, not the findings these tests are about (their own tests:
+test_facts_of_the_compiled_code below, tests/checks/test_static_fixtures.py)."""
+
+
+def check_package(info: PackageInfo, models: list[ModelInfo]) -> list[Finding]:
+    return [
+        f
+        for f in check_package_with_facts(info, models)
+        if not (f.code in FACTS and f.severity is Severity.INFO)
+    ]
+
+
 def summary(findings: list[Finding]) -> list[tuple[str, str]]:
     return [(f.code, f.severity.value) for f in findings]
 
@@ -36,8 +51,8 @@ def summary(findings: list[Finding]) -> list[tuple[str, str]]:
 @pytest.mark.parametrize(
     "version, flagged",
     [("2.10.0", True), ("2.10.9+cu128", True), ("2.11.0", False), ("2.12.1", False),
-     ("2.13.0+cpu", False), ("2.14.0", True), ("3.11.0", True), ("1.13.0", True),
-     ("garbage", False)],
+     ("2.13.0+cpu", False), ("2.14.0", False), ("2.15.2+cu130", False), ("2.16.0", True),
+     ("3.11.0", True), ("1.13.0", True), ("garbage", False)],
 )  # fmt: skip
 def test_torch_version_range(pkg: Pkg, version: str, flagged: bool) -> None:
     m = dataclasses.replace(model(pkg, "both"), torch_version=version)
@@ -78,6 +93,18 @@ def test_a_narrower_aoti_maximum_is_reported(pkg: Pkg) -> None:
     )
 
 
+def test_facts_of_the_compiled_code(pkg: Pkg) -> None:
+    # every CPU AOTI package: the -march of its .so (AOT051); AOTI-only: the producing torch
+    # (AOT052); an ExportedProgram-only archive has no compiled code to tell of
+    def facts(name: str) -> list[tuple[str, str]]:
+        info = read_package(pkg(name))
+        return summary(check_package_with_facts(info, list(info.models)))
+
+    assert ("AOT051", "info") in facts("both") and ("AOT052", "info") not in facts("both")
+    assert {("AOT051", "info"), ("AOT052", "info")} <= set(facts("aoti"))
+    assert facts("ep_only") == []
+
+
 def test_package_level_findings(pkg: Pkg) -> None:
     assert summary(check_package(read_package(pkg("broken_crc")), [model(pkg, "broken_crc")])) == [
         ("AOT008", "error")
@@ -104,31 +131,56 @@ def local(**fields: object) -> HostInfo:
     return dataclasses.replace(base, **fields)  # type: ignore[arg-type]
 
 
-def host_codes(m: ModelInfo, host: HostInfo, soft: bool = False) -> list[tuple[str, str]]:
-    return summary(check_host(m, host, soft=soft))
+def host_codes(
+    m: ModelInfo, host: HostInfo, soft: bool = False, scan: IsaScanner | None = None
+) -> list[tuple[str, str]]:
+    return summary(check_host(m, host, soft=soft, scan=scan))
 
 
 def test_cpu_package_on_hosts(pkg: Pkg) -> None:
+    # aoti.pt2's .so was compiled with -march=rocketlake (AMX, AVX512-FP16, ...); what it needs
+    # is judged from its decoded instructions (the scan): AVX512F/BW/VL/DQ, no AMX
+    scan = IsaScanner(str(pkg("aoti")))
     m = with_aoti(model(pkg, "aoti"), cpu_isa=("AVX512",))
-    assert host_codes(m, local()) == []
-    assert host_codes(m, parse_target("cpu,isa=avx512")) == []
-    assert host_codes(m, parse_target("cpu,isa=avx2")) == [("AOT403", "error")]
-    assert host_codes(m, parse_target("cpu,isa=avx2"), soft=True) == [("AOT403", "info")]
+    assert host_codes(m, local(), scan=scan) == []
+    # enabled but unused extensions the target lacks: it loads (info)
+    assert host_codes(m, parse_target("cpu,isa=avx512"), scan=scan) == [("AOT437", "info")]
+    assert host_codes(m, parse_target("cpu,isa=avx2"), scan=scan) == [
+        ("AOT436", "error"),  # AVX-512 instructions the target lacks: SIGILL
+        ("AOT437", "info"),
+    ]
+    assert host_codes(m, parse_target("cpu,isa=avx2"), soft=True, scan=scan) == [
+        ("AOT436", "info"),
+        ("AOT437", "info"),
+    ]
+    # without an instruction scan the enabled extensions are all it knows: it may die (AOT403)
+    (f,) = check_host(m, parse_target("cpu,isa=avx512"), soft=False)
+    assert (f.code, f.severity) == ("AOT403", Severity.ERROR)
+    assert "is unknown (no instruction scan): it may die with SIGILL" in f.message
     assert host_codes(m, local(cpu_isa=None)) == []  # unknown: not claimed
     assert host_codes(m, parse_target("cpu,platform=darwin")) == [("AOT404", "error")]
     assert host_codes(m, parse_target("cpu,platform=Linux")) == []
     assert host_codes(m, parse_target("cpu,machine=aarch64")) == [("AOT404", "error")]
     assert host_codes(m, parse_target("cpu,machine=x86_64")) == []
-    # a cpu package on a cuda deployment: cpu is there, but not where it deploys
-    assert host_codes(m, parse_target("cuda")) == [("AOT406", "warning")]
+    # a cpu package on a cuda deployment: cpu is there, but not where it deploys (an error,
+    # as the code table documents)
+    assert host_codes(m, parse_target("cuda")) == [("AOT406", "error")]
     assert host_codes(m, local(device_types=frozenset({"cpu", "cuda"}))) == []
 
 
 def test_unknown_isa_words_are_not_missing(pkg: Pkg) -> None:
-    m = with_aoti(model(pkg, "aoti"), cpu_isa=("AVX512", "SOMETHING_NEW"))
+    # the metadata words (AOTI_CPU_ISA) count where the .so records no compiler command line
+    aoti = model(pkg, "aoti").aoti
+    assert aoti is not None and aoti.binaries is not None
+    bare = dataclasses.replace(aoti.binaries, shared_objects=tuple(
+        dataclasses.replace(so, flags=None) for so in aoti.binaries.shared_objects))  # fmt: skip
+    m = with_aoti(model(pkg, "aoti"), binaries=bare, cpu_isa=("AVX512", "SOMETHING_NEW"))
     assert host_codes(m, parse_target("cpu,isa=avx512")) == []
-    neon = with_aoti(model(pkg, "aoti"), cpu_isa=("NEON",))
-    assert host_codes(neon, parse_target("cpu,isa=avx512")) == [("AOT403", "error")]
+    amx = with_aoti(m, cpu_isa=("AVX512", "AMX_TILE"))
+    (f,) = check_host(amx, parse_target("cpu,isa=avx512"), soft=False)
+    assert (f.code, f.severity) == ("AOT403", Severity.ERROR)
+    assert "with AMX_BF16, AMX_INT8, AMX_TILE enabled (AOTI_CPU_ISA AVX512 AMX_TILE)" in f.message
+    assert "SOMETHING_NEW" not in f.message
 
 
 def test_cuda_package_on_hosts(pkg: Pkg) -> None:

@@ -72,9 +72,10 @@ def test_a_positional_argument_given_as_keyword(pkg: Pkg) -> None:
     assert both[1].hint == "the model takes no keyword arguments"
 
 
-def test_constant_mismatch_is_a_warning(pkg: Pkg) -> None:
+def test_constant_mismatch_is_an_error(pkg: Pkg) -> None:
+    # the compiled model ignores the value passed and computes with the exported one
     got = check_inputs(model(pkg, "kwargs"), SampleInputs((X,), {"mask": MASK, "scale": 0.7}))
-    assert found(got) == [("AOT105", "warning", "scale", 0.5, 0.7)]
+    assert found(got) == [("AOT105", "error", "scale", 0.5, 0.7)]
 
 
 def test_a_tensor_where_a_scalar_was_exported(pkg: Pkg) -> None:
@@ -227,7 +228,7 @@ def test_a_custom_container_is_compared_by_its_leaf_count(pkg: Pkg) -> None:
     assert check_inputs(m, SampleInputs((good,))) == []
     got = check_inputs(m, SampleInputs(((good[0],),)))
     assert found(got) == [("AOT104", "error", "p", 2, 1)]
-    assert "flattens to 1 values, the exported mymodule.Point has 2" in got[0].message
+    assert "flattens to 1 value, the exported mymodule.Point has 2" in got[0].message
 
 
 def test_an_input_exported_as_none(pkg: Pkg) -> None:
@@ -238,7 +239,7 @@ def test_an_input_exported_as_none(pkg: Pkg) -> None:
     )
     assert check_inputs(m, SampleInputs((X,), {"mask": MASK, "scale": None})) == []
     got = check_inputs(m, SampleInputs((X,), {"mask": MASK, "scale": 0.5}))
-    assert found(got) == [("AOT105", "warning", "scale", None, "0.5")]
+    assert found(got) == [("AOT105", "error", "scale", None, "0.5")]
     assert got[0].message == "input 'scale' was None at export, got 0.5"
 
 
