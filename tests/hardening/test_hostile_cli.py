@@ -70,8 +70,19 @@ def cli_case(klass: int, what: str, exit_code: int) -> Callable:
 
 
 def _pass(s: Setup, *extra: str) -> list[str]:
-    """`check` of a package that passes statically."""
-    return ["check", s.copy("ep_only", "pkg.pt2"), "--static-only", "--no-config", *extra]
+    """`check` of a package that passes statically.
+
+    The ExportedProgram-only fixture is an AOT015 error unless the deployment compiles at
+    deploy time, so the check says so (--compile-at-deploy).
+    """
+    return [
+        "check",
+        s.copy("ep_only", "pkg.pt2"),
+        "--static-only",
+        "--no-config",
+        "--compile-at-deploy",
+        *extra,
+    ]
 
 
 def _fail(s: Setup, *extra: str) -> list[str]:
@@ -124,7 +135,8 @@ def c_output_is_the_manifest(s: Setup) -> list[str]:
 
 @cli_case(5, "--report PATH is the configuration file in use", 2)
 def c_report_is_the_config(s: Setup) -> list[str]:
-    (s.d / "aotipre.toml").write_text("static-only = true\n")
+    # compile-at-deploy: an ExportedProgram-only archive is an AOT015 error otherwise
+    (s.d / "aotipre.toml").write_text("static-only = true\ncompile-at-deploy = true\n")
     _guard(s, "aotipre.toml")
     return ["check", s.copy("ep_only", "pkg.pt2"), "--report", "json:aotipre.toml"]
 
@@ -331,7 +343,8 @@ def c_config_above_the_repository(s: Setup) -> list[str]:
 
 @cli_case(12, "a trusted aotipre.toml is used, and named in the report", 0)
 def c_trusted_config_is_named(s: Setup) -> list[str]:
-    (s.d / "aotipre.toml").write_text("static-only = true\n")
+    # compile-at-deploy: an ExportedProgram-only archive is an AOT015 error otherwise
+    (s.d / "aotipre.toml").write_text("static-only = true\ncompile-at-deploy = true\n")
 
     def after(run: Run, d: Path) -> None:
         assert run.report["config"] == "aotipre.toml"
@@ -395,7 +408,10 @@ for _fmt in FORMATS:
             _check_output(fmt, (d / f"out.{fmt}").read_bytes())
 
         s.after = after
-        return ["check", name, "--static-only", "--no-config", "--format", fmt, "-o", f"out.{fmt}"]
+        return [
+            *("check", name, "--static-only", "--no-config", "--compile-at-deploy"),
+            *("--format", fmt, "-o", f"out.{fmt}"),
+        ]
 
     _formats.__name__ = f"c_non_utf8_control_path_{_fmt}"
     cli_case(
@@ -447,7 +463,7 @@ def c_fake_tensor_device_escape(s: Setup) -> list[str]:
     ]
     write_members(s.d / "fake.pt2", members)
     s.after = lambda run, d: _check_output("table", run.stdout.encode())
-    return ["check", "fake.pt2", "--static-only", "--no-config"]
+    return ["check", "fake.pt2", "--static-only", "--no-config", "--compile-at-deploy"]
 
 
 @cli_case(15, "stderr: a missing package named with ESC and a newline", 2)
