@@ -2,7 +2,7 @@
 # Every gpu-marked test on the GPU test machine, in one process (the CUDA fixtures are built
 # once), with the machine's facts, for the closing note:
 #
-#   OUT=/some/dir bash scripts/gpu_tests.sh [PYTEST ARGS...]   # repo root as cwd
+#   OUT=/some/dir bash scripts/gpu_tests.sh [PYTEST ARGS / TEST PATHS...]   # default: tests
 #
 # Wheels that machine lacks (iced-x86) are installed from .whl/ into /tmp/site when present.
 # Loading any AOTI package there needs the system libstdc++ preloaded (aotipre doctor's AOT515):
@@ -27,7 +27,8 @@ mkdir -p "$OUT"
   echo "LD_PRELOAD=$LD_PRELOAD"
 } > "$LOG" 2>&1
 started=$SECONDS
+[ "$#" -gt 0 ] || set -- tests
 timeout -k 10 "${PYTEST_LIMIT_S:-540}" "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA \
-  --durations=15 "$@" tests >> "$LOG" 2>&1
+  --durations=15 "$@" >> "$LOG" 2>&1
 echo "=== pytest exit $? after $((SECONDS - started)) s (124: killed at the limit)" >> "$LOG"
 grep -E "^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed|=== pytest" "$LOG" | tail -40
