@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -418,11 +419,13 @@ def test_aot515_real_libstdcxx_mismatch_when_the_host_has_one(
         "torch._inductor.aoti_load_package(sys.argv[1])\n"
         "print(json.dumps('loaded'))\n"
     )
-    plain = subprocess.run(["python", "-c", probe, package], capture_output=True, timeout=600)
+    plain = subprocess.run([sys.executable, "-c", probe, package], capture_output=True, timeout=600)
     crashes = plain.returncode < 0
     if crashes:
-        lib = next(p for p in ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6",) if os.path.exists(p))
-        again = subprocess.run(["python", "-c", probe, package], capture_output=True, timeout=600,
+        libs = ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib64/libstdc++.so.6")
+        lib = next((p for p in libs if os.path.exists(p)), None)
+        assert lib is not None, "the load crashes and no system libstdc++ is there to preload"
+        again = subprocess.run([sys.executable, "-c", probe, package], capture_output=True, timeout=600,
                                env={**os.environ, "LD_PRELOAD": lib})  # fmt: skip
         assert again.returncode == 0, "the load crashes even with the system libstdc++"
     report = check(package, CheckOptions(inputs=str(cuda_fixture_dir / "aoti_inputs.pt"),
