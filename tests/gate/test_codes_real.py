@@ -209,7 +209,7 @@ def kill_worker_while_running(sig: int) -> Callable[[str], None]:
         if message.endswith(": running"):
 
             def later() -> None:
-                time.sleep(1.0)  # well inside the run: the model computes for tens of seconds
+                time.sleep(1.0)  # inside the run: the model loops until it is stopped
                 for pid in worker_pids():
                     os.kill(pid, sig)
 
@@ -229,22 +229,23 @@ def test_aot603_aot604_aot605_worker_dies_while_running(
     # an abort in a kernel, a memory fault, the out-of-memory killer); the canary is off: the
     # host is not at fault and need not be asked
     opts = CheckOptions(
+        inputs=str(gate_compiled("forever_inputs")),
         dynamic=DynamicOptions(cache_dir=str(gate_cache), timeout_s=300.0),
         progress=kill_worker_while_running(sig),
         triage=TriageOptions(escalate=False),
         canary=False,
     )
-    report = check(gate_compiled("slow.pt2"), opts)
+    report = check(gate_compiled("forever.pt2"), opts)
     assert [f.code for f in report.findings if f.stage == "run"] == [code]
     assert signal.Signals(sig).name in report.findings[-1].message
     assert report.verdict is Verdict.FAIL
 
 
 def test_aot606_run_timeout(dynamic: Dynamic) -> None:
-    # the slow model computes for tens of seconds; loading takes a few
-    res, findings = dynamic("slow", timeout_s=20.0)
+    # the model loops 10**12 times: it never finishes; loading takes seconds, well under 30
+    res, findings = dynamic("forever", "forever_inputs", timeout_s=30.0)
     assert codes(findings) == ["AOT606"]
-    assert "did not finish within 20 s" in findings[0].message
+    assert "did not finish within 30 s" in findings[0].message
     assert res["load"].status is StageStatus.PASSED and res["run"].status is StageStatus.FAILED
 
 
@@ -492,14 +493,15 @@ def test_aot806_triage_of_an_aoti_only_package(gate: Gate, gate_cache: Path) -> 
 
 
 def test_aot805_a_crash_triage_cannot_explain(gate_compiled: Gate, gate_cache: Path) -> None:
-    # the worker dies by SIGSEGV in the middle of the slow model's run, with nothing in its log
+    # the worker dies by SIGSEGV in the middle of the model's run, with nothing in its log
     # naming a kernel; the package holds no ExportedProgram to recompile: triage is inconclusive
     opts = CheckOptions(
+        inputs=str(gate_compiled("forever_inputs")),
         dynamic=DynamicOptions(cache_dir=str(gate_cache), timeout_s=300.0),
         progress=kill_worker_while_running(signal.SIGSEGV),
         canary=False,
     )
-    report = check(gate_compiled("slow.pt2"), opts)
+    report = check(gate_compiled("forever.pt2"), opts)
     found = codes(report.findings)
     assert [f.code for f in report.findings if f.stage == "run"] == ["AOT604"]
     assert "AOT805" in found and "AOT806" in found, report.findings
