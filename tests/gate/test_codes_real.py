@@ -384,6 +384,32 @@ def test_aot409_low_disk_space(tmp_path: Path) -> None:
     assert low[0].severity is Severity.WARNING and "64.0 MiB free" in low[0].message
 
 
+def test_aot408_noexec_extraction_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aotipre.doctor.run import DoctorOptions, run_doctor
+
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256m,noexec", "tmpfs", str(noexec)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a noexec tmpfs here: {mounted.stderr.decode().strip()}")
+    monkeypatch.setenv("TMPDIR", str(noexec))  # where torch extracts packages and compiles
+    try:
+        report = run_doctor(
+            DoctorOptions(devices=("cpu",), dynamic=DynamicOptions(cache_dir=str(tmp_path / "c")))
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(noexec)], check=False)
+    found = [(f.code, f.severity, f.input) for f in report.findings if f.code == "AOT408"]
+    assert ("AOT408", Severity.ERROR, "package extraction (TMPDIR)") in found
+    assert "AOT411" in codes(report.findings)  # the canary cannot be built or loaded there
+    assert report.exit_code == 1
+
+
 # -- plain torch agrees with what the tests above rely on
 
 
