@@ -103,14 +103,21 @@ class UnitDim(nn.Module):
         return (x * 2.0).sum(dim=1)
 
 
-class SlowModel(nn.Module):
-    """x [3072, 3072] float -> the same, after 40 matmuls (2.3 TFLOP): tens of seconds on a
-    small CPU, so a test can time it out or kill its worker while it runs."""
+class Forever(nn.Module):
+    """x [64, 64] float, n int64 scalar -> [64, 64]: n rounds of a matmul in a while_loop. With
+    n = 10**12 it never ends (a test times it out or kills its worker while it runs)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for _ in range(40):
-            x = torch.tanh(x @ x) * 0.5
-        return x
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond(i: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return i < n
+
+        def body(i: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return i + 1, torch.tanh(y @ y) * 0.5
+
+        _, y = while_loop(cond, body, (torch.zeros((), dtype=torch.int64), x))
+        return y
 
 
 class PosModel(nn.Module):
@@ -198,13 +205,13 @@ def compiled(out: Path) -> None:
     odd = torch.randn(4, 8, 1, generator=gen(10)).transpose(1, 2)  # strides (8, 1, 1)
     save_inputs(out, "unit_inputs_size1_stride", (odd,), {}, "x [4, 1, 8], strides (8, 1, 1)")
 
-    # a model that runs for many seconds (timeouts, a worker killed while running); no sample
-    # inputs file: aotipre synthesizes them from the contract
-    x = torch.randn(3072, 3072, generator=gen(11))
+    # a model that runs until it is stopped (timeouts, a worker killed while running)
+    x = torch.randn(64, 64, generator=gen(11))
     torch._inductor.aoti_compile_and_package(
-        export(SlowModel(), (x,)), package_path=str(out / "slow.pt2")
+        export(Forever(), (x, torch.tensor(3))), package_path=str(out / "forever.pt2")
     )
-    MANIFEST["slow.pt2"] = "AOTI only, SlowModel x [3072, 3072]: 40 matmuls"
+    MANIFEST["forever.pt2"] = "AOTI only, Forever: a while_loop of n matmuls"
+    save_inputs(out, "forever_inputs", (x, torch.tensor(10**12)), {}, "n = 10**12: never ends")
 
 
 def main(argv: list[str]) -> int:

@@ -90,7 +90,7 @@ def gate(gate_inputs_dir: Path, pkg: Callable[[str], Path]) -> Callable[[str], P
 
 @pytest.fixture(scope="session")
 def gate_compiled(gate_compiled_dir: Path, gate: Callable[[str], Path]) -> Callable[[str], Path]:
-    """Like `gate`, and the compiled packages too (`slow.pt2`, `unit.pt2`, `pos_wider.pt2`)."""
+    """Like `gate`, and the compiled packages too (`forever.pt2`, `unit.pt2`, `pos_wider.pt2`)."""
 
     def lookup(name: str) -> Path:
         for candidate in (gate_compiled_dir / name, gate_compiled_dir / f"{name}.pt"):

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -208,7 +209,7 @@ def kill_worker_while_running(sig: int) -> Callable[[str], None]:
         if message.endswith(": running"):
 
             def later() -> None:
-                time.sleep(1.0)  # well inside the run: the model computes for tens of seconds
+                time.sleep(1.0)  # inside the run: the model loops until it is stopped
                 for pid in worker_pids():
                     os.kill(pid, sig)
 
@@ -228,22 +229,23 @@ def test_aot603_aot604_aot605_worker_dies_while_running(
     # an abort in a kernel, a memory fault, the out-of-memory killer); the canary is off: the
     # host is not at fault and need not be asked
     opts = CheckOptions(
+        inputs=str(gate_compiled("forever_inputs")),
         dynamic=DynamicOptions(cache_dir=str(gate_cache), timeout_s=300.0),
         progress=kill_worker_while_running(sig),
         triage=TriageOptions(escalate=False),
         canary=False,
     )
-    report = check(gate_compiled("slow.pt2"), opts)
+    report = check(gate_compiled("forever.pt2"), opts)
     assert [f.code for f in report.findings if f.stage == "run"] == [code]
     assert signal.Signals(sig).name in report.findings[-1].message
     assert report.verdict is Verdict.FAIL
 
 
 def test_aot606_run_timeout(dynamic: Dynamic) -> None:
-    # the slow model computes for tens of seconds; loading takes a few
-    res, findings = dynamic("slow", timeout_s=20.0)
+    # the model loops 10**12 times: it never finishes; loading takes seconds, well under 30
+    res, findings = dynamic("forever", "forever_inputs", timeout_s=30.0)
     assert codes(findings) == ["AOT606"]
-    assert "did not finish within 20 s" in findings[0].message
+    assert "did not finish within 30 s" in findings[0].message
     assert res["load"].status is StageStatus.PASSED and res["run"].status is StageStatus.FAILED
 
 
@@ -382,6 +384,32 @@ def test_aot409_low_disk_space(tmp_path: Path) -> None:
     assert low[0].severity is Severity.WARNING and "64.0 MiB free" in low[0].message
 
 
+def test_aot408_noexec_extraction_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aotipre.doctor.run import DoctorOptions, run_doctor
+
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256m,noexec", "tmpfs", str(noexec)],
+        capture_output=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a noexec tmpfs here: {mounted.stderr.decode().strip()}")
+    monkeypatch.setenv("TMPDIR", str(noexec))  # where torch extracts packages and compiles
+    try:
+        report = run_doctor(
+            DoctorOptions(devices=("cpu",), dynamic=DynamicOptions(cache_dir=str(tmp_path / "c")))
+        )
+    finally:
+        subprocess.run(["umount", "-l", str(noexec)], check=False)
+    found = [(f.code, f.severity, f.input) for f in report.findings if f.code == "AOT408"]
+    assert ("AOT408", Severity.ERROR, "package extraction (TMPDIR)") in found
+    assert "AOT411" in codes(report.findings)  # the canary cannot be built or loaded there
+    assert report.exit_code == 1
+
+
 # -- plain torch agrees with what the tests above rely on
 
 
@@ -418,11 +446,13 @@ def test_aot515_real_libstdcxx_mismatch_when_the_host_has_one(
         "torch._inductor.aoti_load_package(sys.argv[1])\n"
         "print(json.dumps('loaded'))\n"
     )
-    plain = subprocess.run(["python", "-c", probe, package], capture_output=True, timeout=600)
+    plain = subprocess.run([sys.executable, "-c", probe, package], capture_output=True, timeout=600)
     crashes = plain.returncode < 0
     if crashes:
-        lib = next(p for p in ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6",) if os.path.exists(p))
-        again = subprocess.run(["python", "-c", probe, package], capture_output=True, timeout=600,
+        libs = ("/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/usr/lib64/libstdc++.so.6")
+        lib = next((p for p in libs if os.path.exists(p)), None)
+        assert lib is not None, "the load crashes and no system libstdc++ is there to preload"
+        again = subprocess.run([sys.executable, "-c", probe, package], capture_output=True, timeout=600,
                                env={**os.environ, "LD_PRELOAD": lib})  # fmt: skip
         assert again.returncode == 0, "the load crashes even with the system libstdc++"
     report = check(package, CheckOptions(inputs=str(cuda_fixture_dir / "aoti_inputs.pt"),
@@ -489,14 +519,15 @@ def test_aot806_triage_of_an_aoti_only_package(gate: Gate, gate_cache: Path) -> 
 
 
 def test_aot805_a_crash_triage_cannot_explain(gate_compiled: Gate, gate_cache: Path) -> None:
-    # the worker dies by SIGSEGV in the middle of the slow model's run, with nothing in its log
+    # the worker dies by SIGSEGV in the middle of the model's run, with nothing in its log
     # naming a kernel; the package holds no ExportedProgram to recompile: triage is inconclusive
     opts = CheckOptions(
+        inputs=str(gate_compiled("forever_inputs")),
         dynamic=DynamicOptions(cache_dir=str(gate_cache), timeout_s=300.0),
         progress=kill_worker_while_running(signal.SIGSEGV),
         canary=False,
     )
-    report = check(gate_compiled("slow.pt2"), opts)
+    report = check(gate_compiled("forever.pt2"), opts)
     found = codes(report.findings)
     assert [f.code for f in report.findings if f.stage == "run"] == ["AOT604"]
     assert "AOT805" in found and "AOT806" in found, report.findings

@@ -70,6 +70,7 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT405": (f"{G}/test_codes_static_real.py::test_aot405_exported_by_an_unsupported_torch",),
     "AOT406": (f"{FIX}::test_cuda_target_on_a_cpu_package",),
     "AOT407": (f"{G}/test_codes_real.py::test_aot407_aot411_doctor_with_a_broken_compiler",),
+    "AOT408": (f"{G}/test_codes_real.py::test_aot408_noexec_extraction_directory",),
     "AOT409": (f"{G}/test_codes_real.py::test_aot409_low_disk_space",),
     "AOT411": (f"{G}/test_codes_real.py::test_aot407_aot411_doctor_with_a_broken_compiler",),
     "AOT501": (f"{G}/test_codes_real.py::test_aot501_compile_failed",),
@@ -153,11 +154,6 @@ class Rare:
 
 
 RARE: dict[str, Rare] = {
-    "AOT408": Rare(
-        "a directory AOTI maps code from that is mounted noexec: needs a mount made for it",
-        (),
-        ("tests/test_doctor.py::test_noexec_temp_dir_from_the_mount_table",),
-    ),
     "AOT410": Rare(
         "a torch process loading an older libstdc++ than the compiler's: a conda/venv mix",
         (),
