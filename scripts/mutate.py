@@ -93,8 +93,13 @@ TARGETS: tuple[Target, ...] = (
         ("tests/runner/test_classify.py", "tests/gate/test_classify_edges.py"),
     ),
     Target(
-        "aotipre/runner/stages.py",
-        ("_Session._compare_findings", "_Session._nan_findings"),
+        "aotipre/runner/stages/compare.py",
+        ("compare_findings",),
+        ("tests/gate/test_compare_findings.py",),
+    ),
+    Target(
+        "aotipre/runner/stages/nonfinite.py",
+        ("nonfinite_findings", "_rows"),
         ("tests/gate/test_compare_findings.py",),
     ),
     Target(
@@ -172,7 +177,7 @@ NAMED: tuple[Named, ...] = (
     ),
     Named(
         "--rtol/--atol swapped on the way to the worker",
-        "aotipre/runner/stages.py",
+        "aotipre/runner/stages/session.py",
         '"rtol": self.opts.rtol,\n            "atol": self.opts.atol,',
         '"rtol": self.opts.atol,\n            "atol": self.opts.rtol,',
         (f"{OPTIONS}::test_rtol_and_atol_reach_the_comparison",),
