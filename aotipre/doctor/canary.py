@@ -30,6 +30,7 @@ from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
+from aotipre.runner.classify import watchdog_fired
 from aotipre.runner.proc import ProcessOutcome, run_process
 from aotipre.runner.stages import DynamicOptions, parse_device, run_dynamic_stages
 
@@ -160,6 +161,11 @@ class WorkerRun:
         if isinstance(entry, dict):
             err = entry.get("error") or {}
             return f"{err.get('type')}: {str(err.get('message') or '').strip()[:300]}"
+        limit = watchdog_fired(self.died_log) if self.died_in == step_id else None
+        if limit is not None:
+            return (
+                f"its {step_id} step ran past the step time limit (--timeout; watchdog at {limit})"
+            )
         tail = [ln.strip() for ln in self.outcome.stderr_tail.splitlines() if ln.strip()]
         tail = [ln for ln in tail if not ln.startswith("@@aotipre")][-3:]
         return self.outcome.summary + (f" | {' | '.join(tail)}" if tail else "")

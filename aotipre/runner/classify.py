@@ -102,7 +102,7 @@ _RAISED_FROM = re.compile(r"Exception raised from (\w+) at ")
 _BEFORE_LAUNCH = re.compile(r"\[ before_launch: (\w+) \]")
 _GENERIC_API = re.compile(r"\b\w+\(.*\) API call failed at \S+")
 _STDERR_ERROR = re.compile(r"^Error: (.+)$", re.MULTILINE)
-_WATCHDOG = re.compile(r"^Timeout \((\d+:\d\d:\d\d)\)!$", re.MULTILINE)
+_WATCHDOG = re.compile(r"^Timeout \((\d+:\d\d:\d\d(?:\.\d+)?)\)!$", re.MULTILINE)
 _PY_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failed|Exit)\b: ?.*")
 

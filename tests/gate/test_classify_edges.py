@@ -112,6 +112,8 @@ def test_decisive_lines_fallback_keeps_the_last_lines() -> None:
 def test_watchdog_and_stderr_helpers() -> None:
     assert watchdog_fired("x\nTimeout (0:00:05)!\ny") == "0:00:05"
     assert watchdog_fired("Timeout (0:00:05)! and more") is None
+    # a fractional --timeout: faulthandler prints the microseconds
+    assert watchdog_fired("Timeout (0:00:00.050000)!\nThread 0x1") == "0:00:00.050000"
     assert stderr_error_messages(f"Error: {TOO_LARGE}\nnot: this\nError:   spaced  ") == [
         TOO_LARGE,
         "spaced",
