@@ -124,7 +124,11 @@ def test_cpp_harness_runs_a_cuda_package(cuda_pkg: tuple[Path, int], tmp_path: P
         entry = run.ok(sid)
         assert entry is not None, run.why_not(sid)
         h = cpp.HarnessRun.from_entry(entry)
-        assert h is not None and h.ok, (sid, h and h.result, h and h.stderr_tail)
+        assert h is not None
+        race = (run.ok("cpp_build") or {}).get("loader_race")
+        if sid == "loaders" and race and cpp.hit_the_known_race(h):
+            continue  # torch #194128 hit this run (what the concurrency stage reports as AOT526)
+        assert h.ok, (sid, h.result, h.stderr_tail)
     single = cpp.HarnessRun.from_entry(run.ok("cpp_run") or {})
     assert single is not None and single.result is not None
     assert single.result["outputs"][0]["device"] == "cuda:0"
@@ -177,7 +181,7 @@ def test_check_with_cpp_on_a_cuda_package(cuda_pkg: tuple[Path, int], tmp_path: 
     report = api.check(out / "cuda.pt2", options)
     by = {s.name: (s.status.value, s.detail) for s in report.stages}
     assert by["cpp-load"][0] == "passed", by
-    assert by["concurrency"][0] == "passed", by
+    assert by["concurrency"][0] == "passed", (by, report.findings)  # a race hit: a warning
     if gpus >= 2:
         assert by["device-index"] == ("passed", "loaded and ran on cuda:1; outputs on cuda:1"), by
     else:
@@ -185,7 +189,10 @@ def test_check_with_cpp_on_a_cuda_package(cuda_pkg: tuple[Path, int], tmp_path: 
             by["device-index"][0] == "skipped" and f"this host has {gpus}" in by["device-index"][1]
         )
     warnings = {f.code for f in report.findings if f.severity.value != "info"}
-    assert warnings <= {"AOT528", "AOT515"}, report.findings
+    # AOT202 as a warning: the sample inputs are CPU tensors, which aotipre's runs move to cuda
+    assert warnings <= {"AOT528", "AOT515", "AOT202", "AOT526"}, report.findings
+    assert all(f.severity.value == "warning" for f in report.findings if f.code == "AOT526")
+    assert all(f.severity.value == "warning" for f in report.findings if f.code == "AOT202")
 
 
 def test_check_names_the_faulting_user_kernel(tmp_path: Path) -> None:

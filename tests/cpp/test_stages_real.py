@@ -51,15 +51,22 @@ def test_plain_package_under_the_cpp_loader(built: Path, cache_dir: str) -> None
     assert by["run"][0] == "passed", by
     assert by["cpp-load"][0] == "passed", by
     assert "2 output(s) identical to the Python loader's" in by["cpp-load"][1]
-    assert by["concurrency"][0] == "passed", by
-    assert "4 loaders constructed at once on 4 threads: identical outputs" in by["concurrency"][1]
     assert "num_runners=2, 4 threads x 3 runs at once: identical outputs" in by["concurrency"][1]
+    # torch #194128 makes about 1 run in 15 of the concurrent loaders fail on torch 2.13: a
+    # warning (AOT526) beside AOT528's, so the verdict does not depend on the run
+    race = [f for f in report.findings if f.code == "AOT526"]
+    assert by["concurrency"][0] == "passed", (by, report.findings)
+    if race:
+        assert race[0].severity.value == "warning" and "hit by this run" in race[0].message
+    else:
+        loaders = "4 loaders constructed at once on 4 threads: identical outputs"
+        assert loaders in by["concurrency"][1]
     assert by["device-index"] == (
         "skipped",
         "the package runs on the CPU (device_index applies to CUDA packages)",
     )
     assert by["custom-ops"] == ("skipped", "the model calls no custom operator")
-    assert set(codes(report)) <= {"AOT528"}  # the installed torch's known race, a warning
+    assert set(codes(report)) <= {"AOT528", "AOT526"}  # the installed torch's known race
     assert report.verdict.value == "pass"
     without = check(built, cache_dir, "plain.pt2", inputs="inputs_kw.pt")
     assert stages(without)["cpp-load"][0] == "skipped"
