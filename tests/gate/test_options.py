@@ -13,7 +13,7 @@ import pytest
 from aotipre import batch
 from aotipre.cli import main
 from tests.gate.archives import merge
-from tests.gate.conftest import plain_torch
+from tests.gate.conftest import FACTS, plain_torch
 
 Gate = Callable[[str], Path]
 
@@ -28,8 +28,15 @@ def stage(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(s for s in data["stages"] if s["name"] == name)
 
 
+def message(data: dict[str, Any], code: str) -> str:
+    (f,) = [f for f in data["findings"] if f["code"] == code]
+    return str(f["message"])
+
+
 def codes(data: dict[str, Any]) -> list[str]:
-    return [f["code"] for f in data["findings"]]
+    return [
+        f["code"] for f in data["findings"] if not (f["code"] in FACTS and f["severity"] == "info")
+    ]
 
 
 @pytest.mark.slow
@@ -54,9 +61,9 @@ def test_rtol_and_atol_reach_the_comparison(
     assert "rtol=0, atol=1.01" in stage(data, "compare")["detail"]
     rc, data, _ = cli(capsys, *base, "--rtol", "1.01", "--atol", "0")
     assert rc == 1 and codes(data) == ["AOT701"]
-    assert "beyond rtol=1.01, atol=0" in data["findings"][0]["message"]
+    assert "beyond rtol=1.01, atol=0" in message(data, "AOT701")
     rc, data, _ = cli(capsys, *base)  # defaults: float32 rtol 1e-4, atol 1e-5
-    assert "beyond rtol=0.0001, atol=1e-05" in data["findings"][0]["message"]
+    assert "beyond rtol=0.0001, atol=1e-05" in message(data, "AOT701")
 
 
 @pytest.mark.slow
@@ -99,7 +106,7 @@ def test_timeout_limits_each_step(capsys: pytest.CaptureFixture[str], gate: Gate
         capsys, str(gate("aoti.pt2")), "-i", str(gate("aoti_inputs")), "--timeout", "1"
     )
     assert rc == 1 and codes(data) == ["AOT516"]
-    assert "did not finish within 1 s" in data["findings"][0]["message"]
+    assert "did not finish within 1 s" in message(data, "AOT516")
 
 
 @pytest.mark.slow
@@ -107,16 +114,23 @@ def test_no_cache_neither_reads_nor_writes_the_compile_cache(
     capsys: pytest.CaptureFixture[str], gate: Gate, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
-    base = [str(gate("ep_only.pt2")), "--no-probe", "--cache-dir", str(cache)]
+    # an ExportedProgram-only package is an error (AOT015) unless the deployment compiles it
+    base = [
+        str(gate("ep_only.pt2")),
+        "--compile-at-deploy",
+        "--no-probe",
+        "--cache-dir",
+        str(cache),
+    ]
     rc, data, _ = cli(capsys, *base, "--no-cache")
     assert rc == 0 and stage(data, "compile")["status"] == "passed"
-    assert stage(data, "compile")["detail"] == "compiled without the cache"
+    assert stage(data, "compile")["detail"].startswith("compiled without the cache")
     assert not any(p.suffix == ".pt2" for p in cache.rglob("*"))  # nothing written
     rc, data, _ = cli(capsys, *base)
     assert "compiled into the cache" in stage(data, "compile")["detail"]
     assert any(p.suffix == ".pt2" for p in cache.rglob("*"))
     rc, data, _ = cli(capsys, *base, "--no-cache")  # an entry exists now, and is not read
-    assert stage(data, "compile")["detail"] == "compiled without the cache"
+    assert stage(data, "compile")["detail"].startswith("compiled without the cache")
     rc, data, _ = cli(capsys, *base)  # while without --no-cache it is
     assert "compile cache hit" in stage(data, "compile")["detail"]
 
@@ -147,7 +161,10 @@ def test_exported_program_lets_triage_recompile_an_aoti_only_package(
             "--cache-dir", str(gate_cache)]  # fmt: skip
     _, data, _ = cli(capsys, *base, "--exported-program", str(gate("both.pt2")))
     assert "AOT806" not in codes(data)
-    assert stage(data, "triage:printer-3")["status"] == "passed"
+    # the CPU kernel's exception names it, so level 3 is skipped; level 2 recompiles the code
+    # from the given ExportedProgram to print the kernel's inputs
+    assert stage(data, "triage:printer-3")["status"] == "skipped"
+    assert stage(data, "triage:printer-2")["status"] == "passed"
     assert "AOT801" in codes(data)
     assert data["diagnosis"][0]["kernel"].startswith("cpp_fused_")
 
@@ -155,12 +172,14 @@ def test_exported_program_lets_triage_recompile_an_aoti_only_package(
 @pytest.mark.slow
 def test_doctor_timeout_and_progress(capsys: pytest.CaptureFixture[str], gate_cache: Path) -> None:
     base = ["doctor", "--device", "cpu", "--cache-dir", str(gate_cache), "-f", "json"]
-    # 1 s is less than a torch worker needs to start and answer: the host cannot be checked
-    rc = main([*base, "--timeout", "1", "--progress"], fast_lane=False)
+    # the limit is each step's, worker start-up not counted; 1 ms is less than torch's answer
+    # about itself takes: the host cannot be checked, and the error says which limit it was
+    rc = main([*base, "--timeout", "0.001", "--progress"], fast_lane=False)
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert rc == 2 and data["verdict"] == "error"
     assert "no torch worker could run here" in data["error"]
+    assert "facts step ran past the step time limit (--timeout" in data["error"]
     assert "asking torch about itself" in err  # --progress: progress lines on stderr
     rc = main([*base, "--no-progress"], fast_lane=False)
     out, err = capsys.readouterr()
