@@ -1,4 +1,9 @@
-"""Settings: defaults, then `[tool.aotipre]` (pyproject.toml) or `aotipre.toml`, then the flags."""
+"""Settings: defaults, then `[tool.aotipre]` (pyproject.toml) or `aotipre.toml`, then the flags.
+
+Longer than the ~600 lines of the other modules because of its table: one entry per setting
+(the config key, the flag, its parser and bounds) in one place, so that a key and its flag can
+never disagree; config discovery and its trust checks (owner, permissions, the filesystem
+boundary) sit beside the reader that uses them."""
 
 from __future__ import annotations
 

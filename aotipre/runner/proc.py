@@ -1,4 +1,10 @@
-"""Run a worker process in its own process group; turn whatever it does into a ProcessOutcome."""
+"""Run a worker process in its own process group; turn whatever it does into a ProcessOutcome.
+
+Longer than the ~600 lines of the other modules on purpose: the start in a new process group,
+the supervision (time limits, signals, bounded output tails, progress lines), the registry of
+live children and their clean-up on exit or signal are one mechanism. Every process aotipre
+starts goes through it, and the promise that none outlives aotipre holds only while those parts
+agree; runner/contain.py adds the kernel-side containment (subreaper, cgroup)."""
 
 from __future__ import annotations
 
