@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,6 +63,29 @@ def test_discovery_nearest_and_aotipre_toml_first(
     )
     assert config.load_config(isolated=True) == config.Settings()
     assert config.load_config(project / "pyproject.toml").fail_on is Severity.WARNING
+
+
+def test_discovery_stops_at_a_filesystem_boundary(project: Path) -> None:
+    # a checkout on its own mount (a tmpfs here) below a folder holding an aotipre.toml: the
+    # outer file belongs to another filesystem and is not used, as git stops at mount points
+    write(project / "aotipre.toml", "fail-on = 'info'\n")
+    mount = project / "mnt"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        inner = mount / "checkout" / "sub"
+        inner.mkdir(parents=True)
+        assert config.find_config(inner) is None
+        assert config.find_config(project / "other") is None  # absent: nothing to stat
+        (project / "other").mkdir()
+        assert config.find_config(project / "other") == project / "aotipre.toml"  # same fs
+        write(mount / "checkout" / "aotipre.toml", "jobs = 2\n")
+        assert config.find_config(inner) == mount / "checkout" / "aotipre.toml"
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_every_key(project: Path) -> None:
