@@ -412,3 +412,22 @@ def test_cli_doctor_rejects_a_bad_report_spec() -> None:
     from aotipre.cli import main
 
     assert main(["doctor", "--report", "xml:out.xml"]) == 2
+
+
+def test_machine_text_cannot_control_the_terminal() -> None:
+    # a host name, a compiler path and an error carrying escape sequences and a forged line:
+    # the table shows them escaped, the JSON keeps them encodable (a lone surrogate from a
+    # non-UTF-8 path becomes \xNN in both)
+    from aotipre.doctor.report import DoctorReport
+
+    report = DoctorReport(
+        facts={"host": {"node": "vm\x1b[2J", "system": "Linux", "machine": "x86_64"},
+               "python": {"version": "3.11", "executable": "/opt/py\udcff/bin/python"}},
+        error="no torch worker could run here: boom\n::error file=x::forged",
+    )  # fmt: skip
+    table = render(report, "table")
+    assert "\x1b" not in table and "\n::error" not in table and "\udcff" not in table
+    assert "\\x1b[2J" in table or "\\u001b[2J" in table
+    data = render(report, "json")
+    data.encode("utf-8")  # valid UTF-8
+    assert json.loads(data)["host"]["host"]["node"] == "vm\x1b[2J"  # JSON escapes it itself

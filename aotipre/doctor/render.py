@@ -10,6 +10,7 @@ from aotipre.doctor.dirs import human_bytes
 from aotipre.doctor.report import DoctorReport
 from aotipre.findings import Severity
 from aotipre.report.json_format import dumps
+from aotipre.report.sanitize import sanitized
 from aotipre.report.table import findings_table
 
 FORMATS = ("table", "json")
@@ -17,10 +18,12 @@ _WIDTH = 96
 
 
 def render(report: DoctorReport, fmt: str) -> str:
+    """The report in `fmt`, its strings cleaned first (report.sanitize): host names, paths,
+    compiler output and worker logs come from the machine and must not control the terminal."""
     if fmt == "json":
-        return dumps(report.to_dict())
+        return dumps(sanitized(report, human=False).to_dict())
     if fmt == "table":
-        return render_table(report)
+        return render_table(sanitized(report))
     raise ValueError(f"unknown doctor format {fmt!r} (use {', '.join(FORMATS)})")
 
 
