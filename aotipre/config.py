@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
 import re
 import stat
@@ -21,6 +20,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from aotipre import codes
+from aotipre.bounds import RUN_NUMBERS, Parser, integer, number
 from aotipre.errors import UsageError
 from aotipre.findings import Severity
 from aotipre.safeio import MAX_SETTINGS_BYTES, read_text
@@ -201,10 +201,6 @@ class Settings:
 # The keys, as data: name in the file (= the flag without `--`), field, parser, scope
 
 
-Parser = Callable[[Any, Path], Any]
-"""(raw value, folder that relative paths are relative to) -> value; ValueError says why not."""
-
-
 @dataclass(frozen=True)
 class Key:
     """One configuration key."""
@@ -222,46 +218,6 @@ def _bool(value: Any, base: Path) -> bool:
     if not isinstance(value, bool):
         raise ValueError("expected true or false")
     return value
-
-
-# One validator for every number, from a flag or a file: finite, inside its range. A NaN
-# timeout passed every `<` test and ended in exit 3, a NaN tolerance failed every comparison,
-# a 23-digit seed overflowed torch's generator: each is now one line and exit 2.
-
-MAX_SECONDS = 7 * 24 * 3600.0
-"""Longest timeout accepted (a week); more is a typo, and overflows the event loop's waits."""
-
-
-def _number(minimum: float, *, inclusive: bool, maximum: float | None = None) -> Parser:
-    def parse(value: Any, base: Path) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError("expected a number")
-        try:
-            number = float(value)
-        except OverflowError:
-            raise ValueError("is too large") from None
-        if not math.isfinite(number):
-            raise ValueError("must be a finite number")
-        if number < minimum or (not inclusive and number == minimum):
-            raise ValueError(f"must be {'>=' if inclusive else '>'} {minimum:g}")
-        if maximum is not None and number > maximum:
-            raise ValueError(f"must be <= {maximum:g}")
-        return number
-
-    return parse
-
-
-def _integer(minimum: int, maximum: int) -> Parser:
-    def parse(value: Any, base: Path) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError("expected an integer")
-        if value < minimum:
-            raise ValueError(f"must be >= {minimum}")
-        if value > maximum:
-            raise ValueError(f"must be <= {maximum}")
-        return value
-
-    return parse
 
 
 def check_number(name: str, value: Any) -> Any:
@@ -390,29 +346,29 @@ KEYS: tuple[Key, ...] = (
     Key(
         "timeout",
         "timeout",
-        _number(0, inclusive=False, maximum=MAX_SECONDS),
+        RUN_NUMBERS["timeout"][1],
         "seconds for each load, run, probe",
     ),
     Key(
         "compile-timeout",
         "compile_timeout",
-        _number(0, inclusive=False, maximum=MAX_SECONDS),
+        RUN_NUMBERS["compile-timeout"][1],
         "seconds for a compile",
     ),
-    Key("rtol", "rtol", _number(0, inclusive=True), "relative tolerance against eager"),
-    Key("atol", "atol", _number(0, inclusive=True), "absolute tolerance against eager"),
+    Key("rtol", "rtol", RUN_NUMBERS["rtol"][1], "relative tolerance against eager"),
+    Key("atol", "atol", RUN_NUMBERS["atol"][1], "absolute tolerance against eager"),
     Key("probe", "probe", _bool, "run each dynamic dim at its min, max and max+1"),
     Key(
         "probe-budget",
         "probe_budget",
-        _integer(1, 1 << 40),
+        RUN_NUMBERS["probe-budget"][1],
         "most elements of an input in a probe run",
     ),
-    Key("seed", "seed", _integer(0, 2**63 - 1), "seed of synthesized and probe inputs"),
+    Key("seed", "seed", RUN_NUMBERS["seed"][1], "seed of synthesized and probe inputs"),
     Key("cache", "cache", _bool, "use the compile cache"),
     Key("cache-dir", "cache_dir", _path, "compile cache folder"),
     Key("baseline", "baseline", _path, "baseline file of accepted findings", per_package=False),
-    Key("jobs", "jobs", _integer(1, 256), "packages checked in parallel", per_package=False),
+    Key("jobs", "jobs", integer(1, 256), "packages checked in parallel", per_package=False),
     Key("escalate", "escalate", _bool, "run crash triage after a run crashes in the model"),
     Key("minify", "minify", _bool, "crash triage: run the AOTI minifier (slow)"),
     Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),
@@ -439,18 +395,18 @@ KEYS: tuple[Key, ...] = (
     Key(
         "perf-runs",
         "perf_runs",
-        _integer(2, 10_000),
+        integer(2, 10_000),
         "timed calls of the perf stage (after warm-up)",
     ),
-    Key("max-load-s", "max_load_s", _number(0, inclusive=False), "budget: seconds to load"),
-    Key("max-latency-ms", "max_latency_ms", _number(0, inclusive=False), "budget: median call"),
-    Key("max-rss-mb", "max_rss_mb", _number(0, inclusive=False), "budget: peak host memory"),
-    Key("max-gpu-mb", "max_gpu_mb", _number(0, inclusive=False), "budget: GPU memory of the model"),
+    Key("max-load-s", "max_load_s", number(0, inclusive=False), "budget: seconds to load"),
+    Key("max-latency-ms", "max_latency_ms", number(0, inclusive=False), "budget: median call"),
+    Key("max-rss-mb", "max_rss_mb", number(0, inclusive=False), "budget: peak host memory"),
+    Key("max-gpu-mb", "max_gpu_mb", number(0, inclusive=False), "budget: GPU memory of the model"),
     Key("against", "against", _path, "perf: a baseline package measured in the same run"),
     Key(
         "perf-tolerance",
         "perf_tolerance",
-        _number(0, inclusive=True),
+        number(0, inclusive=True),
         "perf: how much worse than --against is a regression (0.2: 20%)",
     ),
     Key("import", "imports", _modules, "modules imported in every worker (custom operators)"),

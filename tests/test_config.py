@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -249,3 +250,26 @@ def test_documented_examples_are_valid(project: Path) -> None:
         assert config.load_config().source == "pyproject.toml"
     write(project / "manifest.toml", manifests[0])
     assert len(batch.load_manifest("manifest.toml").entries) == 2
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("timeout_s", float("nan"), "DynamicOptions.timeout_s = nan: must be a finite number"),
+        ("timeout_s", 0, "DynamicOptions.timeout_s = 0: must be > 0"),
+        ("compile_timeout_s", 1e9, "must be <= 604800"),
+        ("rtol", -1.0, "DynamicOptions.rtol = -1.0: must be >= 0"),
+        ("atol", float("inf"), "must be a finite number"),
+        ("probe_budget", 0, "DynamicOptions.probe_budget = 0: must be >= 1"),
+        ("seed", 10**23, "must be <= 9223372036854775807"),
+        ("seed", True, "expected an integer"),
+    ],
+)
+def test_library_dynamic_options_are_checked_like_the_flags(
+    field: str, value: object, message: str
+) -> None:
+    from aotipre.runner.stages import DynamicOptions
+
+    with pytest.raises(UsageError, match=re.escape(message)):
+        DynamicOptions(**{field: value})  # type: ignore[arg-type]
+    assert DynamicOptions(timeout_s=0.001, rtol=0.0, atol=None, seed=0).timeout_s == 0.001

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from aotipre.bounds import RUN_NUMBERS
 from aotipre.errors import UsageError
 from aotipre.runner.perf import REGRESSION_TOLERANCE, Budgets
 
@@ -63,6 +65,19 @@ class DynamicOptions:
     """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
     perf: PerfOptions | None = field(default_factory=PerfOptions)
     """The perf stage's options; None: no perf stage (and no measuring in load and run)."""
+
+    def __post_init__(self) -> None:
+        """A library caller gets the checks the flags get (aotipre.bounds): a NaN tolerance, a
+        zero or endless timeout, a negative or 23-digit seed is one UsageError naming the field,
+        not a worker that fails every comparison or overflows torch's generator."""
+        for name, parse in RUN_NUMBERS.values():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                parse(value, Path.cwd())
+            except ValueError as exc:
+                raise UsageError(f"DynamicOptions.{name} = {value!r}: {exc}") from None
 
 
 def parse_device(device: str) -> tuple[str, int]:
