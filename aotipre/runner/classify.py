@@ -398,7 +398,9 @@ def classify_run_failure(
     checks = tuple(parse_input_checks(message or "", log))
     evidence = tuple(decisive_lines(message or "", log))
 
-    if timed_out or (signal is None and exc_type is None and watchdog_fired(log)):
+    # the watchdog fired: a timeout, even when the process then died by a signal (faulthandler
+    # dumping the threads of a busy compile or model can itself crash, as measured under load)
+    if timed_out or (exc_type is None and watchdog_fired(log)):
         limit = watchdog_fired(log)
         frames = python_frames(log)
         where = f" in {frames[0]}" if frames else ""

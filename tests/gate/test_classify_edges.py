@@ -146,8 +146,13 @@ def test_run_failure_precedence() -> None:
     f = classify_run_failure(log='Timeout (0:00:02)!\n  File "w.py", line 3 in run\n')
     assert (f.kind, f.summary) == ("timeout", "no result after 0:00:02 in w.py:3 in run")
     assert f.evidence[0] == "Timeout (0:00:02)!"
-    # ...but not when the process died by a signal
+    # ...and when the process then died by a signal: the step had run past its limit, and
+    # faulthandler's dump of a busy process can itself crash (measured: a 1 s compile limit
+    # under load, SIGSEGV right after `Timeout (0:00:01)!`, 1 run in 3)
     f = classify_run_failure(log="Timeout (0:00:02)!", signal="SIGSEGV")
+    assert (f.kind, f.summary) == ("timeout", "no result after 0:00:02")
+    # a signal without the watchdog's line is the crash it is
+    f = classify_run_failure(log="Fatal Python error: Segmentation fault", signal="SIGSEGV")
     assert f.kind == "segfault" and f.signal == "SIGSEGV" and f.summary == "killed by SIGSEGV"
     # an input check wins over a device fault in the same text
     f = classify_run_failure(

@@ -389,6 +389,20 @@ def test_compile_failure_quotes_the_compiler(run: Run, tmp_path: Path) -> None:
     assert list((tmp_path / "cache").iterdir()) == []  # the half-written entry is gone
 
 
+@pytest.mark.parametrize("crash", [None, "SIGSEGV"])
+def test_compile_past_the_watchdog_is_a_timeout_even_if_the_dump_crashes(
+    run: Run, crash: str | None
+) -> None:
+    # measured on the real worker: a 1 s compile limit under load, `Timeout (0:00:01)!` and
+    # then SIGSEGV while faulthandler dumped the busy threads (1 run in 3); was AOT502
+    model = token_model(aoti=False)
+    step: dict[str, Any] = {"log": "Timeout (0:00:01)!\nThread 0x1 (most recent call first):\n"}
+    step.update({"crash": crash} if crash else {"exit": 1})
+    res, findings = run(model=model, script={"compile": step}, compile_timeout_s=1.0)
+    assert codes(findings) == ["AOT503"]
+    assert "did not finish within 1 s" in findings[0].message
+
+
 def test_recompile_and_device_choice(run: Run) -> None:
     res, _ = run(recompile=True, probe=False)
     assert res["compile"].status is StageStatus.PASSED

@@ -146,7 +146,10 @@ def died(
         argv=argv,
         env=env,
     )
-    if outcome.timed_out or (outcome.returncode == 1 and watchdog_fired(log)):
+    # the watchdog's exit is 1, or a signal when dumping the threads of a busy compile crashed
+    # (measured: a 1 s compile limit under load died by SIGSEGV right after `Timeout (...)!`)
+    fired = watchdog_fired(log) and (outcome.returncode == 1 or outcome.crashed)
+    if outcome.timed_out or fired:
         limit = watchdog_fired(log)
         detail = f"no result after {limit}" if limit else outcome.summary
         return replace(base, status="timeout", detail=detail)
