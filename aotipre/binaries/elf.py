@@ -10,6 +10,7 @@ line. Little-endian ELF64 only: x86-64 and aarch64 shared objects and CUDA cubin
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from aotipre.binaries.source import Source, SourceError
@@ -197,16 +198,31 @@ class ElfFile:
         """SHT_GNU_verdef: the symbol versions this library defines (libc: GLIBC_2.2.5...)."""
         return tuple(name for name, _index in self._verdef())
 
-    def _verneed(self) -> list[tuple[str, str, int]]:
-        """(library, version name, version index) of each SHT_GNU_verneed entry."""
-        sec = self._of_type(SHT_GNU_VERNEED)
+    def _version_entries(
+        self, sh_type: int, fmt: str, what: str
+    ) -> Iterator[tuple[tuple[int, ...], int, bytes, bytes]]:
+        """(header fields, offset, section bytes, linked string table) of each entry of a GNU
+        version section, following each entry's last field (the offset of the next one); at
+        most MAX_VERSION_ENTRIES whatever its sh_info claims."""
+        sec = self._of_type(sh_type)
         if sec is None:
-            return []
+            return
         data, strings = self.section_bytes(sec), self._linked(sec)
-        out = []
         offset = 0
         for _ in range(min(sec.info or MAX_VERSION_ENTRIES, MAX_VERSION_ENTRIES)):
-            _v, cnt, file_off, aux, nxt = _unpack("<HHIII", data, offset, "version-needs")
+            fields = _unpack(fmt, data, offset, what)
+            yield fields, offset, data, strings
+            if fields[-1] == 0:
+                break
+            offset += fields[-1]
+
+    def _verneed(self) -> list[tuple[str, str, int]]:
+        """(library, version name, version index) of each SHT_GNU_verneed entry."""
+        out = []
+        for head, offset, data, strings in self._version_entries(
+            SHT_GNU_VERNEED, "<HHIII", "version-needs"
+        ):
+            _v, cnt, file_off, aux, _next = head
             library = _cstr(strings, file_off)
             at = offset + aux
             for _ in range(min(cnt, MAX_VERSION_ENTRIES)):
@@ -215,29 +231,18 @@ class ElfFile:
                 if anext == 0:
                     break
                 at += anext
-            if nxt == 0:
-                break
-            offset += nxt
         return out
 
     def _verdef(self) -> list[tuple[str, int]]:
         """(version name, version index) of each SHT_GNU_verdef entry."""
-        sec = self._of_type(SHT_GNU_VERDEF)
-        if sec is None:
-            return []
-        data, strings = self.section_bytes(sec), self._linked(sec)
         out = []
-        offset = 0
-        for _ in range(min(sec.info or MAX_VERSION_ENTRIES, MAX_VERSION_ENTRIES)):
-            _v, _fl, index, cnt, _h, aux, nxt = _unpack(
-                "<HHHHIII", data, offset, "version-definitions"
-            )
+        for head, offset, data, strings in self._version_entries(
+            SHT_GNU_VERDEF, "<HHHHIII", "version-definitions"
+        ):
+            _v, _fl, index, cnt, _h, aux, _next = head
             if cnt:
                 (name_off,) = _unpack("<I", data, offset + aux, "version-definitions")
                 out.append((_cstr(strings, name_off), index & 0x7FFF))
-            if nxt == 0:
-                break
-            offset += nxt
         return out
 
     # ---------------------------------------------------------------- symbols
