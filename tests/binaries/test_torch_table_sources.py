@@ -148,3 +148,4 @@ def test_215_is_not_in_the_table() -> None:
     --target torch=2.15 stays AOT439 (tests/binaries/test_targets.py)."""
     table = load_table()
     assert table.releases[-1] == "2.14" and "2.15" not in table.releases
+    assert set(table.derived.values()) == {"wheel"}
