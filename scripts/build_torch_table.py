@@ -17,6 +17,20 @@ AOTI-only package. Usage (see README, "Deployment targets"):
     python scripts/build_torch_table.py wheels/torch-2.1*.whl .venv/lib/python3.11/site-packages/torch
     python scripts/build_torch_table.py --check wheels/torch-2.14.1-*.whl   # compare, write nothing
 
+Without a wheel, a release can be read from its sources (`--sources`): the functions declared
+`AOTI_TORCH_EXPORT` in the C shim headers an x86 CUDA wheel builds (SHIM_HEADERS) stand in for
+the exports, interface.cpp gives the entry points. DIR is a pytorch checkout at the release tag
+(only those files are needed) or an installed torch folder (its include/ copy of the headers):
+
+    python scripts/build_torch_table.py --sources pytorch/ --version 2.15.0
+    python scripts/build_torch_table.py --check --sources .venv/lib/python3.11/site-packages/torch \
+        --version 2.13.0   # the method against the wheel-derived 2.13 row
+
+Declared is a superset of exported at worst (a declaration under an #if the build left off),
+the safe direction for the dlopen check. Checked on torch 2.13.0: the headers of the installed
+2.13.0+cpu wheel give exactly the 506 names of the cu130 wheel's 2.13 row. Such a row is marked
+`"derived": "sources"` in `releases`.
+
 A release already in the table and not given keeps its entry (the table is merged).
 """
 
@@ -42,6 +56,14 @@ TABLE = REPO / "aotipre" / "binaries" / "torch_table.json"
 LIBRARIES = ("libtorch_cpu.so", "libtorch_cuda.so", "libtorch_xpu.so")
 INTERFACE = "_inductor/codegen/aoti_runtime/interface.cpp"
 DEFINITION = re.compile(r"^AOTIRuntimeError\s+(AOTInductor\w+)\s*\(", re.M)
+SHIM_DIR = "torch/csrc/inductor/aoti_torch"
+# The C shim headers whose functions libtorch_cpu.so / libtorch_cuda.so of an x86 CUDA wheel
+# define. Not shim_mps.h, shim_xpu.h, c_shim_mps.h, c_shim_xpu.h: other builds' backends (the
+# installed 2.13 headers declare 229 such names, none exported by the cu130 wheel).
+SHIM_HEADERS = re.compile(r"^(c/shim(_\w+)?\.h|generated/c_shim_\w+\.h)$")
+OTHER_BACKENDS = re.compile(r"_(mps|xpu)\.h$")
+EXPORT_DECL = re.compile(r"\bAOTI_TORCH_EXPORT\b[^;{}()]*?\b(aoti_\w+)\s*\(")
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
 def release_of(version: str) -> str:
@@ -85,6 +107,40 @@ def read_installed(folder: Path) -> dict:
     return entry(version, f"installed torch {version}", libs, shim, interface)
 
 
+def read_sources(folder: Path, version: str) -> dict:
+    """A release from its sources: a pytorch checkout, or an installed torch folder."""
+    if (folder / SHIM_DIR).is_dir() and (folder / "torch" / INTERFACE).is_file():
+        shim_dir, interface = folder / SHIM_DIR, folder / "torch" / INTERFACE
+    elif (folder / "include" / SHIM_DIR).is_dir() and (folder / INTERFACE).is_file():
+        shim_dir, interface = folder / "include" / SHIM_DIR, folder / INTERFACE
+    else:
+        raise SystemExit(
+            f"{folder}: neither a pytorch checkout ({SHIM_DIR}/, torch/{INTERFACE}) "
+            "nor an installed torch folder"
+        )
+    headers = sorted(
+        rel
+        for rel in (p.relative_to(shim_dir).as_posix() for p in shim_dir.rglob("*.h"))
+        if SHIM_HEADERS.match(rel) and not OTHER_BACKENDS.search(rel)
+    )
+    shim = set()
+    for rel in headers:
+        shim |= declared((shim_dir / rel).read_text(encoding="utf-8"))
+    got = entry(version, f"sources {folder.name}", [], shim, interface.read_text(encoding="utf-8"))
+    got["source"] = (
+        f"torch {version} sources ({folder.name}): AOTI_TORCH_EXPORT declarations of "
+        f"{SHIM_DIR}/{{{', '.join(headers)}}}; torch/{INTERFACE}"
+    )
+    got["cuda"] = any("cuda" in h for h in headers)
+    got["derived"] = "sources"
+    return got
+
+
+def declared(header: str) -> set[str]:
+    """The `aoti_*` functions a header declares AOTI_TORCH_EXPORT (any #if branch)."""
+    return set(EXPORT_DECL.findall(COMMENT.sub(" ", header)))
+
+
 def exports(library: Path) -> set[str]:
     with open_file(library) as src:
         symbols = ElfFile(src).dynamic_symbols()
@@ -117,7 +173,12 @@ def to_table(releases: dict[str, dict]) -> dict:
         "schema_version": 1,
         "generated_by": "scripts/build_torch_table.py",
         "releases": {
-            rel: {k: releases[rel][k] for k in ("version", "source", "cuda")} for rel in order
+            rel: {
+                k: releases[rel][k]
+                for k in ("version", "source", "cuda", "derived")
+                if k in releases[rel]
+            }
+            for rel in order
         },
         "entry_points": dict(sorted(points.items())),
         "shim": dict(sorted(shim.items())),
@@ -137,18 +198,35 @@ def from_table(table: dict) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sources", nargs="+", type=Path, help="torch wheels or torch folders")
+    parser.add_argument("wheels", nargs="*", type=Path, help="torch wheels or torch folders")
+    parser.add_argument(
+        "--sources",
+        type=Path,
+        help="read one release from its sources (a pytorch checkout or a torch folder)",
+    )
+    parser.add_argument("--version", help="the release --sources holds, e.g. 2.15.0")
     parser.add_argument("--check", action="store_true", help="compare with the table only")
     parser.add_argument("--output", type=Path, default=TABLE)
     args = parser.parse_args(argv)
+    if bool(args.sources) != bool(args.version):
+        parser.error("--sources and --version go together")
+    if not args.wheels and not args.sources:
+        parser.error("give torch wheels or folders, or --sources DIR --version X.Y.Z")
     current = json.loads(args.output.read_text()) if args.output.is_file() else {}
     releases = from_table(current) if current else {}
     status = 0
-    for src in args.sources:
-        got = read_wheel(src) if src.is_file() else read_installed(src)
+    todo: list[tuple[Path, bool]] = [(w, False) for w in args.wheels]
+    if args.sources:
+        todo.append((args.sources, True))
+    for src, from_sources in todo:
+        if from_sources:
+            got = read_sources(src, args.version)
+        else:
+            got = read_wheel(src) if src.is_file() else read_installed(src)
         rel = release_of(got["version"])
         print(
-            f"{src.name}: torch {got['version']}: {len(got['shim'])} shim exports, "
+            f"{src.name}: torch {got['version']}: {len(got['shim'])} shim "
+            f"{'declarations' if from_sources else 'exports'}, "
             f"{len(got['entry_points'])} entry points"
         )
         if args.check:
@@ -171,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"    {'table' if name in want else 'here '}: {name}")
                 else:
                     print(f"  {key}: the table agrees ({len(have)})")
+            continue
+        if rel in releases and releases[rel].get("derived") != "sources" and from_sources:
+            print(f"  keeping the wheel-derived entry for torch {rel} (--check to compare)")
             continue
         if rel in releases and releases[rel].get("cuda") and not got["cuda"]:
             print(f"  keeping the CUDA build's entry for torch {rel} (this one has no CUDA)")

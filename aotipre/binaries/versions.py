@@ -7,7 +7,7 @@ torch_table.json, made by scripts/build_torch_table.py from the released wheels 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,6 +23,8 @@ class Table:
     """Entry point -> the releases whose packages define it."""
     shim: dict[str, frozenset[str]]
     """Shim function -> the releases whose libtorch exports it."""
+    derived: dict[str, str] = field(default_factory=dict)
+    """Release -> "wheel" (read from its libraries) or "sources" (its shim headers)."""
 
     def exports(self, release: str) -> frozenset[str] | None:
         if release not in self.releases:
@@ -39,6 +41,7 @@ def load_table() -> Table:
         sources={r: data["releases"][r]["source"] for r in releases},
         entry_points={k: frozenset(v) for k, v in data["entry_points"].items()},
         shim={k: frozenset(v) for k, v in data["shim"].items()},
+        derived={r: data["releases"][r].get("derived", "wheel") for r in releases},
     )
 
 
