@@ -38,7 +38,8 @@ STALE_TMP_S = 24 * 3600
 _CHUNK = 1 << 20
 
 
-def _free_bytes(path: str) -> int | None:
+def free_bytes(path: str) -> int | None:
+    """Bytes an unprivileged writer may still use on `path`'s filesystem (None: unknown)."""
     try:
         st = os.statvfs(path)
     except (OSError, AttributeError):
@@ -186,7 +187,7 @@ class CompileCache:
         be created or written, or its filesystem has less than MIN_FREE_BYTES free."""
         try:
             os.makedirs(self.directory, exist_ok=True)
-            free = _free_bytes(self.directory)
+            free = free_bytes(self.directory)
             if free is not None and free < MIN_FREE_BYTES:
                 raise CacheUnavailable(
                     errno.ENOSPC,

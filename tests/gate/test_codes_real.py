@@ -77,6 +77,34 @@ def test_aot503_compile_timeout(dynamic: Dynamic) -> None:
     assert res["compile"].status is StageStatus.FAILED
 
 
+def test_a_compile_filling_the_disk_is_not_the_models_fault(tmp_path: Path, gate: Gate) -> None:
+    # `aotipre check` as a user runs it, with TMPDIR (where the worker and inductor compile) on
+    # a 40 MiB tmpfs: g++ cannot write its precompiled header; was AOT501, blaming the model
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(small)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "aotipre", "check", str(gate("ep_only.pt2")),
+             "--compile-at-deploy", "--no-probe", "--no-cache", "-f", "json"],
+            capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": str(small)},
+        )  # fmt: skip
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    data = json.loads(proc.stdout)
+    compile_stage = next(s for s in data["stages"] if s["name"] == "compile")
+    found = [(f["code"], f["severity"]) for f in data["findings"]]
+    assert proc.returncode == 2 and compile_stage["status"] == "error", (found, compile_stage)
+    assert ("AOT409", "warning") in found and "AOT501" not in dict(found)
+    assert "the disk filled during the compile" in next(
+        f["message"] for f in data["findings"] if f["code"] == "AOT409"
+    )
+
+
 # -- load (AOT510-517)
 
 

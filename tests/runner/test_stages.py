@@ -15,6 +15,7 @@ import pytest
 from aotipre.errors import UsageError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
 from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner import stages as stages_mod
 from aotipre.runner.stages import DynamicOptions, libstdcxx, parse_device, run_dynamic_stages
@@ -401,6 +402,27 @@ def test_compile_past_the_watchdog_is_a_timeout_even_if_the_dump_crashes(
     res, findings = run(model=model, script={"compile": step}, compile_timeout_s=1.0)
     assert codes(findings) == ["AOT503"]
     assert "did not finish within 1 s" in findings[0].message
+
+
+def test_a_compile_that_fills_the_disk_is_the_environments_fault(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # measured: a 40 MiB TMPDIR ends a real CPU compile with g++'s `cannot write PCH file`
+    # (tests/gate/test_codes_real.py runs it for real); not the model's compile error (AOT501)
+    model = token_model(aoti=False)
+    err = {"type": "InductorError", "message": "CppCompileError: C++ compile error\nOutput:\n"
+           "/x/c_shim_cpu.h:189:1: fatal error: cannot write PCH file\n"}  # fmt: skip
+    monkeypatch.setattr(cache_mod, "free_bytes", lambda path: 3 * 1024 * 1024)
+    res, findings = run(model=model, script={"compile": {"error": err}}, use_cache=False)
+    assert [(f.code, f.severity.value) for f in findings] == [("AOT409", "warning")]
+    assert "the disk filled during the compile (cannot write PCH file; 3 MiB free" in (
+        findings[0].message
+    )
+    assert res["compile"].status is StageStatus.ERROR
+    # the same message with room left: the compiler's own failure, as before
+    monkeypatch.setattr(cache_mod, "free_bytes", lambda path: 10 * 1024**3)
+    _, findings = run(model=model, script={"compile": {"error": err}}, use_cache=False)
+    assert [f.code for f in findings] == ["AOT501"]
 
 
 def test_recompile_and_device_choice(run: Run) -> None:

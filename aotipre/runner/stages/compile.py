@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from functools import partial
 from typing import Any
@@ -139,8 +140,14 @@ class CompileStage(Stage):
         fail = failure_of(classify_compile_failure, r, err)
         found = partial(s.add, stage="compile", evidence=fail.evidence)
         where = f"compiling model '{m.name}' for {s.device}"
+        full = _disk_full(r.log, err, s.workdir, self.pending.directory if self.pending else None)
         if r.status == "timeout":
             found("AOT503", f"{where} did not finish within {s.opts.compile_timeout_s:g} s")
+        elif full is not None:
+            # the environment's fault, not the model's (issue #12): no compile finding, the
+            # stage could not check, and the note says where the space ran out
+            found("AOT409", f"{where}: the disk filled during the compile ({full})")
+            return s.stage("compile", StageStatus.ERROR, f"could not compile: {full}", [r])
         elif r.status == "crash":
             found("AOT502", f"{where}: the compiler process was killed by {r.signal}")
         elif r.status == "worker_error":
@@ -149,6 +156,30 @@ class CompileStage(Stage):
             kernel = f" (kernel {fail.kernel})" if fail.kernel else ""
             found("AOT501", f"{where} failed{kernel}: {fail.summary}")
         return s.stage("compile", StageStatus.FAILED, fail.summary, [r])
+
+
+_WRITE_FAILED = re.compile(
+    r"No space left on device|cannot write PCH file|error writing to \S+|Disk quota exceeded"
+)
+"""What g++ and Python say when a compile cannot write its files (measured: a 40 MiB TMPDIR
+ends a CPU compile with `fatal error: cannot write PCH file`)."""
+FULL_BYTES = 64 * 1024 * 1024
+"""A write failure with less than this free where the compile writes is the disk filling up."""
+
+
+def _disk_full(log: str, err: dict[str, Any], *folders: str | None) -> str | None:
+    """Why the compile could not write (the compiler's line and the free space left), when a
+    write failed and a folder it writes to (the worker's TMPDIR, the cache entry) is (almost)
+    full; None otherwise."""
+    text = "\n".join((str(err.get("message") or ""), log or ""))
+    m = _WRITE_FAILED.search(text)
+    if m is None:
+        return None
+    for folder in folders:
+        free = cache_mod.free_bytes(folder) if folder else None
+        if free is not None and free < FULL_BYTES:
+            return f"{m.group(0)}; {free // (1024 * 1024)} MiB free in {folder} after the failure"
+    return None
 
 
 def _inputs_digest(inputs: dict[str, Any]) -> str:
