@@ -233,9 +233,29 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     )
     if opts.static_only:
         return
+    if models and not _runtime_ready(report, opts):
+        return
     for model in models:
         blocked = _static_blockers(findings, model)
         _dynamic(report, opened, model, samples.get(model.name), opts, blocked)
+
+
+def _runtime_ready(report: Report, opts: CheckOptions) -> bool:
+    """The interpreter the workers will run in has a supported torch (runtimes.probe: no torch
+    import, cached per interpreter); else the report could not check, with the probe's one line
+    (how to get a torch), instead of a worker dying on `import torch`. A test's fake worker
+    (`worker_command`) stands for its own runtime."""
+    from aotipre.runtimes import probe
+
+    dynamic = opts.dynamic
+    if dynamic is not None and dynamic.worker_command is not None:
+        return True
+    try:
+        probe(dynamic.python if dynamic is not None else None)
+    except UsageError as exc:
+        report.error = str(exc)
+        return False
+    return True
 
 
 def resolve_hosts(opts: CheckOptions, models: list[ModelInfo]) -> list[HostInfo]:

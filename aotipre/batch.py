@@ -15,9 +15,9 @@ from aotipre.baseline import Baseline, apply_baseline, load_baseline, write_base
 from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
 from aotipre.errors import UsageError
 from aotipre.findings import Report
+from aotipre.matrix import check as check_in_runtimes
 from aotipre.runner.proc import allow_new_children, kill_all_children
 from aotipre.runtimes import Runtime, resolve
-from aotipre.runtimes import check as check_in_runtimes
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}

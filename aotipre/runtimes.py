@@ -3,29 +3,23 @@
 aotipre runs where it is installed; its workers (aotipre/runner/worker.py: the standard library
 and torch, no aotipre import) can run in another interpreter, e.g. the serving image's venv
 with the exact torch of the deployment. `probe` validates one interpreter in a subprocess that
-imports nothing heavy (torch's version comes from its installed metadata); `check` runs a
-package's dynamic stages once per interpreter (a version matrix) and merges the runs into one
-Report whose dynamic stages and findings say which torch ran them.
+imports nothing heavy (torch's version comes from its installed metadata); aotipre.matrix runs a
+package's dynamic stages once per interpreter (a version matrix) and merges the runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aotipre.errors import UsageError
 from aotipre.versions import SUPPORTED_TEXT, is_supported
-
-if TYPE_CHECKING:
-    from aotipre.api import CheckOptions
-    from aotipre.findings import Report
 
 PROBE_TIMEOUT_S = 60.0
 MIN_PYTHON = (3, 10)
@@ -91,6 +85,15 @@ class Runtime:
         }
 
 
+_PROBED: dict[tuple[str | None, str], Runtime] = {}
+"""Interpreters this process has probed successfully (key: the name given, the path run)."""
+
+
+def remember(runtime: Runtime) -> None:
+    """Take `runtime` as probed (its caller resolved it), so that `probe` answers from it."""
+    _PROBED[(runtime.python, runtime.python)] = runtime
+
+
 def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> Runtime:
     """Validate an interpreter (None: the running one) and read its torch's version.
 
@@ -100,6 +103,9 @@ def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> R
     given = python is not None
     where = f"--python {python}" if given else f"this Python ({sys.executable})"
     path = _locate(python) if python is not None else sys.executable
+    key = (python, path)
+    if key in _PROBED:
+        return _PROBED[key]
     try:
         done = subprocess.run(
             [path, "-c", _PROBE],
@@ -137,13 +143,15 @@ def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> R
         raise UsageError(
             f"{where}: torch {torch_version}; aotipre's workers support torch {SUPPORTED_TEXT}"
         )
-    return Runtime(
+    runtime = Runtime(
         python=path,
         python_version=str(info.get("python")),
         torch_version=str(torch_version),
         torch_path=str(info.get("torch_path") or ""),
         shown=python if python is not None else sys.executable,
     )
+    _PROBED[key] = runtime
+    return runtime
 
 
 def resolve(pythons: Sequence[str]) -> tuple[Runtime, ...]:
@@ -183,83 +191,3 @@ def _probe_answer(stdout: bytes) -> dict[str, Any] | None:
                 return None
             return data if isinstance(data, dict) else None
     return None
-
-
-# --------------------------------------------------------------------------------------------
-# One check per interpreter, merged
-
-
-def check(package: str, options: CheckOptions, runtimes: Sequence[Runtime]) -> Report:
-    """`api.check` with the workers in each of `runtimes` (none, or static-only: as is).
-
-    One runtime: one run, its dynamic stages labelled. Several: the static part once, then each
-    runtime's dynamic stages and findings in turn, each labelled with its torch; the baseline
-    is applied once, to the merged report.
-    """
-    from aotipre import api
-    from aotipre.baseline import apply_baseline
-
-    if options.static_only or not runtimes:
-        return api.check(package, options)
-    from aotipre.runner.stages import DynamicOptions
-
-    dynamic = options.dynamic or DynamicOptions()
-    matrix = len(runtimes) > 1
-    reports = []
-    for runtime in runtimes:
-        opts = dataclasses.replace(
-            options,
-            dynamic=dataclasses.replace(dynamic, python=runtime.python),
-            baseline=None if matrix else options.baseline,
-            progress=_tagged(options.progress, runtime) if matrix else options.progress,
-        )
-        reports.append(api.check(package, opts))
-        if reports[0].error is not None:  # the package or inputs cannot be read: same for all
-            break
-    merged = merge(reports, runtimes[: len(reports)])
-    if matrix and options.baseline is not None and merged.error is None:
-        merged = apply_baseline(merged, options.baseline)
-    return merged
-
-
-def merge(reports: Sequence[Report], runtimes: Sequence[Runtime]) -> Report:
-    """The first report with every report's dynamic stages, findings and diagnoses labelled
-    with the torch that ran them (findings only in a matrix, where the subject must say it)."""
-    first = reports[0]
-    matrix = len(runtimes) > 1
-    stages = [s for s in first.stages if s.name in STATIC_STAGES]
-    findings = [f for f in first.findings if _is_static(f.stage)]
-    diagnosis = []
-    for report, runtime in zip(reports, runtimes):
-        stages += [
-            dataclasses.replace(s, runtime=runtime.label)
-            for s in report.stages
-            if s.name not in STATIC_STAGES
-        ]
-        findings += [
-            dataclasses.replace(f, runtime=runtime.label) if matrix else f
-            for f in report.findings
-            if not _is_static(f.stage)
-        ]
-        diagnosis += list(report.diagnosis)
-    first.stages = stages
-    first.findings = findings
-    first.diagnosis = diagnosis
-    first.runtimes = [r.to_dict() for r in runtimes]
-    return first
-
-
-def _is_static(stage: str | None) -> bool:
-    return stage is None or stage in STATIC_STAGES
-
-
-def _tagged(
-    progress: Callable[[str], None] | None, runtime: Runtime
-) -> Callable[[str], None] | None:
-    if progress is None:
-        return None
-
-    def say(message: str) -> None:
-        progress(f"[{runtime.label}] {message}")
-
-    return say

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import runtimes
+from aotipre import matrix, runtimes
 from aotipre.api import CheckOptions
 from aotipre.cli import main
 from aotipre.errors import UsageError
@@ -110,6 +110,23 @@ def test_no_torch_here_says_how_to_get_one(
     assert main(["check", str(pkg("aoti")), "--static-only", "--no-config"]) == 0
 
 
+def test_the_library_without_torch_could_not_check_in_one_line(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    # api.check (no CLI in between) with workers in an interpreter that has no torch: the
+    # report could not check, with the probe's line, instead of a worker dying on `import torch`
+    from aotipre import api
+    from aotipre.runner.stages import DynamicOptions
+
+    python = str(interpreter(tmp_path, "py-no-torch"))
+    report = api.check(pkg("aoti"), api.CheckOptions(dynamic=DynamicOptions(python=python)))
+    assert report.exit_code == 2 and report.error is not None
+    assert "no torch installed in that interpreter" in report.error and "\n" not in report.error
+    assert [s.name for s in report.stages] == ["inspect", "inputs", "static"]
+    static = api.check(pkg("aoti"), api.CheckOptions(static_only=True))
+    assert static.error is None and static.exit_code == 0
+
+
 def test_bad_python_on_the_command_line_exits_2(
     tmp_path: Path, pkg: Callable[[str], Path], capsys
 ) -> None:
@@ -154,7 +171,7 @@ def test_a_matrix_reports_each_runtime_s_stages_and_findings(
         dynamic=DynamicOptions(cache_dir=str(tmp_path / "cache"), timeout_s=30.0),
         canary=False,
     )
-    report = runtimes.check(str(pkg("aoti")), options, [old, new])
+    report = matrix.check(str(pkg("aoti")), options, [old, new])
     static = [s.name for s in report.stages if s.runtime is None]
     assert static == ["inspect", "inputs", "static"]
     by_runtime = {
@@ -190,7 +207,7 @@ def test_a_single_runtime_labels_its_stages_not_its_findings(
         dynamic=DynamicOptions(cache_dir=str(tmp_path / "c")),
         canary=False,
     )
-    report = runtimes.check(str(pkg("aoti")), options, [only])
+    report = matrix.check(str(pkg("aoti")), options, [only])
     assert {s.runtime for s in report.stages if s.name == "run"} == {"torch 2.14.1"}
     assert all(f.runtime is None for f in report.findings)
 
