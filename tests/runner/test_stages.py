@@ -423,6 +423,10 @@ def test_a_compile_that_fills_the_disk_is_the_environments_fault(
     monkeypatch.setattr(cache_mod, "free_bytes", lambda path: 10 * 1024**3)
     _, findings = run(model=model, script={"compile": {"error": err}}, use_cache=False)
     assert [f.code for f in findings] == ["AOT501"]
+    # the OS's own ENOSPC (the cache entry's write) is the disk whatever is free afterwards
+    enospc = {"type": "OSError", "message": "[Errno 28] No space left on device: '/c/model.pt2'"}
+    _, findings = run(model=model, script={"compile": {"error": enospc}}, use_cache=False)
+    assert [f.code for f in findings] == ["AOT409"]
 
 
 def test_recompile_and_device_choice(run: Run) -> None:

@@ -158,20 +158,22 @@ class CompileStage(Stage):
         return s.stage("compile", StageStatus.FAILED, fail.summary, [r])
 
 
-_WRITE_FAILED = re.compile(
-    r"No space left on device|cannot write PCH file|error writing to \S+|Disk quota exceeded"
-)
-"""What g++ and Python say when a compile cannot write its files (measured: a 40 MiB TMPDIR
-ends a CPU compile with `fatal error: cannot write PCH file`)."""
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
+"""The OS's own words (ENOSPC, EDQUOT), e.g. Python writing the cache entry: the disk, always."""
+_WRITE_FAILED = re.compile(r"cannot write PCH file|error writing to \S+")
+"""What g++ says when it cannot write (measured: a 40 MiB TMPDIR ends a CPU compile with
+`fatal error: cannot write PCH file`), without saying why: the disk only when little is left."""
 FULL_BYTES = 64 * 1024 * 1024
 """A write failure with less than this free where the compile writes is the disk filling up."""
 
 
 def _disk_full(log: str, err: dict[str, Any], *folders: str | None) -> str | None:
-    """Why the compile could not write (the compiler's line and the free space left), when a
-    write failed and a folder it writes to (the worker's TMPDIR, the cache entry) is (almost)
-    full; None otherwise."""
+    """Why the compile could not write: the OS said the disk is full, or g++ could not write and
+    a folder it writes to (the worker's TMPDIR, the cache entry) is (almost) full; else None."""
     text = "\n".join((str(err.get("message") or ""), log or ""))
+    said = _NO_SPACE.search(text)
+    if said is not None:
+        return said.group(0)
     m = _WRITE_FAILED.search(text)
     if m is None:
         return None
