@@ -88,6 +88,8 @@ STATIC_INPUTS: dict[str, tuple[str, ...]] = {
     "ep_only": ("aoti_inputs",),
 }
 ALL_REPORTS = ("table", "junit", "sarif", "markdown")
+MULTI_DECODER = ("{F}/multi.pt2", "--model", "decoder", "--inputs", "{F}/multi_decoder_inputs.pt")
+"""multi.pt2's second model with its own inputs (a static and a dynamic case)."""
 
 
 def _check_cases(name: str, args: tuple[str, ...], *, dynamic: bool = False) -> list[Case]:
@@ -124,13 +126,7 @@ def build_cases(fixtures: Path) -> list[Case]:
             )
     static_more = {
         "multi/encoder": ("{F}/multi.pt2", "--model", "encoder", "--inputs", "{F}/aoti_inputs.pt"),
-        "multi/decoder": (
-            "{F}/multi.pt2",
-            "--model",
-            "decoder",
-            "--inputs",
-            "{F}/multi_decoder_inputs.pt",
-        ),
+        "multi/decoder": MULTI_DECODER,
         "multi/inputs-without-model": ("{F}/multi.pt2", "--inputs", "{F}/aoti_inputs.pt"),
         "multi/no-such-model": ("{F}/multi.pt2", "--model", "nosuch"),
         "both/target-cuda": ("{F}/both.pt2", "--target", "cuda,cc=9.0"),
@@ -154,13 +150,7 @@ def dynamic_cases() -> list[Case]:
         "both/aoti_inputs": ("{F}/both.pt2", "--inputs", "{F}/aoti_inputs.pt"),
         "aoti/stored-inputs": ("{F}/aoti.pt2",),
         "mismatch/aoti_inputs": ("{F}/mismatch.pt2", "--inputs", "{F}/aoti_inputs.pt"),
-        "multi/decoder": (
-            "{F}/multi.pt2",
-            "--model",
-            "decoder",
-            "--inputs",
-            "{F}/multi_decoder_inputs.pt",
-        ),
+        "multi/decoder": MULTI_DECODER,
         "dtypes/dtypes_inputs": ("{F}/dtypes.pt2", "--inputs", "{F}/dtypes_inputs.pt"),
         "kwargs/kwargs_inputs": ("{F}/kwargs.pt2", "--inputs", "{F}/kwargs_inputs.pt"),
         "derived/derived_inputs": ("{F}/derived.pt2", "--inputs", "{F}/derived_inputs.pt"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from aotipre import config
 from aotipre.cli import main
 from aotipre.errors import UsageError
 from aotipre.findings import Severity
+from tests.conftest import tmpfs
 
 Pkg = Callable[[str], Path]
 
@@ -70,13 +70,7 @@ def test_discovery_stops_at_a_filesystem_boundary(project: Path) -> None:
     # a checkout on its own mount (a tmpfs here) below a folder holding an aotipre.toml: the
     # outer file belongs to another filesystem and is not used, as git stops at mount points
     write(project / "aotipre.toml", "fail-on = 'info'\n")
-    mount = project / "mnt"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(project / "mnt", "size=1m") as mount:
         inner = mount / "checkout" / "sub"
         inner.mkdir(parents=True)
         assert config.find_config(inner) is None
@@ -85,8 +79,6 @@ def test_discovery_stops_at_a_filesystem_boundary(project: Path) -> None:
         assert config.find_config(project / "other") == project / "aotipre.toml"  # same fs
         write(mount / "checkout" / "aotipre.toml", "jobs = 2\n")
         assert config.find_config(inner) == mount / "checkout" / "aotipre.toml"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_every_key(project: Path) -> None:

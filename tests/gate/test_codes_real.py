@@ -28,6 +28,7 @@ from aotipre.findings import Finding, Severity, StageStatus, Verdict
 from aotipre.host import detect_local
 from aotipre.runner.stages import DynamicOptions
 from aotipre.triage.escalate import TriageOptions
+from tests.conftest import tmpfs
 from tests.gate.conftest import Dynamic, plain_torch, rewrite, without_facts
 
 pytestmark = pytest.mark.slow
@@ -80,21 +81,12 @@ def test_aot503_compile_timeout(dynamic: Dynamic) -> None:
 def test_a_compile_filling_the_disk_is_not_the_models_fault(tmp_path: Path, gate: Gate) -> None:
     # `aotipre check` as a user runs it, with TMPDIR (where the worker and inductor compile) on
     # a 40 MiB tmpfs: g++ cannot write its precompiled header; was AOT501, blaming the model
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", str(small)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "small", "size=40m") as small:
         proc = subprocess.run(
             [sys.executable, "-m", "aotipre", "check", str(gate("ep_only.pt2")),
              "--compile-at-deploy", "--no-probe", "--no-cache", "-f", "json"],
             capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": str(small)},
         )  # fmt: skip
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
     data = json.loads(proc.stdout)
     compile_stage = next(s for s in data["stages"] if s["name"] == "compile")
     found = [(f["code"], f["severity"]) for f in data["findings"]]
@@ -406,19 +398,10 @@ def test_aot804_faulting_kernel_reads_nan(tmp_path: Path, gate_cache: Path) -> N
 def test_aot409_low_disk_space(tmp_path: Path) -> None:
     from aotipre.doctor.run import DoctorOptions, run_doctor
 
-    small = tmp_path / "small"
-    small.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(small)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "small", "size=64m") as small:
         report = run_doctor(
             DoctorOptions(devices=("cpu",), dynamic=DynamicOptions(cache_dir=str(small / "cache")))
         )
-    finally:
-        subprocess.run(["umount", "-l", str(small)], check=False)
     low = [f for f in report.findings if f.code == "AOT409"]
     assert [f.input for f in low] == ["aotipre compile cache"]
     assert low[0].severity is Severity.WARNING and "64.0 MiB free" in low[0].message
@@ -429,22 +412,12 @@ def test_aot408_noexec_extraction_directory(tmp_path: Path) -> None:
     # (in this process Python has already chosen its temp dir, so TMPDIR would not reach the
     # canary's workers): the static check says it (AOT408), and the canary, whose compile and
     # extraction go there, cannot be built or loaded (AOT411)
-    noexec = tmp_path / "noexec"
-    noexec.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2g,noexec", "tmpfs", str(noexec)],
-        capture_output=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a noexec tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    with tmpfs(tmp_path / "noexec", "size=2g,noexec") as noexec:
         proc = subprocess.run(
             [sys.executable, "-m", "aotipre", "doctor", "--device", "cpu", "--cache-dir",
              str(tmp_path / "c"), "-f", "json", "--no-progress"],
             capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": str(noexec)},
         )  # fmt: skip
-    finally:
-        subprocess.run(["umount", "-l", str(noexec)], check=False)
     data = json.loads(proc.stdout)
     found = [(f["code"], f["severity"], f["input"]) for f in data["findings"]]
     assert ("AOT408", "error", "package extraction (TMPDIR)") in found, proc.stderr[-2000:]
