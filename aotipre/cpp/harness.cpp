@@ -7,7 +7,7 @@
 //
 //   aotipre_harness --package P [--model M] [--device-index I] --inputs IN [--outputs OUT]
 //                   [--library SO]... [--mode run|loaders|runners] [--threads N]
-//                   [--runners N] [--iterations K]
+//                   [--runners N] [--iterations K] [--serial-construct]
 //
 // IN is a torch.save of a list of tensors (the flat inputs, as AOTICompiledModel passes them
 // to the loader); OUT is written with torch::pickle_save (a list of CPU tensors; Python reads
@@ -23,7 +23,9 @@
 //   run      one loader (num_runners 1), one run: what a simple C++ server does.
 //   loaders  N threads construct N loaders at the same moment (a start barrier), each runs
 //            once; all loaders stay alive until every thread is done (torch issue #194128:
-//            concurrent construction corrupted the heap).
+//            concurrent construction corrupted the heap). --serial-construct: the threads
+//            construct one at a time (a mutex around the constructor, the workaround a C++
+//            server can apply), then run at the same moment.
 //   runners  one loader with num_runners=R; a reference run, then N threads run K times each,
 //            at the same moment, on the one loader.
 
@@ -68,6 +70,7 @@ struct Options {
   int threads = 4;
   int runners = 2;
   int iterations = 3;
+  bool serial_construct = false;
 };
 
 std::string json_escape(const std::string& text) {
@@ -311,6 +314,7 @@ int parse_args(int argc, char** argv, Options& o, std::string& error) {
       else if (arg == "--threads") o.threads = std::stoi(value());
       else if (arg == "--runners") o.runners = std::stoi(value());
       else if (arg == "--iterations") o.iterations = std::stoi(value());
+      else if (arg == "--serial-construct") o.serial_construct = true;
       else throw std::invalid_argument("unknown argument " + arg);
     } catch (const std::exception& e) {
       error = e.what();
@@ -416,6 +420,7 @@ int main(int argc, char** argv) {
   phase(o.mode == "loaders" ? "concurrent_construct" : "concurrent_run");
   std::vector<std::unique_ptr<torch::inductor::AOTIModelPackageLoader>> loaders(results.size());
   Barrier barrier(o.threads);
+  std::mutex construct_mutex;  // taken around construction only with --serial-construct
   std::vector<std::thread> pool;
   for (size_t i = 0; i < results.size(); ++i) {
     pool.emplace_back([&, i] {
@@ -425,6 +430,8 @@ int main(int argc, char** argv) {
       if (loader == nullptr) {
         auto start = std::chrono::steady_clock::now();
         if (!guarded("construct", r.failure, [&] {
+              std::unique_lock<std::mutex> serial(construct_mutex, std::defer_lock);
+              if (o.serial_construct) serial.lock();
               loaders[i] = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
                   o.package, o.model, false, 1, static_cast<c10::DeviceIndex>(o.device_index));
             })) {
@@ -471,7 +478,9 @@ int main(int argc, char** argv) {
   std::ostringstream body;
   body << head.str() << ",\"ok\":" << (all_ok && all_identical ? "true" : "false")
        << ",\"threads\":" << o.threads << ",\"runners\":" << (shared ? o.runners : 1)
-       << ",\"iterations\":" << (shared ? o.iterations : 1) << ",\"reference_s\":" << reference_s
+       << ",\"iterations\":" << (shared ? o.iterations : 1)
+       << ",\"serial_construct\":" << (o.serial_construct ? "true" : "false")
+       << ",\"reference_s\":" << reference_s
        << ",\"identical\":" << (all_identical ? "true" : "false")
        << ",\"outputs\":" << describe(reference) << ",\"per_thread\":" << threads_json(results)
        << "," << failure.json();

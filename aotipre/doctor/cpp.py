@@ -90,11 +90,13 @@ def check_cpp_loader(
         "inputs": inputs,
         "device_index": index,
     }
+    loaders = cpp.run_step("cpp_loaders", mode="loaders", threads=CONCURRENT_LOADERS, **common)
     steps = [
         cpp.build_step(root, cxx=cxx),
         cpp.inputs_step(inputs),
         cpp.run_step("cpp_run", mode="run", **common),
-        cpp.run_step("cpp_loaders", mode="loaders", threads=CONCURRENT_LOADERS, **common),
+        loaders,
+        cpp.serial_retry(loaders),
     ]
     job = {
         "package": package,
@@ -136,7 +138,12 @@ def check_cpp_loader(
     many = _harness(run.steps.get("cpp_loaders"), "loaders")
     if many is not None:
         more = cpp.harness_findings(
-            many, model=label, stage="doctor", timeout_s=options.timeout_s, known_race=race
+            many,
+            model=label,
+            stage="doctor",
+            timeout_s=options.timeout_s,
+            known_race=race,
+            serial=_harness(run.steps.get(cpp.serial_id("cpp_loaders")), "loaders"),
         )
         findings.extend(more)
         summary += f"; {CONCURRENT_LOADERS} loaders constructed at once: " + (

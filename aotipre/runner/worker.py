@@ -1171,6 +1171,8 @@ def run_harness(step: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     for key in ("threads", "runners", "iterations"):
         if step.get(key):
             argv += [f"--{key}", str(step[key])]
+    if step.get("serial_construct"):
+        argv.append("--serial-construct")
     rec: dict[str, Any] = {"argv": argv, "timed_out": False, "returncode": None, "signal": None}
     env = dict(os.environ)
     for name in step.get("unset_env") or ():  # e.g. a libstdc++ preload only Python needed
@@ -1687,6 +1689,11 @@ class Worker:
         binary = step.get("binary") or built.get("binary")
         if not binary:
             raise StepError("no C++ harness to run (its build step did not succeed)")
+        after = step.get("only_if_failed")  # a second opinion only that step's failure needs
+        prior = self.rec.data["steps"].get(after or "", {}).get("harness") or {}
+        if after and prior.get("returncode") == 0:
+            entry.update(status="skipped", reason=f"{after} passed")
+            return
         # leave the worker's own watchdog (the step limit) a margin to record the timeout
         entry["harness"] = run_harness({**step, "binary": binary}, max(1.0, limit * 0.9 - 1.0))
 

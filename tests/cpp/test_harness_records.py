@@ -134,30 +134,74 @@ def test_run_phase_errors_and_concurrency_outcomes() -> None:
 
 def test_a_hit_of_the_known_race_is_a_warning_else_an_error() -> None:
     # the harness's JSON when 1 of 4 concurrently constructed loaders raised, as measured on
-    # torch 2.13 (about 1 run in 15): torch #194128's shared JSON object read mid-parse
-    def loaders(message: str) -> cpp.HarnessRun:
+    # torch 2.13 (about 1 run in 15) and torch 2.11 on an H200 (about 1 run in 2, with a JSON
+    # type_error, SIGSEGV or SIGABRT too): torch #194128's shared JSON object read mid-parse
+    retry = {"argv": ["aotipre_harness", "--mode", "loaders", "--serial-construct"]}
+
+    def loaders(message: str, serial: bool = False) -> cpp.HarnessRun:
         threads: list[dict[str, Any]] = [{"thread": i, "error": None} for i in range(4)]
         threads[2] = {"thread": 2, "error_phase": "construct",
                       "error": {"type": "c10::Error", "message": message}}  # fmt: skip
         result = {"mode": "loaders", "ok": False, "threads": 4, "per_thread": threads,
-                  "error_phase": "construct", "error": {"message": message}}  # fmt: skip
-        return _record(result, 3)
+                  "error_phase": "construct", "error": {"message": message},
+                  "serial_construct": serial}  # fmt: skip
+        return _record(result, 3, **(retry if serial else {}))
 
-    race = loaders("No device information found.")
-    assert cpp.hit_the_known_race(race)
-    (f,) = cpp.harness_findings(race, model="m", stage="concurrency", timeout_s=9, known_race=True)
-    assert f.code == "AOT526" and f.severity is Severity.WARNING
-    assert "hit by this run" in f.message and "#194128" in f.message
-    # a torch without the race (or one aotipre could not tell): the same failure is an error
-    for known in (False, None):
+    passed = _record({"mode": "loaders", "ok": True, "serial_construct": True}, 0, **retry)
+    crashed = cpp.HarnessRun.from_entry(
+        {"harness": {"returncode": -11, "signal": "SIGSEGV", "phase": "concurrent_construct"}},
+        "loaders",
+    )
+    assert crashed is not None
+    for failed in (loaders("No device information found."), crashed):
+        # the same loaders constructed one at a time passed: the concurrent construction failed
+        assert cpp.hit_the_known_race(failed, passed)
         (f,) = cpp.harness_findings(
-            race, model="m", stage="concurrency", timeout_s=9, known_race=known
+            failed, model="m", stage="concurrency", timeout_s=9, known_race=True, serial=passed
         )
-        assert f.severity is Severity.ERROR and "hit by this run" not in f.message
-    other = loaders("std::bad_alloc")
-    assert not cpp.hit_the_known_race(other)
-    (f,) = cpp.harness_findings(other, model="m", stage="concurrency", timeout_s=9, known_race=True)
-    assert f.severity is Severity.ERROR
+        assert f.code == "AOT526" and f.severity is Severity.WARNING, f.message
+        assert "hit by this run" in f.message and "#194128" in f.message
+        assert (
+            "constructed one at a time" in f.message and "ran with identical outputs" in f.message
+        )
+        assert "serialize loader construction" in f.message
+        # a torch without the race (or one aotipre could not tell): the same failure is an error
+        for known in (False, None):
+            (f,) = cpp.harness_findings(
+                failed, model="m", stage="concurrency", timeout_s=9, known_race=known, serial=passed
+            )
+            assert f.severity is Severity.ERROR and "hit by this run" not in f.message
+        # no serial run, one that failed too, or a run that was not a serial retry
+        not_serial = _record({"mode": "loaders", "ok": True}, 0)
+        for serial in (None, loaders("std::bad_alloc", serial=True), not_serial):
+            assert not cpp.hit_the_known_race(failed, serial)
+            (f,) = cpp.harness_findings(
+                failed, model="m", stage="concurrency", timeout_s=9, known_race=True, serial=serial
+            )
+            assert f.severity is Severity.ERROR
+            assert ("failed too" in f.message) == (serial is not None and serial is not not_serial)
+    # a hang, or outputs that differ, are never the race
+    hung = cpp.HarnessRun.from_entry(
+        {"harness": {"timed_out": True, "phase": "compare"}}, "loaders"
+    )
+    assert hung is not None and not cpp.hit_the_known_race(hung, passed)
+    rows = [{"thread": 0, "error": None, "max_abs": 0.5}]
+    differ = _record({"mode": "loaders", "ok": False, "identical": False, "per_thread": rows}, 4)
+    assert not cpp.hit_the_known_race(differ, passed)
+    (f,) = cpp.harness_findings(
+        differ, model="m", stage="concurrency", timeout_s=9, known_race=True, serial=passed
+    )
+    assert f.severity is Severity.ERROR and "differ" in f.message
+    assert "1 loaders constructed" not in cpp.describe_mode(passed)
+    assert "one at a time" in cpp.describe_mode(passed)
+
+
+def test_the_serial_retry_runs_only_after_a_failure() -> None:
+    step = cpp.run_step("cpp_loaders", mode="loaders", package="p", model="m", inputs="i")
+    retry = cpp.serial_retry(step)
+    assert retry["id"] == cpp.serial_id("cpp_loaders") == "cpp_loaders_serial"
+    assert retry["serial_construct"] is True and retry["only_if_failed"] == "cpp_loaders"
+    assert retry["requires"] == step["requires"] and "serial_construct" not in step
 
 
 def test_steps_are_planned_with_their_prerequisites(tmp_path: Path) -> None:
@@ -171,3 +215,14 @@ def test_steps_are_planned_with_their_prerequisites(tmp_path: Path) -> None:
     assert step["requires"] == ["cpp_build", "cpp_inputs"]
     with pytest.raises(ValueError):
         cpp.run_step("x", mode="nope", package="p", model="m", inputs="i")
+
+
+def test_a_crash_without_a_result_keeps_the_mode_it_was_asked_for() -> None:
+    # measured on an H200: 4 CUDA loaders constructed at once died by SIGABRT ("free(): unaligned
+    # chunk detected in tcache 2") before the harness wrote its JSON line
+    rec = {"returncode": -6, "signal": "SIGABRT", "phase": "concurrent_construct", "result": None}
+    argv = ["aotipre_harness", "--package", "p.pt2", "--mode", "loaders", "--threads", "4"]
+    crashed = cpp.HarnessRun.from_entry({"harness": {**rec, "argv": argv}})
+    assert crashed is not None and crashed.mode == "loaders"
+    assert cpp.HarnessRun.from_entry({"harness": rec}, "runners").mode == "runners"  # type: ignore[union-attr]
+    assert "4 loaders constructed at once" in cpp.describe_mode(crashed)

@@ -59,6 +59,15 @@ def test_cpp_outputs_that_differ_and_a_concurrent_crash(run: Run) -> None:  # no
     assert "SIGSEGV during constructing the loaders concurrently" in findings[2].message
     assert "#194128" in findings[2].message
     assert res["concurrency"].status is StageStatus.FAILED
+    # the same loaders constructed one at a time passed: the known race, a warning
+    serial = {"mode": "loaders", "ok": True, "identical": True, "serial_construct": True}
+    retry = harness(serial, argv=["aotipre_harness", "--mode", "loaders", "--serial-construct"])
+    res, findings = run(script={**script, "cpp_loaders_serial": retry}, cpp=True)
+    assert codes(findings) == ["AOT525", "AOT528", "AOT526"]
+    assert findings[2].severity.value == "warning", findings[2].message
+    assert "constructed one at a time" in findings[2].message
+    assert res["concurrency"].status is StageStatus.PASSED
+    assert "passed constructed one at a time" in res["concurrency"].detail
 
 
 def test_aot515_says_whether_cpp_deployments_are_affected(
