@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import inspect
 import io
 import json
@@ -517,6 +518,45 @@ def load_direct(path: str, model: str, index: int) -> DirectModel:
     probe (`get_device_information`), whose result only feeds a mismatch warning for a package
     that is already compiled. For crash triage's re-runs, not for measuring a deployment."""
     return DirectModel(torch._C._aoti.AOTIModelPackageLoader(path, model, False, 1, index))
+
+
+def probed_vec_isa() -> list[str] | None:
+    """The CPU ISAs torch's probe found usable in this process (valid_vec_isa_list, which torch
+    caches), by class name, or None when nothing here has run the probe."""
+    import torch._inductor.cpu_vec_isa as isa
+
+    probe = getattr(isa, "valid_vec_isa_list", None)
+    info = getattr(probe, "cache_info", None)
+    if probe is None or info is None or not info().currsize:
+        return None
+    return [type(v).__name__ for v in probe()]
+
+
+def pin_vec_isa(names: list[str]) -> bool:
+    """Answer torch's CPU-ISA probe with what an earlier worker of the same check probed on this
+    host, with this torch and compiler: on x86 a compile and a child-process dlopen per ISA, 3 s
+    on a 2-core VM and 45-50 s on the GPU test machine, for the same answer (elsewhere torch runs
+    no probe, and nothing is pinned). pick_vec_isa (code generation, AOTI_CPU_ISA) reads the
+    module's function, so the choice among them is torch's own."""
+    import platform
+
+    import torch._inductor.cpu_vec_isa as isa
+
+    supported = getattr(isa, "supported_vec_isa_list", None)
+    if platform.machine() not in ("x86_64", "AMD64") or supported is None:
+        return False
+    if not hasattr(isa, "valid_vec_isa_list"):
+        return False
+    chosen = [v for v in supported if type(v).__name__ in names]
+    if len(chosen) != len(set(names)):
+        return False  # a name this torch does not know, or twice: let it probe
+
+    @functools.cache
+    def valid_vec_isa_list() -> list[Any]:
+        return list(chosen)
+
+    isa.valid_vec_isa_list = valid_vec_isa_list
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -1407,6 +1447,8 @@ class Worker:
 
     def run(self) -> None:
         self.rec.data["cuda_available"] = torch.cuda.is_available()
+        if self.job.get("vec_isa") is not None:
+            self.rec.data["vec_isa_pinned"] = pin_vec_isa(list(self.job["vec_isa"]))
         self.rec.flush()
         timeout = float(self.job.get("step_timeout_s", 300))
         compile_timeout = float(self.job.get("compile_timeout_s", timeout))
@@ -1506,6 +1548,8 @@ class Worker:
             runner, ep, how = load_package_like_torch(package, model, self.index, want_ep)
         self.runner = runner
         entry["how"] = how
+        with contextlib.suppress(Exception):
+            entry["vec_isa"] = probed_vec_isa()
         if ep is not None:
             self.ep = self.move_ep(ep)
         with contextlib.suppress(Exception):

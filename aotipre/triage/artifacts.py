@@ -128,6 +128,7 @@ def _retarget(
     """The job with absolute temporary paths replaced by the bundle's relative ones; a step
     that loaded its build from the compile cache compiles it again (into work/)."""
     job = dict(job)
+    job.pop("vec_isa", None)  # this host's probed CPU ISAs: the bundle may run on another
     steps = [s for s in job.get("steps", []) if s.get("op") != "save_inputs"]
     if compile_step is not None and not any(s.get("op") == "compile" for s in steps):
         steps.insert(0, dict(compile_step))

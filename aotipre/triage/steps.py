@@ -319,6 +319,8 @@ class TriageSteps(TriageState):
             "capture_stdout": True,
             "steps": steps,
         }
+        if self.crash.vec_isa is not None:
+            job["vec_isa"] = list(self.crash.vec_isa)  # the session's load probed; skip it here
         job_path = os.path.join(self.workdir, f"{tag}.json")
         result_path = os.path.join(self.workdir, f"{tag}.result.json")
         with open(job_path, "w") as f:

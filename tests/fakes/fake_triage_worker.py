@@ -11,6 +11,7 @@
   (`model/data/aotinductor/model/c0.wrapper.cpp`, `.kernel.cpp`).
 - `eager`: a behaviour for the eager step (default: it succeeds).
 - `minify`: `{"nodes": [9, 3]}` -> the minify op writes repro.py and those checkpoints.
+- `jobs_seen`: a file each worker appends its job's tag and `vec_isa` to (a JSON line).
 Standard library only; stdout is captured into the step log when the job says so, as the real
 worker does.
 """
@@ -55,6 +56,9 @@ def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         job = json.load(f)
     scenario = json.loads(os.environ.get("AOTIPRE_FAKE_TRIAGE") or "{}")
+    if scenario.get("jobs_seen"):
+        with open(scenario["jobs_seen"], "a") as f:
+            f.write(json.dumps({"tag": job.get("tag"), "vec_isa": job.get("vec_isa")}) + "\n")
     result = WorkerResult(job)
     package = job.get("package")
     for step in job["steps"]:

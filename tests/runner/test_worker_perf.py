@@ -213,6 +213,59 @@ def test_direct_load_gives_the_same_outputs_as_load_package(pkg, tmp_path: Path)
     assert all(torch.equal(a, b) for a, b in zip(flat_d, flat_p))
 
 
+def test_a_probed_isa_list_handed_to_the_next_worker_skips_its_probe(pkg, tmp_path: Path) -> None:
+    """Triage's workers get the CPU ISAs the check's load probed (RunCrash.vec_isa): their load
+    runs no check program and picks the same ISA (AOTI_CPU_ISA) with the same outputs."""
+    loads, outputs = {}, {}
+    for how in ("probed", "pinned"):
+        work = tmp_path / how
+        work.mkdir()
+        steps = [
+            {"id": "load", "op": "load", "measure": True},
+            {"id": "run", "op": "run", "save": "o.pt"},
+        ]
+        job = _job(pkg("aoti"), pkg("aoti_inputs"), steps)
+        if how == "pinned":
+            job["vec_isa"] = loads["probed"]["vec_isa"]
+        out = _run_worker(work, job)
+        assert out["steps"]["run"]["status"] == "ok", out["steps"]
+        assert out.get("vec_isa_pinned") is (True if how == "pinned" else None)
+        loads[how] = out["steps"]["load"]
+        outputs[how] = torch.load(work / "o.pt", weights_only=True)
+    probed, pinned = loads["probed"], loads["pinned"]
+    assert isinstance(probed["vec_isa"], list) and pinned["vec_isa"] == probed["vec_isa"]
+    if probed["vec_isa"]:  # a CPU with no vector ISA torch knows runs no check either way
+        assert probed["perf"]["probe"]["check_programs"] > 0
+    assert pinned["perf"]["probe"]["check_programs"] == 0
+    assert pinned["perf"]["probe"]["dlopen_children"] == 0
+    flat = [torch.utils._pytree.tree_flatten(outputs[h])[0] for h in ("probed", "pinned")]
+    assert len(flat[0]) == len(flat[1]) > 0
+    assert all(torch.equal(a, b) for a, b in zip(*flat))
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="torch probes ISAs on x86 only")
+def test_a_pinned_isa_list_is_what_pick_vec_isa_chooses_from() -> None:
+    code = (
+        "import json, sys\n"
+        "from aotipre.runner import worker\n"
+        "import torch._inductor.cpu_vec_isa as isa\n"
+        "assert worker.probed_vec_isa() is None\n"
+        "names = [type(v).__name__ for v in isa.supported_vec_isa_list if ' ' not in str(v)]\n"
+        "names = [n for n in names if n.startswith('VecAVX')][-1:]\n"
+        "assert not worker.pin_vec_isa(names + ['VecMadeUp'])\n"
+        "isa.VecISA.check_build = lambda *a: sys.exit('the probe ran')\n"
+        "assert worker.pin_vec_isa(names)\n"
+        "picked = str(isa.pick_vec_isa())\n"
+        "print(json.dumps([worker.probed_vec_isa(), picked, names]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    probed, picked, names = json.loads(out.stdout.splitlines()[-1])
+    assert probed == names == ["VecAVX2"]  # torch 2.11-2.15 keep AVX2 last of the x86 ISAs
+    assert picked in ("", "avx2")  # "": a simdlen or ATEN_CPU_CAPABILITY filter
+
+
 def test_a_prewarmed_worker_waits_for_its_job_then_runs_it(pkg, tmp_path: Path) -> None:
     job_path = tmp_path / "job.json"
     result = tmp_path / "result.json"

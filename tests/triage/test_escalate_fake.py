@@ -3,6 +3,7 @@ misattribution, speculation, skips with reasons, the sanitizer and minifier plum
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -286,10 +287,18 @@ def cpu_exception_scenario() -> dict[str, Any]:
 
 
 def test_minifier_and_bundle_for_a_cpu_exception(crash: Crash, tmp_path: Path) -> None:
-    _, findings, run_crash = crash(cpu_exception_scenario(), model=token_model(device="cpu"))
+    seen = tmp_path / "jobs_seen.jsonl"
+    scenario = {**cpu_exception_scenario(), "jobs_seen": str(seen)}
+    _, findings, run_crash = crash(scenario, model=token_model(device="cpu"))
     assert codes(findings) == ["AOT602"] and run_crash is not None
+    assert run_crash.vec_isa is None  # the fake worker's load probes nothing
     bundle = tmp_path / "bundle"
+    # the CPU ISAs the check's load probed go to every triage worker (they skip the probe)...
+    run_crash = dataclasses.replace(run_crash, vec_isa=("VecAVX512", "VecAVX2"))
+    seen.unlink()
     esc = escalate(run_crash, TriageOptions(minify=True, artifacts=str(bundle)))
+    jobs = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert len(jobs) >= 3 and all(j["vec_isa"] == ["VecAVX512", "VecAVX2"] for j in jobs), jobs
     st = by_name(esc)
     assert "synchronously" in st["triage:sync-rerun"].detail
     assert st["triage:minify"].status is StageStatus.PASSED, st["triage:minify"].detail
@@ -322,6 +331,7 @@ def test_minifier_and_bundle_for_a_cpu_exception(crash: Crash, tmp_path: Path) -
         assert expected in names, (expected, sorted(names))
     job = json.loads((out / "steps/printer-3.json").read_text())
     assert job["package"] == "package.pt2" and job["workdir"] == "work"
+    assert "vec_isa" not in job  # ...but not to the bundle: another host probes its own
     assert job["steps"][0]["op"] == "compile" and job["steps"][0]["out"].startswith("work/")
     assert not any(s["op"] == "save_inputs" for s in job["steps"])
     # triage's workers load with the C++ loader alone (no CPU-ISA probe)

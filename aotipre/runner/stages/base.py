@@ -88,6 +88,9 @@ class RunCrash:
     archive: Archive | None = field(default=None, compare=False, repr=False)
     """The package's archive as the caller of run_dynamic_stages opened it (open while that
     caller's check runs); None: triage opens `package.path` when it needs it."""
+    vec_isa: tuple[str, ...] | None = None
+    """The CPU ISAs torch's probe found usable in the session's load (its `vec_isa`), handed to
+    triage's workers so that their compiles skip the probe (worker.pin_vec_isa); None: unknown."""
 
 
 def failure_of(

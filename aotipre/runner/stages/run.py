@@ -93,7 +93,14 @@ def _run_crash(s: Session, r: StepRecord, fail: Failure, findings: list[Finding]
         eager_error=f"{err.get('type')}: {first_line(err.get('message'))}" if err else "",
         host=host_traits(s.device_type),
         archive=s.callers_archive,
+        vec_isa=_probed_vec_isa(s),
     )
+
+
+def _probed_vec_isa(s: Session) -> tuple[str, ...] | None:
+    load = s.records.get("load")
+    names = load.entry.get("vec_isa") if load is not None else None
+    return tuple(str(n) for n in names) if isinstance(names, list) else None
 
 
 def _failure_findings(
