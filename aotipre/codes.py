@@ -857,7 +857,13 @@ ALL_CODES: tuple[Code, ...] = (
         "crashed, raised or hung (torch issue #194128: a data race in the loader's JSON reading).",
         "construct loaders one at a time (a process-wide mutex around the constructor), or use "
         "a torch with the fix",
-        ((W, "this run hit the race that AOT528 reports for this torch: the same risk"),),
+        (
+            (
+                W,
+                "this run hit the race that AOT528 reports for this torch, and the same loaders "
+                "constructed one at a time passed: the same risk",
+            ),
+        ),
     ),
     Code(
         "AOT527",
