@@ -31,7 +31,7 @@ from aotipre.findings import Finding, Severity, StageResult, StageStatus
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner.classify import watchdog_fired
-from aotipre.runner.proc import ProcessOutcome, run_process
+from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages import DynamicOptions, parse_device, run_dynamic_stages
 
 CANARY_VERSION = 1
@@ -193,23 +193,14 @@ def run_worker_job(
         **dict(job or {}),
         "steps": [dict(s) for s in steps],
     }
-    job_path = os.path.join(workdir, f"{tag}.json")
-    result_path = os.path.join(workdir, f"{tag}.result.json")
-    with open(job_path, "w") as f:
-        json.dump(body, f)
-    argv = launch.worker_argv(options.python, options.worker_command, job_path)
     child_env = dict(os.environ)
     child_env.update(options.extra_env)
     child_env.update(env or {})
-    budget = sum(
-        options.compile_timeout_s if s.get("op") == "compile" else options.timeout_s for s in steps
-    )
-    outcome = run_process(
-        argv,
+    argv, outcome = launch.run_job_file(
+        body,
+        lambda path: launch.worker_argv(options.python, options.worker_command, path),
         env=child_env,
-        timeout_s=budget + launch.STARTUP_SLACK_S,
-        cwd=workdir,
-        result_path=result_path,
+        budget_s=launch.job_budget_s(steps, options.timeout_s, options.compile_timeout_s),
     )
     result = outcome.result or {}
     done = result.get("steps") if isinstance(result.get("steps"), dict) else {}

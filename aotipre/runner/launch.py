@@ -7,9 +7,13 @@ harness (tests/fakes/cli_with_fake_worker.py) swaps the script at run time.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from aotipre.runner.proc import ProcessOutcome, run_process
 
 WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 RUNTIME_CHECK_ENV = {"AOTI_RUNTIME_CHECK_INPUTS": "1"}
@@ -29,3 +33,41 @@ def worker_argv(
 def worker_key(python: str | None, worker_command: Sequence[str] | None) -> tuple[str, ...]:
     """What identifies a kind of worker process (per-interpreter facts are cached under it)."""
     return tuple(worker_command or ()) or (python or sys.executable, WORKER_PATH)
+
+
+def job_budget_s(
+    steps: Iterable[Mapping[str, Any]], timeout_s: float, compile_timeout_s: float
+) -> float:
+    """What a worker may take over `steps`: each step's own `timeout_s`, else the compile limit
+    for a compile and the step limit for the rest (the worker's watchdog applies the same)."""
+    return sum(
+        float(s.get("timeout_s") or (compile_timeout_s if s.get("op") == "compile" else timeout_s))
+        for s in steps
+    )
+
+
+def run_job_file(
+    job: Mapping[str, Any],
+    argv_for: Callable[[str], tuple[str, ...]],
+    *,
+    env: Mapping[str, str],
+    budget_s: float,
+    on_output: Callable[[str], None] | None = None,
+) -> tuple[tuple[str, ...], ProcessOutcome]:
+    """Write `job` as `<workdir>/<tag>.json`, run the worker `argv_for(that path)` over it in
+    `workdir` within the budget plus start-up slack, and read `<tag>.result.json`. Never raises
+    because the worker crashed or hung: the outcome says so."""
+    workdir, tag = str(job["workdir"]), str(job["tag"])
+    job_path = os.path.join(workdir, f"{tag}.json")
+    with open(job_path, "w") as f:
+        json.dump(job, f)
+    argv = argv_for(job_path)
+    outcome = run_process(
+        argv,
+        env=dict(env),
+        timeout_s=budget_s + STARTUP_SLACK_S,
+        cwd=workdir,
+        result_path=os.path.join(workdir, f"{tag}.result.json"),
+        on_output=on_output,
+    )
+    return argv, outcome

@@ -14,7 +14,7 @@ from aotipre.pt2.reader import read_package
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner.classify import classify_run_failure, kernel_names
-from aotipre.runner.proc import ProcessOutcome, run_process
+from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
 from aotipre.triage.ladder import LadderStep, step_configs, step_env
@@ -321,10 +321,6 @@ class TriageSteps(TriageState):
         }
         if self.crash.vec_isa is not None:
             job["vec_isa"] = list(self.crash.vec_isa)  # the session's load probed; skip it here
-        job_path = os.path.join(self.workdir, f"{tag}.json")
-        result_path = os.path.join(self.workdir, f"{tag}.result.json")
-        with open(job_path, "w") as f:
-            json.dump(job, f)
         full_env = dict(os.environ)
         full_env.update(launch.RUNTIME_CHECK_ENV)
         full_env.update(self.crash.env)
@@ -334,19 +330,11 @@ class TriageSteps(TriageState):
         shown.update(self.crash.env)
         shown.update(env)
         shown.pop("AOTIPRE_FAKE_SCRIPT", None)
-        argv = (*prefix, *launch.worker_argv(opts.python, opts.worker_command, job_path))
-        budget = 0.0
-        for s in steps:
-            budget += float(
-                s.get("timeout_s")
-                or (opts.compile_timeout_s if s["op"] == "compile" else opts.timeout_s)
-            )
-        outcome = run_process(
-            argv,
+        argv, outcome = launch.run_job_file(
+            job,
+            lambda path: (*prefix, *launch.worker_argv(opts.python, opts.worker_command, path)),
             env=full_env,
-            timeout_s=budget + launch.STARTUP_SLACK_S,
-            cwd=self.workdir,
-            result_path=result_path,
+            budget_s=launch.job_budget_s(steps, opts.timeout_s, opts.compile_timeout_s),
         )
         return _Job(argv, shown, outcome, job, self.workdir, tag)
 

@@ -23,7 +23,6 @@ from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.runner import launch
 from aotipre.runner.proc import DEFAULT_MAX_CAPTURE_BYTES, ProcessOutcome, run_process
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
-from aotipre.runner.stages import jobs as jobs_mod
 from tests.fakes.specs import token_model, write_package
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -197,7 +196,7 @@ def test_gigabytes_on_stdout_are_read_in_bounded_memory(
         outcomes.append(run_process(*args, **kwargs))
         return outcomes[-1]
 
-    monkeypatch.setattr(jobs_mod, "run_process", recording)
+    monkeypatch.setattr(launch, "run_process", recording)
     tracemalloc.start()
     try:
         res, findings = faulty.run(hostile={"stdout_bytes": 4 * GiB}, probe=False)

@@ -3,7 +3,6 @@ every step it finished or died in (a death is classified from the step's own log
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from typing import Any
 
 from aotipre.runner import launch
 from aotipre.runner.classify import watchdog_fired
-from aotipre.runner.proc import ProcessOutcome, run_process
+from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages.base import PlannedStep, StepRecord
 
 
@@ -42,20 +41,9 @@ def run_job(
 ) -> JobResult:
     """Run one worker over `steps` (`job` is the job file without its steps). Never raises
     because the worker crashed or hung."""
-    tag = job["tag"]
-    job = {**job, "steps": [{"id": s.id, "op": s.op, **s.body} for s in steps]}
-    job_path = os.path.join(workdir, f"{tag}.json")
-    result_path = os.path.join(workdir, f"{tag}.result.json")
-    with open(job_path, "w") as f:
-        json.dump(job, f)
-    argv = argv_for(job_path)
-    outcome = run_process(
-        argv,
-        env=env,
-        timeout_s=budget_s + launch.STARTUP_SLACK_S,
-        cwd=workdir,
-        result_path=result_path,
-        on_output=on_output,
+    job = {**job, "workdir": workdir, "steps": [{"id": s.id, "op": s.op, **s.body} for s in steps]}
+    argv, outcome = launch.run_job_file(
+        job, argv_for, env=env, budget_s=budget_s, on_output=on_output
     )
     return absorb(steps, outcome, argv, shown_env)
 

@@ -299,8 +299,10 @@ class Session:
             "step_timeout_s": self.opts.timeout_s,
             "compile_timeout_s": self.opts.compile_timeout_s,
         }
-        budget = sum(
-            self.opts.compile_timeout_s if s.op == "compile" else self.opts.timeout_s for s in steps
+        budget = launch.job_budget_s(
+            ({"op": s.op, **s.body} for s in steps),
+            self.opts.timeout_s,
+            self.opts.compile_timeout_s,
         )
         done = jobs.run_job(
             job,
