@@ -183,6 +183,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         sample_inputs_member=next((m for m in samples if m in archive.members), None),
         weights_location=_weights_location(aoti, has_ep),
         notes=tuple(wrapper.notes) if wrapper is not None else (),
+        constants=wrapper.constants if wrapper is not None else (),
     )
     if contract is not None:
         model = replace(

@@ -173,6 +173,45 @@ class AotiPart:
     """What the .so / cubin members need, read from them (aotipre.binaries.facts)."""
 
 
+SWAPPABLE_KINDS = ("Parameter", "Buffer")
+"""Constant kinds a weight swap replaces (the module's state_dict); tensor constants are baked
+in, and a folded constant is recomputed from the ones it was folded from."""
+
+
+@dataclass(frozen=True)
+class ConstantSpec:
+    """One constant of the compiled model (wrapper.cpp's `constants_info_`): a weight, buffer,
+    lifted tensor constant or folded constant."""
+
+    name: str
+    """The compiled model's own name (`embed_weight`)."""
+    fqn: str | None
+    """The module path (`embed.weight`): what the user's state_dict and get_constant_fqns say."""
+    dtype: str | None
+    shape: tuple[int, ...] | None
+    kind: str | None
+    """Parameter, Buffer, TensorConstant, FoldedConstant or Unknown."""
+    from_folded: bool | None
+    data_size: int | None
+    """Bytes, as the wrapper records them."""
+
+    @property
+    def swappable(self) -> bool:
+        return self.kind in SWAPPABLE_KINDS and self.from_folded is not True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "fqn": self.fqn,
+            "dtype": self.dtype,
+            "shape": list(self.shape) if self.shape is not None else None,
+            "kind": self.kind,
+            "from_folded": self.from_folded,
+            "bytes": self.data_size,
+            "swappable": self.swappable,
+        }
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """One model inside the package, with its input contract."""
@@ -201,6 +240,8 @@ class ModelInfo:
     """AOTI-only, when the call has non-tensor leaves (arguments export specialized) whose place
     could not be told from wrapper.cpp: every (name, path) leaf of its in_spec_. Those that
     could be placed are inputs of kind `constant` instead."""
+    constants: tuple[ConstantSpec, ...] = ()
+    """The compiled model's constants, from its wrapper.cpp (none without one)."""
 
     @property
     def has_aoti(self) -> bool:
@@ -278,6 +319,7 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
         "inputs": [i.to_dict() for i in model.inputs],
         "outputs": [o.to_dict() if o is not None else None for o in model.outputs],
         "dynamic_dims": [s.to_dict() for s in model.symbols],
+        "constants": [c.to_dict() for c in model.constants],
         "kwargs": [k for k, _ in model.signature.kwargs] if model.signature else None,
         "notes": list(model.notes),
     }

@@ -6,7 +6,15 @@ import re
 from dataclasses import dataclass
 
 from aotipre.pt2.exported import ContractError, call_signature, leaf_paths, parse_treespec
-from aotipre.pt2.spec import CallSignature, Dim, DimBound, InputSpec, SymbolRange, TensorSpec
+from aotipre.pt2.spec import (
+    CallSignature,
+    ConstantSpec,
+    Dim,
+    DimBound,
+    InputSpec,
+    SymbolRange,
+    TensorSpec,
+)
 from aotipre.pt2.wrapper import WrapperContract, WrapperInput, parse_wrapper_cpp
 
 
@@ -24,6 +32,8 @@ class WrapperView:
     call_leaves: tuple[tuple[str, str], ...] = ()
     """Every (name, path) leaf of in_spec_, kept when the call has non-tensor leaves whose place
     could not be told (then inputs are matched by tensor order and signature is None)."""
+    constants: tuple[ConstantSpec, ...] = ()
+    """constants_info_, in the wrapper's order."""
 
 
 def contract_from_wrapper(text: str) -> WrapperView:
@@ -64,6 +74,18 @@ def contract_from_wrapper(text: str) -> WrapperView:
         notes=tuple(notes),
         specialized=specialized,
         call_leaves=unplaced,
+        constants=tuple(
+            ConstantSpec(
+                name=c.name,
+                fqn=c.original_fqn,
+                dtype=c.dtype,
+                shape=c.shape,
+                kind=c.kind,
+                from_folded=c.from_folded,
+                data_size=c.data_size,
+            )
+            for c in contract.constants
+        ),
     )
 
 

@@ -250,6 +250,35 @@ def render_package(
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def constants_summary(model: ModelInfo) -> str:
+    """`3 tensors, 15.8 KiB: 2 parameters, 1 buffer; a weight swap replaces 3 (by FQN, the JSON
+    lists them)`."""
+    consts = model.constants
+    total = sum(c.data_size or 0 for c in consts)
+    kinds: dict[str, int] = {}
+    for c in consts:
+        kind = "folded" if c.from_folded else (c.kind or "unknown").lower()
+        kinds[kind] = kinds.get(kind, 0) + 1
+    named = {"parameter": "parameter", "buffer": "buffer", "tensorconstant": "tensor constant"}
+    parts = [f"{n} {named.get(k, k)}{'' if n == 1 else 's'}" for k, n in sorted(kinds.items())]
+    swap = sum(1 for c in consts if c.swappable)
+    return (
+        f"{len(consts)} tensor{'' if len(consts) == 1 else 's'}, {_size(total)}: "
+        f"{', '.join(parts)}; a weight swap replaces {swap} (by FQN; the JSON lists them)"
+    )
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    value, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{value:.1f} {unit}"
+
+
 def _model_lines(model: ModelInfo) -> list[str]:
     aoti = model.aoti
     facts = [
@@ -277,6 +306,8 @@ def _model_lines(model: ModelInfo) -> list[str]:
             ["platform", f"{aoti.platform or '?'} / {aoti.machine or '?'}"],
             ["shared objects", ", ".join(s.rsplit("/", 1)[-1] for s in aoti.shared_objects)],
         ]
+        if model.constants:
+            facts.append(["constants", constants_summary(model)])
         user_keys = {k: v for k, v in aoti.metadata.items() if not k.startswith("AOTI_")}
         if user_keys:
             facts.append(["metadata", ", ".join(f"{k}={v}" for k, v in user_keys.items())])
