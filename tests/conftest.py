@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +18,14 @@ BUILDER = REPO / "scripts" / "build_fixtures.py"
 FIXTURE_DIR_ENV = "AOTIPRE_FIXTURE_DIR"
 """Set to build into (and read from) another directory than .fixture-cache/torch-<version>/."""
 BUILD_TIMEOUT_S = 1800
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started as a background job of a non-interactive shell (`cmd &`) inherits SIGINT
+    ignored, and so would every aotipre it starts: the Ctrl-C tests would test the launcher, not
+    aotipre. Give the suite, and through it its children, the interactive default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_builder(*args: str, timeout: float = BUILD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
