@@ -41,8 +41,11 @@ def check_canary(report: DoctorReport, device: str) -> None:
     assert canary.device == device
     assert canary.status in ("works", "needs_preload"), table
     # AOT528: this torch's C++ loader has the load_json_file race (torch #194128), a fact of the
-    # installed libtorch that the doctor's C++ row reports on every host that has it
-    codes = [f.code for f in report.findings if f.code != "AOT528"]
+    # installed libtorch that the doctor's C++ row reports on every host that has it; a run that
+    # hits it (the same loaders constructed one at a time pass) adds AOT526 as a warning
+    race = [f for f in report.findings if f.code == "AOT526"]
+    assert all(f.severity.value == "warning" and "hit by this run" in f.message for f in race)
+    codes = [f.code for f in report.findings if f.code not in ("AOT528", "AOT526")]
     if canary.status == "works":
         assert report.verdict is Verdict.PASS, table
         assert codes == [], table
@@ -51,7 +54,8 @@ def check_canary(report: DoctorReport, device: str) -> None:
         assert canary.preload and f"verified: with LD_PRELOAD={canary.preload}" in table
     (cpp,) = report.cpp
     assert cpp.device == device and cpp.status == "works", table
-    assert "loads and runs" in cpp.summary and "8 loaders constructed at once: ok" in cpp.summary
+    assert "loads and runs" in cpp.summary
+    assert ("8 loaders constructed at once: ok" in cpp.summary) is not bool(race), cpp.summary
     assert [s.status.value for s in canary.stages if s.name in ("run", "compare")] == [
         "passed",
         "passed",
