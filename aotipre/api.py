@@ -274,7 +274,8 @@ crash triage names the kernel."""
 
 
 def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
-    """The stages' options, with CheckOptions' custom-op registration and --cpp folded in."""
+    """The stages' options, with CheckOptions' custom-op registration, --cpp and the triage
+    options that apply to a compile fault (--no-escalate, --sanitizer) folded in."""
     from dataclasses import replace
 
     from aotipre.runner.stages import DynamicOptions
@@ -285,6 +286,12 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
         dynamic = replace(dynamic, cpp=True)
     if env and any(dynamic.extra_env.get(k) != v for k, v in env.items()):
         dynamic = replace(dynamic, extra_env={**dynamic.extra_env, **env})
+    if opts.triage is not None:  # the compile step's rungs of the triage ladder
+        dynamic = replace(
+            dynamic,
+            compile_fault_rerun=dynamic.compile_fault_rerun and opts.triage.escalate,
+            sanitizer=dynamic.sanitizer or opts.triage.sanitizer,
+        )
     return dynamic
 
 

@@ -17,6 +17,10 @@ from aotipre.runner.proc import ProcessOutcome, run_process
 
 WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 RUNTIME_CHECK_ENV = {"AOTI_RUNTIME_CHECK_INPUTS": "1"}
+SYNC_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+"""Synchronous launches (the failing call is the faulting kernel) and no caching allocator (an
+out-of-bounds access hits unmapped memory instead of a neighbour's block): crash triage's
+re-runs and the compile stage's fault re-run."""
 STARTUP_SLACK_S = 120.0
 """Backstop on top of the per-step limits: interpreter start, `import torch`, CUDA init."""
 

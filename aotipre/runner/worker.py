@@ -1527,7 +1527,8 @@ class Worker:
         os.makedirs(os.path.dirname(out), exist_ok=True)
         owners = user_kernel_owners(ep) if self.device.startswith("cuda") else {}
         entry["user_kernels"] = owners
-        with traced_triton_launches(owners) if owners else contextlib.nullcontext():
+        trace = bool(owners) or bool(step.get("trace_launches"))  # the fault re-run: every kernel
+        with traced_triton_launches(owners) if trace else contextlib.nullcontext():
             path = torch._inductor.aoti_compile_and_package(
                 ep, package_path=out, inductor_configs=configs
             )

@@ -7,13 +7,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aotipre.runner import launch
+
 # Every step runs in a fresh worker process: a CUDA fault poisons the CUDA context for the rest of
 # the process, so nothing after a fault can be trusted in the same process. Steps whose `after`
 # steps are done (or skipped) and whose needs hold start in parallel; see escalate.py.
 
-SYNC_ENV: Mapping[str, str] = {"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-"""Step 1's flags: synchronous launches (the failing call is the faulting kernel) and no caching
-allocator (an out-of-bounds access hits unmapped memory instead of a neighbour's block)."""
+SYNC_ENV: Mapping[str, str] = launch.SYNC_ENV
+"""Step 1's flags (the compile stage's fault re-run uses them too)."""
 PRINTER = "aot_inductor.debug_intermediate_value_printer"
 PRINTER_FILTER = "aot_inductor.filtered_kernel_names"
 KERNELS_PLACEHOLDER = "{kernels}"

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from aotipre.runner.classify import decisive_lines
+from aotipre.runner.sanitizer import SanitizerHit, sanitizer_hits
 from aotipre.triage.codegen import (
     FxNode,
     fx_nodes,
@@ -444,49 +445,6 @@ def blamed_op(text: str) -> BlamedOp | None:
     if names:
         return BlamedOp(names[0], line, later)
     return None
-
-
-@dataclass(frozen=True)
-class SanitizerHit:
-    """One compute-sanitizer error record."""
-
-    what: str
-    """`Invalid __global__ read of size 4 bytes`."""
-    kernel: str | None
-    lines: tuple[str, ...]
-
-
-_SAN_ERROR = re.compile(r"^=+ (Invalid __\w+__ (?:read|write|atomic).*|Out-of-range .*|.*Error.*)$")
-_SAN_TOOL_STATUS = re.compile(r"^=+ (?:ERROR SUMMARY|Program hit |Error: |Target application )")
-"""The tool's own status lines (API errors after the fault, the exit, the count): no records."""
-_SAN_AT = re.compile(r"^=+\s+at (?:0x[0-9a-f]+ in )?(?P<func>[\w:]+?)(?:\(|\+0x| in |$)")
-
-
-def sanitizer_hits(text: str, limit: int = 5) -> list[SanitizerHit]:
-    """compute-sanitizer's error records (memcheck): what, the kernel, the record's lines."""
-    out: list[SanitizerHit] = []
-    current: list[str] = []
-    what = ""
-    kernel: str | None = None
-    for raw in (text or "").splitlines():
-        line = raw.strip()
-        if not line.startswith("="):
-            continue
-        m = _SAN_ERROR.match(line)
-        if m and not _SAN_TOOL_STATUS.match(line):
-            if current:
-                out.append(SanitizerHit(what, kernel, tuple(current)))
-            what, kernel, current = m.group(1).strip(), None, [line]
-            continue
-        if current:
-            a = _SAN_AT.match(line)
-            if a and kernel is None:
-                kernel = a.group("func")
-            if len(current) < 6:
-                current.append(line)
-    if current:
-        out.append(SanitizerHit(what, kernel, tuple(current)))
-    return out[:limit]
 
 
 def with_input_names(stats: list[TensorStats], names: dict[str, str]) -> list[TensorStats]:

@@ -20,6 +20,7 @@ from aotipre.findings import StageResult, StageStatus
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.reader import read_package
 from aotipre.runner.classify import kernel_names
+from aotipre.runner.sanitizer import find_sanitizer
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
 from aotipre.triage.diagnosis import TensorStats
@@ -119,7 +120,7 @@ class TriageState:
             has_exported_program=self.ep_source is not None,
             exported_program_source=ep_note,
             sanitizer_flag=opts.sanitizer,
-            sanitizer_tool=_find_sanitizer() if self.device_type == "cuda" else None,
+            sanitizer_tool=find_sanitizer() if self.device_type == "cuda" else None,
             minify_flag=opts.minify,
             signal=rec.signal,
             failure_kind=crash.failure.kind,
@@ -291,18 +292,6 @@ def read_generated_code(package: str, model: str, crash: RunCrash | None = None)
     except (PackageError, OSError, UnicodeDecodeError):
         return out
     return out
-
-
-def _find_sanitizer() -> str | None:
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    for base in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if base:
-            path = os.path.join(base, "bin", "compute-sanitizer")
-            if os.access(path, os.X_OK):
-                return path
-    return None
 
 
 def read_log(path: str, tail: int | None = None) -> str:

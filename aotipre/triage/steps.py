@@ -15,6 +15,7 @@ from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner.classify import classify_run_failure, kernel_names
 from aotipre.runner.proc import ProcessOutcome
+from aotipre.runner.sanitizer import memcheck_prefix
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
 from aotipre.triage.ladder import LadderStep, step_configs, step_env
@@ -66,7 +67,7 @@ class TriageSteps(TriageState):
             step.id,
             [DIRECT_LOAD, {"id": "run", "op": "run"}],
             env=step_env(step, self.device_type),
-            prefix=(tool, "--tool", "memcheck", "--print-limit", "20", "--log-file", log),
+            prefix=memcheck_prefix(tool, log),
         )
         run = self._from_job(step, job)
         text = read_log(log)

@@ -220,3 +220,37 @@ def test_check_names_the_faulting_user_kernel(tmp_path: Path) -> None:
     assert "launched by probe::bad_double" in message, message
     by = {s.name: s for s in report.stages}
     assert by["compile"].env.get("CUDA_LAUNCH_BLOCKING") == "1"
+    # custom ops already compile synchronously: no re-run without --sanitizer, and it says how
+    assert "the compile already ran with synchronous launches" in message, message
+    assert "--sanitizer re-runs it under compute-sanitizer memcheck" in message, message
+
+
+def test_sanitizer_reruns_a_faulting_compile_and_names_the_kernel(tmp_path: Path) -> None:
+    """`check --sanitizer` on the same ExportedProgram: the faulted compile runs again under
+    compute-sanitizer memcheck, whose record (an invalid global read in the user's kernel) is
+    in the compile finding."""
+    from aotipre import api
+    from aotipre.runner.sanitizer import find_sanitizer
+    from aotipre.triage.escalate import TriageOptions
+
+    if find_sanitizer() is None:
+        pytest.skip("compute-sanitizer is not installed on this GPU host")
+    (tmp_path / "probe_ops.py").write_text(textwrap.dedent(PROBE_OPS))
+    proc = fresh(EXPORT_PROBE, str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    reg = Registration(imports=("probe_ops",), import_path=(str(tmp_path),))
+    options = api.CheckOptions(
+        dynamic=DynamicOptions(cache_dir=str(tmp_path / "cache"), device="cuda", probe=False),
+        registration=reg,
+        triage=TriageOptions(sanitizer=True),
+    )
+    report = api.check(tmp_path / "probe_ep.pt2", options)
+    (finding,) = [f for f in report.findings if f.stage == "compile"]
+    message = finding.message
+    assert "user Triton kernel bad_double_kernel" in message, message
+    assert "compute-sanitizer memcheck (compile re-run): Invalid __global__ read" in message, (
+        message,
+        finding.evidence,
+    )
+    assert "bad_double_kernel" in message.split("compute-sanitizer memcheck")[1], message
+    assert finding.evidence[0].startswith("========= Invalid __global__ read"), finding.evidence

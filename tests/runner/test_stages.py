@@ -41,7 +41,7 @@ def run(tmp_path: Path) -> Run:
         package = package or write_package(tmp_path / "pkg.pt2", model)
         options = DynamicOptions(
             worker_command=(sys.executable, FAKE),
-            extra_env={"AOTIPRE_FAKE_SCRIPT": json.dumps(script or {})},
+            extra_env={"AOTIPRE_FAKE_SCRIPT": json.dumps(script or {}), **opts.pop("env", {})},
             cache_dir=str(tmp_path / "cache"),
             **{"timeout_s": 30.0, **opts},
         )

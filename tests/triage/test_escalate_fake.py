@@ -251,7 +251,7 @@ def test_sanitizer_runs_when_asked_and_installed(
         "sys.exit(1 if subprocess.call(rest) else 0)\n"
     )
     tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setattr(triage_state, "_find_sanitizer", lambda: str(tool))
+    monkeypatch.setattr(triage_state, "find_sanitizer", lambda: str(tool))
     scenario = cuda_scenario()
     # as on the H100: the synchronous run aborts (c10::AcceleratorError), so under the sanitizer
     # the worker leaves no result and the tool exits 1

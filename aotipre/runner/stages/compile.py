@@ -1,5 +1,6 @@
 """The compile stage: when the model has an ExportedProgram and no AOTI code for the device (or
---recompile), aoti_compile_and_package in a worker, through the compile cache."""
+--recompile), aoti_compile_and_package in a worker, through the compile cache. A compile that
+faults on CUDA is run again to name the kernel (compile_fault.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from aotipre.findings import StageResult, StageStatus
 from aotipre.runner import cache as cache_mod
 from aotipre.runner.classify import classify_compile_failure
 from aotipre.runner.stages.base import PlannedStep, StepRecord, failure_of, host_traits, ok
+from aotipre.runner.stages.compile_fault import (
+    CompileFault,
+    faulting_kernel,
+    rerun_faulted_compile,
+)
 from aotipre.runner.stages.session import Session, Stage
+from aotipre.runner.user_kernels import describe
 
 
 class CompileStage(Stage):
@@ -27,6 +34,11 @@ class CompileStage(Stage):
         self.lookup_s = 0.0
         self.cache: cache_mod.CompileCache | None = None
         self.pending: cache_mod.PendingEntry | None = None
+        self.body: dict[str, Any] = {}
+        """The compile step's arguments (the fault re-run compiles the same way)."""
+        self.fault: CompileFault | None = None
+        """What the re-run of a compile that faulted on CUDA showed (compile_fault.py)."""
+        self.fault_tried = False
 
     def plan(self, s: Session) -> list[PlannedStep]:
         m = s.model
@@ -70,9 +82,8 @@ class CompileStage(Stage):
             self.note = "compiled without the cache"
         s.aoti_package = package_out
         s.aoti_model = "model"
-        return [
-            PlannedStep("compile", "compile", {"out": package_out, "inductor_configs": configs})
-        ]
+        self.body = {"out": package_out, "inductor_configs": configs}
+        return [PlannedStep("compile", "compile", dict(self.body))]
 
     def _cache_key(self, s: Session, configs: dict[str, Any]) -> str:
         m = s.model
@@ -94,7 +105,13 @@ class CompileStage(Stage):
         )
 
     def after_job(self, s: Session) -> None:
-        """Commit a finished compile to the cache (the next workers load the entry)."""
+        """Commit a finished compile to the cache (the next workers load the entry); re-run a
+        compile that faulted on CUDA (compile_fault.py)."""
+        failed = s.records.get("compile")
+        if failed is not None and not ok(failed) and not self.fault_tried:
+            self.fault_tried = True
+            self.fault = rerun_faulted_compile(s, failed, self.body)
+            s.compile_rerun = self.fault.record if self.fault else None
         if self.pending is None or self.cache is None or not ok(s.records.get("compile")):
             return
         rec = s.records["compile"]
@@ -149,13 +166,44 @@ class CompileStage(Stage):
             found("AOT409", f"{where}: the disk filled during the compile ({full})")
             return s.stage("compile", StageStatus.ERROR, f"could not compile: {full}", [r])
         elif r.status == "crash":
-            found("AOT502", f"{where}: the compiler process was killed by {r.signal}")
+            message, extra = self._fault_told(
+                s, f"{where}: the compiler process was killed by {r.signal}", "", ""
+            )
+            found("AOT502", message, **extra)
         elif r.status == "worker_error":
             return s.stage("compile", StageStatus.ERROR, f"worker failed: {r.detail}", [r])
         else:
             kernel = f" (kernel {fail.kernel})" if fail.kernel else ""
-            found("AOT501", f"{where} failed{kernel}: {fail.summary}")
-        return s.stage("compile", StageStatus.FAILED, fail.summary, [r])
+            message, extra = self._fault_told(s, f"{where} failed", kernel, f": {fail.summary}")
+            found("AOT501", message, **extra)
+        recs = [r, s.compile_rerun] if s.compile_rerun is not None else [r]
+        return s.stage("compile", StageStatus.FAILED, fail.summary, recs)
+
+    def _fault_told(
+        self, s: Session, head: str, kernel: str, tail: str
+    ) -> tuple[str, dict[str, Any]]:
+        """The compile finding (`head`, the `kernel` clause the error text named, `tail`) with
+        what the fault's re-run and the launch markers showed: the faulting kernel (and the
+        triton_op that launched it) in place of that clause, and compute-sanitizer's record."""
+        extra: dict[str, Any] = {}
+        launch = faulting_kernel(s)
+        named = launch is not None and (launch.user or self.fault is not None)
+        message = head + ("" if named else kernel) + tail
+        if launch is not None and named:
+            message += f"; the fault is in {describe(launch)}, while aoti_compile_and_package "
+            message += "autotuned it"
+            if launch.user:
+                extra["hint"] = (
+                    "fix the kernel's indexing (masks, bounds) in the triton_op; the launch grid "
+                    "and arguments are the op's"
+                )
+        if self.fault is not None:
+            message += f"; {self.fault.summary()}"
+            if self.fault.hits:
+                r = s.records["compile"]
+                fail = failure_of(classify_compile_failure, r, r.error)
+                extra["evidence"] = (*self.fault.hits[0].lines[:4], *fail.evidence[:2])
+        return message, extra
 
 
 _NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")

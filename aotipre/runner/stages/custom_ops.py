@@ -8,16 +8,16 @@ launch that caused it."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from aotipre.checks.custom_ops import Registration, register_hint
 from aotipre.errors import PackageError
-from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.findings import StageResult, StageStatus
 from aotipre.pt2.ops import CustomOp, archive_custom_ops, split_target
 from aotipre.runner.stages.base import PlannedStep, StepRecord, ok
+from aotipre.runner.stages.compile_fault import faulting_kernel
 from aotipre.runner.stages.session import Session, Stage
-from aotipre.runner.user_kernels import describe, faulting_launch
+from aotipre.runner.user_kernels import describe
 
 _MISSING = (
     re.compile(r"Could not find schema for (\w+::\w+(?:\.\w+)?)"),
@@ -69,12 +69,9 @@ class CustomOpsStage(Stage):
                 )
                 self._replace(s, r, "AOT121", message, hint=register_hint(op))
                 return s.stage(self.name, StageStatus.FAILED, f"{op.qualified} missing", [])
-        compile_rec = s.records.get("compile")
-        if compile_rec is not None and not ok(compile_rec):
-            launch = faulting_launch(compile_rec.log)
-            if launch is not None and launch.user:
-                self._name_kernel(s, compile_rec, describe(launch))
-                return s.stage(self.name, StageStatus.FAILED, describe(launch), [])
+        launch = faulting_kernel(s)  # the compile stage's finding names it
+        if launch is not None and launch.user:
+            return s.stage(self.name, StageStatus.FAILED, describe(launch), [])
         if not self.ops and not self.registration.given:
             return s.skipped(self.name, "the model calls no custom operator")
         load = s.records.get("load")
@@ -111,20 +108,6 @@ class CustomOpsStage(Stage):
         evidence: tuple[str, ...] = old[0].evidence if old else ()
         s.findings[:] = [f for f in s.findings if f not in old]
         s.add(code, message, r.id, evidence=evidence, **fields)  # type: ignore[arg-type]
-
-    def _name_kernel(self, s: Session, r: StepRecord, what: str) -> None:
-        for i, f in enumerate(s.findings):
-            if f.stage == "compile" and f.code in _GENERIC["compile"]:
-                s.findings[i] = _with_kernel(f, what)
-
-
-def _with_kernel(f: Finding, what: str) -> Finding:
-    return dataclasses.replace(
-        f,
-        message=f"{f.message}; the fault is in {what}, while aoti_compile_and_package autotuned it",
-        hint="fix the kernel's indexing (masks, bounds) in the triton_op; the launch grid and "
-        "arguments are the op's",
-    )
 
 
 def _first(text: object) -> str:

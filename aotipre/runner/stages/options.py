@@ -61,6 +61,11 @@ class DynamicOptions:
     """Interpreter for the workers; None: the running one (sys.executable)."""
     cpp: bool = False
     """Also load and run the package with the C++ loader (cpp-load, concurrency stages)."""
+    compile_fault_rerun: bool = True
+    """A compile that faults on CUDA runs once more with synchronous launches, to name the
+    kernel (crash triage's first rung for the compile step; off with --no-escalate)."""
+    sanitizer: bool = False
+    """That re-run goes under compute-sanitizer memcheck, when installed (--sanitizer; slow)."""
     worker_command: tuple[str, ...] | None = None
     """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
     perf: PerfOptions | None = field(default_factory=PerfOptions)

@@ -125,6 +125,9 @@ class Session:
         self.aoti_model = model.name
         self.need_compile = False
         """The ExportedProgram is compiled for this device (set by the compile stage's plan)."""
+        self.compile_rerun: StepRecord | None = None
+        """A compile that faulted on CUDA, run again with synchronous launches (and under
+        compute-sanitizer when asked): set by the compile stage (stages/compile_fault.py)."""
         self._archive = archive
         self._own_archive = False
         self.libstdcxx = LibstdcxxRetry(
@@ -246,7 +249,7 @@ class Session:
             job_steps = pending
             if pending[0].op not in ("compile", "load"):
                 job_steps = [PlannedStep(f"load#{self.jobs}", "load", {"with_ep": False}), *pending]
-            done_ids = self._run_job(job_steps)
+            done_ids = self._run_job(job_steps).seen
             for stage in self.stages:
                 stage.after_job(self)
             if self.libstdcxx.should_retry(self.records.get("load"), self.opts.extra_env, self.say):
@@ -278,9 +281,23 @@ class Session:
             )
         ]
 
-    def _run_job(self, steps: list[PlannedStep]) -> set[str]:
-        """Run one worker over `steps`, store the records of the steps it finished or died in,
-        and return their ids."""
+    def run_followup(
+        self, steps: list[PlannedStep], env: dict[str, str], prefix: tuple[str, ...] = ()
+    ) -> list[StepRecord]:
+        """One more worker over `steps`, with `env` added and `prefix` before its argv (a tool
+        that runs it, e.g. compute-sanitizer): its records are returned, not stored."""
+        return self._run_job(steps, env=env, prefix=prefix, store=False).records
+
+    def _run_job(
+        self,
+        steps: list[PlannedStep],
+        *,
+        env: dict[str, str] | None = None,
+        prefix: tuple[str, ...] = (),
+        store: bool = True,
+    ) -> jobs.JobResult:
+        """Run one worker over `steps` and store the records of the steps it finished or died
+        in (their ids are the result's `seen`)."""
         tag = f"job{self.jobs}"
         self.jobs += 1
         job = {
@@ -308,20 +325,21 @@ class Session:
             job,
             steps,
             workdir=self.workdir,
-            argv_for=lambda path: launch.worker_argv(
-                self.opts.python, self.opts.worker_command, path
+            argv_for=lambda path: (
+                *prefix,
+                *launch.worker_argv(self.opts.python, self.opts.worker_command, path),
             ),
-            env=self._job_env(),
+            env={**self._job_env(), **(env or {})},
             budget_s=budget,
-            shown_env=self._shown_env,
+            shown_env=lambda op: {**self._shown_env(op), **(env or {})},
             on_output=self._on_output,
         )
-        for rec in done.records:
-            self._store(rec)
         if done.records:
             # worker start-up (interpreter, import torch): shown apart from the first step's time
             done.records[0].startup_s += done.startup_s
-        return done.seen
+        for rec in done.records if store else ():
+            self._store(rec)
+        return done
 
     def _store(self, rec: StepRecord) -> None:
         if rec.id.startswith("load#"):
