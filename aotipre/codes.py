@@ -993,6 +993,18 @@ ALL_CODES: tuple[Code, ...] = (
         "run with AOTI_RUNTIME_CHECK_INPUTS=1, and validate sizes before calling",
         ((W, "an exception inside the model instead of the input check, not a crash"),),
     ),
+    Code(
+        "AOT613",
+        "unchecked-deployment-runs-out-of-range",
+        W,
+        C.DYNAMIC_RANGE,
+        "A size the runtime input check refuses (one above a dynamic dimension's maximum, or "
+        "below the compiled minimum) is refused only because aotipre sets "
+        "AOTI_RUNTIME_CHECK_INPUTS=1: a default deployment, without it, ran it silently "
+        "(outputs computed outside the compiled range) or crashed.",
+        "set AOTI_RUNTIME_CHECK_INPUTS=1 in the serving process, or validate input sizes "
+        "against the dynamic range before calling the model",
+    ),
     # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
     Code(
         "AOT640",

@@ -32,7 +32,7 @@ CPP_OK = {
 
 
 def test_cpp_stages_pass_on_good_records(run: Run) -> None:  # noqa: F811
-    res, findings = run(script=CPP_OK, cpp=True)
+    res, findings = run(script=CPP_OK, cpp=True, probe=False)  # the probes: tests/runner
     assert findings == []
     assert res["cpp-load"].status is StageStatus.PASSED
     assert "1 output(s) identical to the Python loader's" in res["cpp-load"].detail
@@ -53,7 +53,7 @@ def test_cpp_outputs_that_differ_and_a_concurrent_crash(run: Run) -> None:  # no
             None, returncode=-11, signal="SIGSEGV", phase="concurrent_construct"
         ),
     }
-    res, findings = run(script=script, cpp=True)
+    res, findings = run(script=script, cpp=True, probe=False)
     assert codes(findings) == ["AOT525", "AOT528", "AOT526"]
     assert "largest absolute difference 0.5" in findings[0].message
     assert "SIGSEGV during constructing the loaders concurrently" in findings[2].message
@@ -62,7 +62,7 @@ def test_cpp_outputs_that_differ_and_a_concurrent_crash(run: Run) -> None:  # no
     # the same loaders constructed one at a time passed: the known race, a warning
     serial = {"mode": "loaders", "ok": True, "identical": True, "serial_construct": True}
     retry = harness(serial, argv=["aotipre_harness", "--mode", "loaders", "--serial-construct"])
-    res, findings = run(script={**script, "cpp_loaders_serial": retry}, cpp=True)
+    res, findings = run(script={**script, "cpp_loaders_serial": retry}, cpp=True, probe=False)
     assert codes(findings) == ["AOT525", "AOT528", "AOT526"]
     assert findings[2].severity.value == "warning", findings[2].message
     assert "constructed one at a time" in findings[2].message

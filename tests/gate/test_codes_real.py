@@ -285,7 +285,11 @@ def test_aot610_declared_minimum_refused_by_the_compiled_code(dynamic: Dynamic) 
     # ep_only.pt2 declares batch >= 1; the code aotipre compiles from it checks >= 2 (AOTI
     # specializes sizes 0 and 1): batch 1 is refused under AOTI_RUNTIME_CHECK_INPUTS=1
     res, findings = dynamic("ep_only")
-    assert [(f.code, f.severity) for f in findings] == [("AOT610", Severity.WARNING)]
+    # AOT613: without the check (a default deployment) batch 1 and the over-max sizes run
+    assert [(f.code, f.severity) for f in findings] == [
+        ("AOT610", Severity.WARNING),
+        ("AOT613", Severity.WARNING),
+    ]
     f = findings[0]
     assert (f.input, f.dim) == ("x", 0)
     assert "AOTInductor specializes dynamic sizes 0 and 1 away" in f.message
@@ -295,7 +299,9 @@ def test_aot610_declared_minimum_refused_by_the_compiled_code(dynamic: Dynamic) 
 def test_aot611_over_max_accepted(dynamic: Dynamic) -> None:
     # the ExportedProgram says seq <= 64, the AOTI code checks <= 128: seq 65 runs
     res, findings = dynamic("wider_aoti", "aoti_inputs")
-    assert codes(findings) == ["AOT611"]
+    # AOT613: batch 65, refused under the runtime check, runs without it (not seq: accepted)
+    assert codes(findings) == ["AOT611", "AOT613"]
+    assert "ran silently" in findings[1].message and "seq" not in findings[1].message
     f = findings[0]
     assert (f.input, f.dim, f.expected, f.actual) == ("input_ids", 1, "<= 64", 65)
     assert f.severity is Severity.WARNING
@@ -305,7 +311,7 @@ def test_aot612_over_max_fails_inside_the_model(dynamic: Dynamic) -> None:
     # PosModel has 64 position rows; its AOTI code accepts seq up to 128: seq 65 reads past
     # the table and the kernel's bounds check raises instead of the input check
     res, findings = dynamic("pos_wider", "pos_inputs")
-    assert codes(findings) == ["AOT612"]
+    assert codes(findings) == ["AOT612", "AOT613"]  # AOT613: the batch over-max twin
     assert "index out of bounds" in findings[0].message
     assert (findings[0].input, findings[0].dim) == ("ids", 1)
 

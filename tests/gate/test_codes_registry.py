@@ -92,6 +92,7 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT610": (f"{G}/test_codes_real.py::test_aot610_declared_minimum_refused_by_the_compiled_code",),
     "AOT611": (f"{G}/test_codes_real.py::test_aot611_over_max_accepted",),
     "AOT612": (f"{G}/test_codes_real.py::test_aot612_over_max_fails_inside_the_model",),
+    "AOT613": (f"{REAL_STAGES}::test_healthy_aoti_package_runs_in_one_worker",),
     "AOT701": (f"{REAL_STAGES}::test_accuracy_mismatch_between_ep_and_aoti",),
     "AOT702": (f"{G}/test_codes_real.py::test_aot702_nan_in_outputs_aoti_only",),
     "AOT703": (f"{G}/test_codes_real.py::test_aot703_output_structure",),

@@ -59,7 +59,16 @@ def codes(findings: list[Finding]) -> list[str]:
 def test_healthy_package_passes_every_stage(run: Run) -> None:
     seen: list[str] = []
     res, findings = run(progress=seen.append)
-    assert findings == []
+    # the over-max probes are refused by the runtime check aotipre turns on; a default
+    # deployment (the variable unset) runs them: one AOT613 warning, nothing else
+    assert [(f.code, f.severity) for f in findings] == [("AOT613", Severity.WARNING)]
+    assert "=65 [input_ids dim 0, attention_mask dim 0] (max 64 + 1): ran silently" in (
+        findings[0].message
+    )
+    assert "AOTI_RUNTIME_CHECK_INPUTS=1, which aotipre sets" in findings[0].message
+    assert "rejected by the runtime check (opt-in); without it: ran silently" in (
+        res["probe"].detail
+    )
     assert res["compile"].status is StageStatus.SKIPPED
     assert "AOTI code for cpu" in res["compile"].detail
     for name in ("load", "run", "compare", "probe"):
@@ -117,6 +126,24 @@ def test_hang_is_stopped_by_the_per_step_watchdog(run: Run) -> None:
     assert res["run"].duration_s < 10
 
 
+def test_what_a_default_deployment_does_with_a_refused_size(run: Run) -> None:
+    # the twin of s0's over-max probe (run with AOTI_RUNTIME_CHECK_INPUTS unset) crashes, the
+    # twin of s1's is refused even so (an always-on check): only the crash is reported
+    script = {
+        "probe:s0:over:unchecked": {"crash": "SIGSEGV"},
+        "probe:s1:over:unchecked": {"entry": {"outcome": "rejected"}},
+    }
+    res, findings = run(script=script)
+    assert [(f.code, f.severity) for f in findings] == [("AOT613", Severity.WARNING)]
+    assert "(max 64 + 1): crashed (SIGSEGV)" in findings[0].message
+    assert "(s1)" not in findings[0].message
+    assert "without it: rejected as well" in res["probe"].detail
+    assert res["probe"].status is StageStatus.PASSED  # the package's own verdict stands
+    # probing off: no twin either
+    _, findings = run(probe=False)
+    assert findings == []
+
+
 def test_hang_past_the_watchdog_is_stopped_by_the_backstop(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,7 +158,7 @@ def test_hang_past_the_watchdog_is_stopped_by_the_backstop(
 
 def test_crashed_probe_moves_the_rest_to_a_fresh_worker(run: Run) -> None:
     res, findings = run(script={"probe:s0:max": {"crash": "SIGSEGV", "once": True}})
-    assert codes(findings) == ["AOT610"]
+    assert codes(findings) == ["AOT610", "AOT613"]
     f = findings[0]
     assert f.stage == "probe" and f.input == "input_ids" and f.dim == 0
     assert "crashed (SIGSEGV)" in f.message
@@ -161,7 +188,8 @@ def test_over_max_rejected_by_a_kernel_check_is_unclean(run: Run) -> None:
         "Exception raised from cpp_fused_embedding_0 at k.cpp:1",
     }
     res, findings = run(script={"probe:s1:over": {"entry": {"aoti_error": err}}})
-    assert codes(findings) == ["AOT612"]
+    assert codes(findings) == ["AOT612", "AOT613"]  # AOT613: s0's over, refused cleanly
+    assert "(s1)" not in findings[1].message
     assert findings[0].severity is Severity.WARNING
 
 
@@ -172,7 +200,8 @@ def test_min_rejected_by_runtime_check_is_a_contract_warning(run: Run) -> None:
         "but got: 1",
     }
     res, findings = run(script={"probe:s0:min": {"error": err}})
-    assert codes(findings) == ["AOT610"]
+    assert codes(findings) == ["AOT610", "AOT613"]
+    assert "(the declared minimum): ran silently" in findings[1].message
     f = findings[0]
     assert f.severity is Severity.WARNING
     assert "specializes dynamic sizes 0 and 1 away" in f.message
@@ -312,7 +341,7 @@ def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.Monk
     if lib is None:
         pytest.skip("no system libstdc++ on this host")
     res, findings = run(script={"load": {"crash": "SIGSEGV", "once": True}})
-    assert codes(findings) == ["AOT515"]
+    assert codes(findings) == ["AOT515", "AOT613"]
     assert findings[0].category.value == "environment"
     assert "not a model bug" in findings[0].message
     assert res["load"].status is StageStatus.FAILED

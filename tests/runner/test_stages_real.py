@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 import time
@@ -65,9 +66,44 @@ def errors(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity is Severity.ERROR]
 
 
-def test_healthy_aoti_package_runs_in_one_worker(check: Check) -> None:
+PLAIN_TORCH_OVER_MAX = """
+import os, sys, torch
+args, kwargs = torch.load(sys.argv[2])
+ids, mask = args
+model = torch._inductor.aoti_load_package(sys.argv[1])
+big = (torch.zeros(65, ids.shape[1], dtype=ids.dtype), torch.ones(65, mask.shape[1]))
+try:
+    out = model(*big)
+    print("ran", tuple(out.shape))
+except Exception as exc:
+    print("refused", str(exc).splitlines()[0])
+"""
+
+
+def plain_torch_over_max(package: Path, inputs: Path, check_inputs: bool) -> str:
+    """A fresh process, as a serving process runs it: batch 65 (the compiled max is 64)."""
+    env = {k: v for k, v in os.environ.items() if k != "AOTI_RUNTIME_CHECK_INPUTS"}
+    if check_inputs:
+        env["AOTI_RUNTIME_CHECK_INPUTS"] = "1"
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_TORCH_OVER_MAX, str(package), str(inputs)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_healthy_aoti_package_runs_in_one_worker(check: Check, pkg: Callable[[str], Path]) -> None:
     res, findings = check("aoti", "aoti_inputs")
-    assert findings == []
+    # the over-max probes are refused under AOTI_RUNTIME_CHECK_INPUTS=1 only; plain torch in a
+    # fresh process, as a default deployment runs, takes batch 65
+    assert plain_torch_over_max(pkg("aoti"), pkg("aoti_inputs"), False).startswith("ran")
+    assert plain_torch_over_max(pkg("aoti"), pkg("aoti_inputs"), True).startswith("refused")
+    assert [(f.code, f.severity) for f in findings] == [("AOT613", Severity.WARNING)]
+    message = findings[0].message
+    assert "=65 [args[0] dim 0, args[1] dim 0] (max 64 + 1): ran silently" in message
+    assert "=129 [args[0] dim 1, args[1] dim 1] (max 128 + 1): ran silently" in message
+    assert res["probe"].detail.count("(opt-in); without it: ran silently") == 2
     assert [res[n].status for n in ("run", "probe")] == [StageStatus.PASSED] * 2
     assert res["compare"].status is StageStatus.SKIPPED
     commands = {res[n].command for n in ("run", "probe")}
@@ -77,7 +113,7 @@ def test_healthy_aoti_package_runs_in_one_worker(check: Check) -> None:
 
 def test_both_package_compares_and_probes_the_bounds(check: Check) -> None:
     res, findings = check("both", "aoti_inputs")
-    assert findings == []
+    assert [f.code for f in findings] == ["AOT613"]  # see the test above
     assert res["compare"].status is StageStatus.PASSED
     assert "match the ExportedProgram" in res["compare"].detail
     detail = res["probe"].detail
@@ -137,8 +173,13 @@ def test_exported_program_compiles_passes_and_hits_the_cache(check: Check) -> No
     assert res["compile"].status is StageStatus.PASSED, res["compile"].detail
     assert "compiled into the cache" in res["compile"].detail
     assert res["compare"].status is StageStatus.PASSED
-    # batch 1 is declared valid, but AOTI's runtime check wants >= 2: a warning, not an error
-    assert [(f.code, f.severity) for f in findings] == [("AOT610", Severity.WARNING)]
+    # batch 1 is declared valid, but AOTI's runtime check wants >= 2: a warning, not an error;
+    # without the check (a default deployment) batch 1 and the over-max sizes run: AOT613
+    assert [(f.code, f.severity) for f in findings] == [
+        ("AOT610", Severity.WARNING),
+        ("AOT613", Severity.WARNING),
+    ]
+    assert "(the declared minimum): ran silently" in findings[1].message
     started = time.monotonic()
     res, _ = check("ep_only")
     warm = time.monotonic() - started
@@ -189,6 +230,9 @@ def test_cuda_package_runs(cuda_fixture_dir: Path, compile_cache: Path) -> None:
     assert [f.code for f in errors(findings)] == expected, findings
     assert res["run"].status is StageStatus.PASSED, res["run"].detail
     assert res["compare"].status is StageStatus.PASSED, res["compare"].detail
+    # each over-max size refused under the runtime check also ran on a copy without it (what a
+    # default deployment does with it on this card is recorded, not pinned: the closing note)
+    assert res["probe"].detail.count("(opt-in); without it: ") == 2, res["probe"].detail
     print({n: (r.status.value, round(r.duration_s, 2), r.detail) for n, r in res.items()})
     print([f.to_dict() for f in findings])
 
