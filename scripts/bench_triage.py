@@ -154,9 +154,30 @@ def manual(
 def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict[str, float | str]:
     from aotipre import CheckOptions, check
     from aotipre.runner.stages import DynamicOptions
+    from aotipre.triage import steps as triage_steps
     from aotipre.triage.escalate import TriageOptions
 
     events: list[tuple[float, str]] = []
+    phases: list[dict[str, object]] = []
+    from_job = triage_steps.TriageSteps._from_job
+
+    def recorded(self: object, step: object, job: object) -> object:
+        # where each triage worker's time went: its steps (compile, load, run) and the rest
+        # (interpreter start, import torch, exit)
+        spent = {
+            sid: round(float(e.get("duration_s") or 0.0), 3)
+            for sid, e in job.entries.items()  # type: ignore[attr-defined]
+            if isinstance(e, dict)
+        }
+        total = job.outcome.duration_s  # type: ignore[attr-defined]
+        spent["worker_total"] = round(total, 3)
+        spent["outside_steps"] = round(
+            total - sum(v for k, v in spent.items() if k != "worker_total"), 3
+        )
+        phases.append({"step": step.id, **spent})  # type: ignore[attr-defined]
+        return from_job(self, step, job)  # type: ignore[arg-type]
+
+    triage_steps.TriageSteps._from_job = recorded  # type: ignore[method-assign]
     started = time.monotonic()
     report = check(
         pkg,
@@ -168,6 +189,7 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
         ),
     )
     total = time.monotonic() - started
+    triage_steps.TriageSteps._from_job = from_job  # type: ignore[method-assign]
     crash = next((t for t, m in events if "triage:" in m), None)
     named = next((t for t, m in events if "triage: faulting kernel" in m), None)
     done = next((t for t, m in events if "triage: done" in m), None)
@@ -185,6 +207,17 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
         "kind": diag.kind if diag else "",
         "stats": bool(diag and diag.inputs),
         "events": [f"{t - started:7.2f} {m}" for t, m in events],
+        "triage_phases": phases,
+        "triage_stages": [
+            {
+                "name": st.name,
+                "status": st.status.value,
+                "s": round(st.duration_s, 3),
+                "detail": st.detail,
+            }  # fmt: skip
+            for st in report.stages
+            if st.name.startswith("triage:")
+        ],
     }
 
 
