@@ -998,12 +998,24 @@ ALL_CODES: tuple[Code, ...] = (
         "unchecked-deployment-runs-out-of-range",
         W,
         C.DYNAMIC_RANGE,
-        "A size the runtime input check refuses (one above a dynamic dimension's maximum, or "
-        "below the compiled minimum) is refused only because aotipre sets "
-        "AOTI_RUNTIME_CHECK_INPUTS=1: a default deployment, without it, ran it silently "
-        "(outputs computed outside the compiled range) or crashed.",
+        "An input the runtime input check refuses (a size one above a dynamic dimension's "
+        "maximum or below the compiled minimum, or the sample's values in a non-contiguous "
+        "layout) is refused only because aotipre sets AOTI_RUNTIME_CHECK_INPUTS=1: a default "
+        "deployment, without it, ran it silently (outputs computed outside the compiled range, "
+        "or from memory read with the wrong strides) or crashed.",
         "set AOTI_RUNTIME_CHECK_INPUTS=1 in the serving process, or validate input sizes "
-        "against the dynamic range before calling the model",
+        "against the dynamic range and pass contiguous tensors",
+    ),
+    Code(
+        "AOT614",
+        "probe-layout-not-refused",
+        E,
+        C.DYNAMIC_RANGE,
+        "An input with the sample's shape and values but a non-contiguous layout was not "
+        "refused by the runtime input check: the compiled model returned other outputs than "
+        "for the contiguous input, failed or crashed.",
+        "pass contiguous tensors (.contiguous()) and report the package's compile to PyTorch: "
+        "the runtime check should refuse strides the code was not compiled for",
     ),
     # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
     Code(

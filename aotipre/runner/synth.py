@@ -461,10 +461,12 @@ class ProbeCase:
     """One run at a dynamic dim's bound."""
 
     id: str
-    """`probe:<symbol>:min|max|over`."""
+    """`probe:<symbol>:min|max|over`, or `probe:input<tensor index>:layout`."""
     symbol: str
+    """The dynamic symbol probed; for a layout case, the input's name."""
     kind: str
-    """min, max or over (max + 1, which the runtime check must reject)."""
+    """min, max or over (max + 1, which the runtime check must reject), or layout (one input
+    with the same shape and values in a transposed, non-contiguous layout)."""
     value: int
     shapes: dict[int, tuple[int, ...]]
     """tensor_index -> shape for this run (every tensor input)."""
@@ -474,10 +476,14 @@ class ProbeCase:
     """max: the declared max exceeded the probe budget; `value` is the largest that fits."""
     dims: tuple[tuple[int, int], ...] = ()
     """(tensor_index, dim) pairs whose size is exactly this symbol."""
+    layout: tuple[int, ...] = ()
+    """layout: the tensor index re-laid out (the sample's last two dims swapped in memory)."""
+    strides: tuple[int, ...] = ()
+    """layout: the strides that input gets."""
 
     @property
     def expect(self) -> str:
-        return "reject" if self.kind == "over" else "ok"
+        return "reject" if self.kind in ("over", "layout") else "ok"
 
 
 @dataclass(frozen=True)
@@ -572,6 +578,43 @@ def plan_probes(model: ModelInfo, shapes: dict[int, tuple[int, ...]], budget: in
         else:
             notes.append(f"{symbol}: max+1 ({top + 1}) gives inputs over the probe budget")
     return ProbePlan(tuple(cases), tuple(notes))
+
+
+MAX_LAYOUT_CASES = 3
+"""Inputs given a non-contiguous layout by the probe (the first ones that can have one)."""
+
+
+def plan_layouts(model: ModelInfo, shapes: dict[int, tuple[int, ...]]) -> list[ProbeCase]:
+    """One case per tensor input (at most MAX_LAYOUT_CASES) whose sample has two trailing dims
+    above 1: the same shape and values laid out transposed (strides `(..., 1, rows)`), which
+    the compiled code, built for contiguous inputs, reads as if contiguous unless the runtime
+    check refuses it."""
+    cases: list[ProbeCase] = []
+    for spec in model.tensor_inputs:
+        t = spec.tensor_index
+        shape = shapes.get(t) if t is not None else None
+        if t is None or shape is None or len(shape) < 2 or shape[-1] < 2 or shape[-2] < 2:
+            continue
+        strides = [0] * len(shape)
+        step = 1
+        for d in [len(shape) - 2, len(shape) - 1, *range(len(shape) - 3, -1, -1)]:
+            strides[d] = step
+            step *= shape[d]
+        cases.append(
+            ProbeCase(
+                f"probe:input{t}:layout",
+                spec.name,
+                "layout",
+                0,
+                {},
+                None,
+                layout=(t,),
+                strides=tuple(strides),
+            )
+        )
+        if len(cases) == MAX_LAYOUT_CASES:
+            break
+    return cases
 
 
 def _largest_fitting(lo: int, hi: int, ok: Any) -> int | None:

@@ -565,6 +565,14 @@ def pin_vec_isa(names: list[str]) -> bool:
 # Comparison
 
 
+def transposed_layout(t: Any) -> Any:
+    """The same shape and values with the last two dims swapped in memory (strides
+    `(..., 1, rows)`): what a caller passing `x.T`-style views hands the model."""
+    if not isinstance(t, torch.Tensor) or t.dim() < 2:
+        raise StepError("a layout probe needs a tensor input of rank 2 or more")
+    return t.contiguous().transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
 def compare_outputs(
     aoti: Any, eager: Any, rtol: float | None, atol: float | None
 ) -> dict[str, Any]:
@@ -1673,12 +1681,19 @@ class Worker:
         for t_index, shape in shapes.items():
             leaf_i = tensors[t_index]
             new[leaf_i] = derive_tensor(leaves[leaf_i], list(shape), gen)
+        layout = [int(t) for t in step.get("layout") or ()]
+        if layout and max(layout) >= len(tensors):
+            raise StepError(
+                f"the probe plan names tensor input {max(layout)}, the inputs hold {len(tensors)}"
+            )
+        for t_index in layout:
+            new[tensors[t_index]] = transposed_layout(leaves[tensors[t_index]])
         p_args, p_kwargs = pytree.tree_unflatten(new, spec)
         entry["inputs"] = [tensor_summary(t) for t in flat_tensors((p_args, p_kwargs))]
         self.phase(entry, "call")
         unchecked = bool(step.get("unchecked"))
+        call = self.call_unchecked if unchecked else self.call_aoti
         try:
-            call = self.call_unchecked if unchecked else self.call_aoti
             out = call(tuple(p_args), dict(p_kwargs))
         except Exception as exc:
             entry["aoti_error"] = exception_info(exc)
@@ -1689,6 +1704,15 @@ class Worker:
             raise  # on CUDA anything but the input check may have poisoned the context
         entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
         entry["outcome"] = "accepted"
+        if layout:
+            # the reference: the same model on the same values, laid out as in the sample
+            self.phase(entry, "reference")
+            r_args, r_kwargs = pytree.tree_unflatten(leaves, spec)
+            ref = call(tuple(r_args), dict(r_kwargs))
+            entry["layout_compare"] = compare_outputs(
+                out, ref, self.job.get("rtol"), self.job.get("atol")
+            )
+            return
         if unchecked:
             return  # past the range: no reference to compare with (the eager graph refuses it)
         if step.get("eager") and step.get("expect") != "reject":

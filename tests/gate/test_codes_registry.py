@@ -173,6 +173,12 @@ RARE: dict[str, Rare] = {
         (f"{G}/test_codes_real.py::test_aot608_cuda_device_side_assert",),
         ("tests/runner/test_stages.py::test_cuda_stop_and_teardown_crash_leave_eager_to_a_fresh_worker",),
     ),
+    "AOT614": Rare(
+        "a non-contiguous input the compiled runtime check does not refuse: every package tried "
+        "here (torch 2.11-2.14, CPU and CUDA) refuses one",
+        (),
+        ("tests/runner/test_stages.py::test_layout_not_refused_by_the_check_is_an_error_fake",),
+    ),
     "AOT643": Rare(
         "GPU memory (the CUDA caching allocator) growing call after call: needs a CUDA host",
         (),

@@ -77,8 +77,12 @@ def test_healthy_package_passes_every_stage(run: Run) -> None:
     assert "input_ids in [0, 500)" in res["run"].detail
     assert res["run"].env["AOTI_RUNTIME_CHECK_INPUTS"] == "1"
     assert res["run"].command[-1].endswith("job0.json")
-    # batch 1..64 and seq 2..128, each at min, max and max+1
-    assert res["probe"].detail.count("rejected by the runtime check") == 2
+    # batch 1..64 and seq 2..128, each at min, max and max+1; then each input laid out
+    # non-contiguously: the check refuses 2 sizes and 2 layouts
+    assert res["probe"].detail.count("rejected by the runtime check") == 4
+    assert "input_ids non-contiguous: rejected by the runtime check (opt-in); without it: ran " \
+        "silently and returned outputs that differ" in res["probe"].detail
+    assert "input_ids with strides (1, 8)" in findings[0].message  # the sample: [8, seq]
     assert "batch (s0)=64" in res["probe"].detail
     assert "model: loading" in seen and "model: probing s1 one past its max" in seen
 
@@ -174,11 +178,45 @@ def test_over_max_accepted_and_crashing(run: Run) -> None:
         "probe:s1:over": {"crash": "SIGSEGV", "once": True},
     }
     res, findings = run(script=script)
-    assert codes(findings) == ["AOT611", "AOT612"]
-    accepted, crashed = findings
+    assert codes(findings) == ["AOT611", "AOT612", "AOT613"]
+    accepted, crashed, layouts = findings
+    assert "=65" not in layouts.message and "mask with strides" in layouts.message
     assert accepted.severity is Severity.WARNING and accepted.actual == 65
     assert "one above the maximum 64" in accepted.message
     assert crashed.severity is Severity.ERROR and "crashed (SIGSEGV)" in crashed.message
+
+
+def test_layout_not_refused_by_the_check_is_an_error_fake(run: Run) -> None:
+    """Fake worker: a non-contiguous input that the checked model runs into other outputs, or
+    crashes on, instead of refusing it (AOT614); a default deployment that returns the same
+    outputs for it is no AOT613 case."""
+    differ = {"index": 0, "kind": "tensor", "numel": 8, "mismatches": 3, "max_abs": 2.0}
+    same = {"index": 0, "kind": "tensor", "numel": 8, "mismatches": 0, "max_abs": 0.0}
+    script = {
+        "probe:input0:layout": {
+            "entry": {
+                "outcome": "accepted",
+                "aoti_error": None,
+                "layout_compare": {"structure": None, "outputs": [differ]},
+            }
+        },
+        "probe:input1:layout": {"crash": "SIGSEGV", "once": True},
+        "probe:input0:layout:unchecked": {
+            "entry": {"layout_compare": {"structure": None, "outputs": [same]}}
+        },
+    }
+    res, findings = run(script=script)
+    assert codes(findings) == ["AOT614", "AOT614", "AOT613"]
+    wrong, crashed, unchecked = findings
+    assert wrong.severity is Severity.ERROR and wrong.input == "input_ids"
+    assert "ran under the runtime check and returned outputs that differ" in wrong.message
+    assert "output 0: 3 of 8 values, max abs diff 2" in wrong.message
+    assert crashed.input == "attention_mask" and "crashed (SIGSEGV)" in crashed.message
+    assert res["probe"].status is StageStatus.FAILED
+    # sizes only: input_ids's twin returned the same outputs, attention_mask's twin never ran
+    # a checked refusal
+    assert "strides" not in unchecked.message
+    assert "input_ids non-contiguous: accepted, outputs differ" in res["probe"].detail
 
 
 def test_over_max_rejected_by_a_kernel_check_is_unclean(run: Run) -> None:

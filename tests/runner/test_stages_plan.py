@@ -44,6 +44,19 @@ def test_probe_plan_min_max_over() -> None:
     assert plan.notes == ()
 
 
+def test_layout_cases_need_two_trailing_dims_above_one() -> None:
+    # [3, 10] gets the transposed strides (1, 3); a trailing size-1 dim has no other layout
+    # the strides check could refuse (torch ignores strides of size-1 dims), nor does rank 1
+    cases = synth.plan_layouts(token_model(), {0: (3, 10), 1: (3, 1)})
+    assert [(c.id, c.symbol, c.layout, c.strides, c.expect) for c in cases] == [
+        ("probe:input0:layout", "input_ids", (0,), (1, 3), "reject")
+    ]
+    assert synth.plan_layouts(token_model(), {0: (1, 10), 1: (2, 2)})[0].symbol == "attention_mask"
+    assert synth.plan_layouts(token_model(), {0: (5,), 1: (1, 1)}) == []
+    # rank 3: the last two dims swap, the leading one stays outermost
+    assert synth.plan_layouts(token_model(), {0: (2, 3, 4), 1: (1, 1)})[0].strides == (12, 1, 3)
+
+
 def test_probe_budget_caps_the_max_and_drops_the_over_probe() -> None:
     plan = synth.plan_probes(token_model(), {0: (4, 10), 1: (4, 10)}, budget=400)
     by_id = {c.id: c for c in plan.cases}

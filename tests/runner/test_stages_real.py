@@ -66,44 +66,62 @@ def errors(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity is Severity.ERROR]
 
 
-PLAIN_TORCH_OVER_MAX = """
+PLAIN_TORCH_DEFAULT = """
 import os, sys, torch
 args, kwargs = torch.load(sys.argv[2])
 ids, mask = args
 model = torch._inductor.aoti_load_package(sys.argv[1])
-big = (torch.zeros(65, ids.shape[1], dtype=ids.dtype), torch.ones(65, mask.shape[1]))
-try:
-    out = model(*big)
-    print("ran", tuple(out.shape))
-except Exception as exc:
-    print("refused", str(exc).splitlines()[0])
+def call(*inputs):
+    try:
+        return model(*inputs)
+    except Exception as exc:
+        return "refused " + str(exc).splitlines()[0]
+def transposed(t):
+    return t.contiguous().transpose(-1, -2).contiguous().transpose(-1, -2)
+ref = model(ids, mask)
+out = call(torch.zeros(65, ids.shape[1], dtype=ids.dtype), torch.ones(65, mask.shape[1]))
+print("over", out if isinstance(out, str) else f"ran {tuple(out.shape)}")
+for name, inputs in (("ids", (transposed(ids), mask)), ("mask", (ids, transposed(mask)))):
+    out = call(*inputs)
+    print(name, out if isinstance(out, str) else "same" if torch.equal(out, ref) else "differs")
 """
 
 
-def plain_torch_over_max(package: Path, inputs: Path, check_inputs: bool) -> str:
-    """A fresh process, as a serving process runs it: batch 65 (the compiled max is 64)."""
+def plain_torch_default(package: Path, inputs: Path, check_inputs: bool) -> dict[str, str]:
+    """A fresh process, as a serving process runs it: batch 65 (the compiled max is 64), then
+    each input in a transposed layout, compared with the contiguous sample's outputs."""
     env = {k: v for k, v in os.environ.items() if k != "AOTI_RUNTIME_CHECK_INPUTS"}
     if check_inputs:
         env["AOTI_RUNTIME_CHECK_INPUTS"] = "1"
     proc = subprocess.run(
-        [sys.executable, "-c", PLAIN_TORCH_OVER_MAX, str(package), str(inputs)],
+        [sys.executable, "-c", PLAIN_TORCH_DEFAULT, str(package), str(inputs)],
         capture_output=True, text=True, timeout=600, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout.strip().splitlines()[-1]
+    lines = proc.stdout.strip().splitlines()[-3:]
+    return dict(line.split(" ", 1) for line in lines)
 
 
 def test_healthy_aoti_package_runs_in_one_worker(check: Check, pkg: Callable[[str], Path]) -> None:
     res, findings = check("aoti", "aoti_inputs")
-    # the over-max probes are refused under AOTI_RUNTIME_CHECK_INPUTS=1 only; plain torch in a
-    # fresh process, as a default deployment runs, takes batch 65
-    assert plain_torch_over_max(pkg("aoti"), pkg("aoti_inputs"), False).startswith("ran")
-    assert plain_torch_over_max(pkg("aoti"), pkg("aoti_inputs"), True).startswith("refused")
+    # the over-max probes and transposed layouts are refused under AOTI_RUNTIME_CHECK_INPUTS=1
+    # only; plain torch in a fresh process, as a default deployment runs, takes batch 65, reads
+    # transposed ids as if contiguous (other outputs) and a transposed mask correctly
+    plain = plain_torch_default(pkg("aoti"), pkg("aoti_inputs"), False)
+    assert plain["over"].startswith("ran") and (plain["ids"], plain["mask"]) == ("differs", "same")
+    checked = plain_torch_default(pkg("aoti"), pkg("aoti_inputs"), True)
+    assert all(v.startswith("refused") for v in checked.values()), checked
     assert [(f.code, f.severity) for f in findings] == [("AOT613", Severity.WARNING)]
     message = findings[0].message
     assert "=65 [args[0] dim 0, args[1] dim 0] (max 64 + 1): ran silently" in message
     assert "=129 [args[0] dim 1, args[1] dim 1] (max 128 + 1): ran silently" in message
-    assert res["probe"].detail.count("(opt-in); without it: ran silently") == 2
+    assert "args[0] with strides (1, 3) (the sample's values, not contiguous): ran silently " \
+        "and returned outputs that differ from the contiguous input's" in message
+    assert "args[1] with strides" not in message
+    detail = res["probe"].detail
+    assert detail.count("(opt-in); without it: ran silently") == 3
+    assert "args[1] non-contiguous: rejected by the runtime check (opt-in); without it: ran " \
+        "and returned the same outputs as contiguous" in detail
     assert [res[n].status for n in ("run", "probe")] == [StageStatus.PASSED] * 2
     assert res["compare"].status is StageStatus.SKIPPED
     commands = {res[n].command for n in ("run", "probe")}
@@ -118,7 +136,8 @@ def test_both_package_compares_and_probes_the_bounds(check: Check) -> None:
     assert "match the ExportedProgram" in res["compare"].detail
     detail = res["probe"].detail
     assert res["probe"].status is StageStatus.PASSED
-    assert detail.count("rejected by the runtime check") == 2  # batch 65 and seq 129
+    # batch 65 and seq 129, and each input laid out non-contiguously
+    assert detail.count("rejected by the runtime check") == 4
     assert "=64 [input_ids dim 0, attention_mask dim 0]: ok" in detail
     assert "=128 [input_ids dim 1, attention_mask dim 1]: ok" in detail
 

@@ -1,5 +1,7 @@
 """The probe stage: each dynamic dim at its min and max (capped by --probe-budget elements per
-input), and max+1, which the runtime input check must reject cleanly."""
+input), and max+1, which the runtime input check must reject cleanly; each input of rank 2 or
+more in a non-contiguous layout, which the check must reject too. What the check refuses runs
+again without it, as a default deployment runs it."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from aotipre.runner.stages.base import (
 )
 from aotipre.runner.stages.compare import compare_findings
 from aotipre.runner.stages.session import Session, Stage
-from aotipre.runner.synth import ProbeCase, ProbePlan, plan_probes
+from aotipre.runner.synth import ProbeCase, ProbePlan, plan_layouts, plan_probes
 
 _PROBE_WORDS = {
     "min": "at its min",
@@ -25,6 +27,8 @@ _PROBE_WORDS = {
     "over": "one past its max",
     "min:unchecked": "at its min without the runtime check",
     "over:unchecked": "one past its max without the runtime check",
+    "layout": "laid out non-contiguously",
+    "layout:unchecked": "laid out non-contiguously without the runtime check",
 }
 """How a probe case reads in the progress line (`probing s77 one past its max`)."""
 UNCHECKED = ":unchecked"
@@ -44,6 +48,9 @@ class ProbeStage(Stage):
         if op != "probe":
             return None
         symbol, _, kind = rest.partition(":")
+        if kind.startswith("layout") and self.plan_ is not None:
+            case = next((c for c in self.plan_.cases if c.id == f"probe:{symbol}:layout"), None)
+            symbol = case.symbol if case is not None else symbol
         return f"probing {symbol} {_PROBE_WORDS.get(kind, 'at ' + kind)}"
 
     def plan(self, s: Session) -> list[PlannedStep]:
@@ -52,13 +59,19 @@ class ProbeStage(Stage):
         m = s.model
         shapes = s.inputs.shapes
         self.why_not = s.inputs.shapes_unknown
-        if not m.symbols:
-            self.why_not = "the model has no dynamic dims"
-            return []
         if len(shapes) != len(m.tensor_inputs):
+            if not m.symbols:
+                self.why_not = "the model has no dynamic dims"
             self.why_not = self.why_not or "the input shapes could not be matched to the contract"
             return []
-        plan = plan_probes(m, shapes, s.opts.probe_budget)
+        plan = ProbePlan(())
+        if m.symbols:
+            plan = plan_probes(m, shapes, s.opts.probe_budget)
+        layouts = plan_layouts(m, shapes)
+        if not m.symbols and not layouts:
+            self.why_not = "the model has no dynamic dims and no input of rank 2 or more"
+            return []
+        plan = ProbePlan((*plan.cases, *layouts), plan.notes)
         self.plan_ = plan
         eager = m.has_exported_program
         steps = [
@@ -67,6 +80,7 @@ class ProbeStage(Stage):
                 "probe",
                 {
                     "shapes": {str(k): list(v) for k, v in case.shapes.items()},
+                    "layout": list(case.layout),
                     "expect": case.expect,
                     "eager": eager,
                     "requires": ["run"],
@@ -83,6 +97,7 @@ class ProbeStage(Stage):
                 "probe",
                 {
                     "shapes": {str(k): list(v) for k, v in case.shapes.items()},
+                    "layout": list(case.layout),
                     "expect": "reject",
                     "unchecked": True,
                     # not the checked case: on torch 2.11 CUDA its refusal is a step error
@@ -91,7 +106,7 @@ class ProbeStage(Stage):
                 probe=case,
             )
             for case in plan.cases
-            if case.kind in ("over", "min")
+            if case.kind in ("over", "min", "layout")
         ]
         return steps
 
@@ -124,7 +139,10 @@ class ProbeStage(Stage):
             if r is None:
                 parts.append(f"{case.symbol}={case.value} not run")
                 continue
-            parts.append(_probe_case(s, case, r, unchecked))
+            if case.kind == "layout":
+                parts.append(_layout_case(s, case, r, unchecked))
+            else:
+                parts.append(_probe_case(s, case, r, unchecked))
         unchecked_finding(s, unchecked)
         # a twin that could not tell (worker_error) leaves the checked verdict standing
         errors = [r for r in recs if r.status == "worker_error" and not r.id.endswith(UNCHECKED)]
@@ -255,6 +273,70 @@ def _over_max(
     return f"{label}: {what}"
 
 
+def _layout_case(s: Session, case: ProbeCase, r: StepRecord, unchecked: list[Any]) -> str:
+    """An input with its sample's shape and values but a non-contiguous layout: the compiled
+    code indexes inputs with the strides it was compiled for, so the runtime check must refuse
+    it; what a default deployment (no check) does with it is the twin's part."""
+    spec = tensor_input(s.model, case.layout[0])
+    label = (
+        f"{case.symbol} with strides {tuple(case.strides)} (the sample's values, not contiguous)"
+    )
+    short = f"{case.symbol} non-contiguous"
+    subject: dict[str, Any] = {"input": case.symbol, "position": spec.position if spec else None}
+    if r.status == "worker_error":
+        return f"{short}: worker failed ({r.detail})"
+    err = r.entry.get("aoti_error") or r.error
+    outcome = r.entry.get("outcome")
+    if r.status == "ok" and outcome == "accepted":
+        wrong = layout_difference(r.entry.get("layout_compare"))
+        if not wrong:
+            return f"{short}: accepted, same outputs as contiguous"
+        s.add(
+            "AOT614",
+            f"{label} ran under the runtime check and returned {wrong}",
+            "probe",
+            expected="refused by the runtime check, or the same outputs as the contiguous input",
+            actual=wrong,
+            **subject,
+        )
+        return f"{short}: accepted, outputs differ"
+    fail = failure_of(classify_run_failure, r, err)
+    if fail.kind == "input_check" and (r.status == "error" or outcome == "rejected"):
+        without = _unchecked(s, case, label, unchecked)
+        return f"{short}: rejected by the runtime check (opt-in){without}"
+    what = _what_failed(r, fail.summary)
+    s.add(
+        "AOT614",
+        f"{label} {what} instead of being refused by the runtime input check",
+        "probe",
+        evidence=fail.evidence,
+        **subject,
+    )
+    return f"{short}: {what}"
+
+
+def layout_difference(cmp: Any) -> str:
+    """'' when a layout run's outputs equal the contiguous run's, else how they differ."""
+    if not isinstance(cmp, dict):
+        return "outputs that could not be compared"
+    if cmp.get("structure"):
+        return f"differently structured outputs ({cmp['structure']})"
+    parts = []
+    for o in cmp.get("outputs") or []:
+        i = o.get("index")
+        if o.get("kind") == "value" and not o.get("equal"):
+            parts.append(f"output {i}: {o.get('aoti')} instead of {o.get('eager')}")
+        elif o.get("structure"):
+            parts.append(f"output {i}: {o.get('dtype')}{o.get('shape')}")
+        elif o.get("mismatches"):
+            biggest = o.get("max_abs")
+            by = f", max abs diff {biggest:.3g}" if isinstance(biggest, (int, float)) else ""
+            parts.append(f"output {i}: {o['mismatches']} of {o.get('numel')} values{by}")
+    if not parts:
+        return ""
+    return f"outputs that differ from the contiguous input's ({'; '.join(parts)})"
+
+
 def _unchecked(s: Session, case: ProbeCase, label: str, found: list[Any]) -> str:
     """What a default deployment did with a case the runtime check refused (its twin step,
     run with AOTI_RUNTIME_CHECK_INPUTS unset), added to `found` when it ran or failed; returns
@@ -266,11 +348,16 @@ def _unchecked(s: Session, case: ProbeCase, label: str, found: list[Any]) -> str
         return f"; without it: not known ({r.detail})"
     if r.status == "ok" and r.entry.get("outcome") == "rejected":
         return "; without it: rejected as well"
-    if r.status == "ok":
+    evidence: tuple[str, ...] = ()
+    if r.status == "ok" and case.kind == "layout":
+        wrong = layout_difference(r.entry.get("layout_compare"))
+        if not wrong:
+            return "; without it: ran and returned the same outputs as contiguous"
+        what = f"ran silently and returned {wrong}"
+    elif r.status == "ok":
         outputs = r.entry.get("outputs") or []
         bad = sum(int(o.get("nan") or 0) + int(o.get("inf") or 0) for o in outputs)
         what = "ran silently" + (f" ({bad} output values NaN/Inf)" if bad else "")
-        evidence: tuple[str, ...] = ()
     else:
         fail = failure_of(classify_run_failure, r, r.entry.get("aoti_error") or r.error)
         what, evidence = _what_failed(r, fail.summary), fail.evidence
@@ -279,20 +366,37 @@ def _unchecked(s: Session, case: ProbeCase, label: str, found: list[Any]) -> str
 
 
 def unchecked_finding(s: Session, found: list[Any]) -> None:
-    """One AOT613 for the model: the sizes the runtime check refused that a default deployment
-    (AOTI_RUNTIME_CHECK_INPUTS unset) ran anyway or failed on."""
+    """One AOT613 for the model: the sizes and layouts the runtime check refused that a default
+    deployment (AOTI_RUNTIME_CHECK_INPUTS unset) ran anyway or failed on."""
     if not found:
         return
     cases = "; ".join(f"{label}: {what}" for _, label, what, _ in found)
-    first = found[0][0]
-    rng = s.model.symbol(first.symbol)
+    sizes = [c for c, *_ in found if c.kind != "layout"]
+    layouts = [c for c, *_ in found if c.kind == "layout"]
+    why = []
+    if sizes:
+        why.append("Outputs for sizes outside the compiled range are not checked by anything")
+    if layouts:
+        why.append(
+            "The compiled code reads every input as laid out with the strides it was compiled "
+            "for; pass contiguous tensors (.contiguous())"
+        )
+    expected = []
+    if sizes and (rng := s.model.symbol(sizes[0].symbol)) is not None:
+        expected.append(f"{sizes[0].symbol} in [{rng.min}, {rng.max}]")
+    if layouts:
+        expected.append("contiguous inputs")
     s.add(
         "AOT613",
-        f"the runtime input check refused {len(found)} probe size(s) only because aotipre runs "
-        f"with {OPT_IN}; without it the compiled model took them: {cases}. Outputs for sizes "
-        "outside the compiled range are not checked by anything",
+        f"the runtime input check refused {len(found)} probe input(s) only because aotipre runs "
+        f"with {OPT_IN}; without it the compiled model took them: {cases}. {'. '.join(why)}",
         "probe",
         evidence=next((e for *_, e in found if e), ()),
-        expected=f"{first.symbol} in [{rng.min}, {rng.max}]" if rng is not None else None,
-        actual="; ".join(f"{c.symbol}={c.value}: {what}" for c, _, what, _ in found),
+        expected="; ".join(expected) or None,
+        actual="; ".join(
+            f"{c.symbol} strides {c.strides}: {what}"
+            if c.kind == "layout"
+            else f"{c.symbol}={c.value}: {what}"
+            for c, _, what, _ in found
+        ),
     )
