@@ -80,8 +80,10 @@ def test_healthy_package_passes_every_stage(run: Run) -> None:
     # batch 1..64 and seq 2..128, each at min, max and max+1; then each input laid out
     # non-contiguously: the check refuses 2 sizes and 2 layouts
     assert res["probe"].detail.count("rejected by the runtime check") == 4
-    assert "input_ids non-contiguous: rejected by the runtime check (opt-in); without it: ran " \
+    assert (
+        "input_ids non-contiguous: rejected by the runtime check (opt-in); without it: ran "
         "silently and returned outputs that differ" in res["probe"].detail
+    )
     assert "input_ids with strides (1, 8)" in findings[0].message  # the sample: [8, seq]
     assert "batch (s0)=64" in res["probe"].detail
     assert "model: loading" in seen and "model: probing s1 one past its max" in seen

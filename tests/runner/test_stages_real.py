@@ -115,13 +115,17 @@ def test_healthy_aoti_package_runs_in_one_worker(check: Check, pkg: Callable[[st
     message = findings[0].message
     assert "=65 [args[0] dim 0, args[1] dim 0] (max 64 + 1): ran silently" in message
     assert "=129 [args[0] dim 1, args[1] dim 1] (max 128 + 1): ran silently" in message
-    assert "args[0] with strides (1, 3) (the sample's values, not contiguous): ran silently " \
+    assert (
+        "args[0] with strides (1, 3) (the sample's values, not contiguous): ran silently "
         "and returned outputs that differ from the contiguous input's" in message
+    )
     assert "args[1] with strides" not in message
     detail = res["probe"].detail
     assert detail.count("(opt-in); without it: ran silently") == 3
-    assert "args[1] non-contiguous: rejected by the runtime check (opt-in); without it: ran " \
+    assert (
+        "args[1] non-contiguous: rejected by the runtime check (opt-in); without it: ran "
         "and returned the same outputs as contiguous" in detail
+    )
     assert [res[n].status for n in ("run", "probe")] == [StageStatus.PASSED] * 2
     assert res["compare"].status is StageStatus.SKIPPED
     commands = {res[n].command for n in ("run", "probe")}
