@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 from aotipre import codes
 from aotipre.checks.contract import at_path
@@ -25,20 +24,8 @@ from aotipre.triage.parsers import (
     kernel_call_order,
     kernel_params,
     kernel_source,
+    plain_index_chain,
 )
-
-# The only steps allowed between the load of an index and its bounds check (a cast, the
-# wrap-around of negative indices): anything else computes a new index, and then the bound is
-# not a bound on the input's own values.
-_PLAIN_STEPS = (
-    re.compile(r"in_ptr\d+\[[^;]*\]"),
-    re.compile(r"tmp\d+"),
-    re.compile(r"(?:c10::convert|static_cast)<[\w:]+>\((tmp\d+)\)"),
-    re.compile(r"tmp\d+ \+ (?P<rows>\d+)L?"),
-    re.compile(r"tmp\d+ < 0L?"),
-    re.compile(r"tmp\d+ \? tmp\d+ : tmp\d+"),
-)
-_DEF = re.compile(r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);\s*$")
 
 
 def check_index_values(
@@ -127,35 +114,13 @@ def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, int]:
         params = kernel_params(src)
         for bound in index_bounds(src):
             ptr = index_pointer(src, bound.variable)
-            if ptr is None or ptr not in params or not _plain_chain(src, bound.variable):
+            if ptr is None or ptr not in params or not plain_index_chain(src, bound.variable):
                 continue
             arg = args[params.index(ptr)] if params.index(ptr) < len(args) else None
             if arg in names:
                 i = names[arg]
                 out[i] = min(out.get(i, bound.upper), bound.upper)
     return out
-
-
-def _plain_chain(source: str, variable: str) -> bool:
-    """True when every step from the load to `variable` is a plain copy, cast or wrap."""
-    defs: dict[str, str] = {}
-    for m in _DEF.finditer(source):
-        defs.setdefault(m.group(1), m.group(2).strip())
-    seen: set[str] = set()
-    queue = [variable]
-    while queue:
-        var = queue.pop()
-        if var in seen:
-            continue
-        seen.add(var)
-        rhs = defs.get(var)
-        if rhs is None:
-            return False
-        if not any(p.fullmatch(rhs) for p in _PLAIN_STEPS):
-            return False
-        if not rhs.startswith("in_ptr"):
-            queue.extend(re.findall(r"\btmp\d+\b", rhs))
-    return True
 
 
 def _tensor_pairs(model: ModelInfo, sample: SampleInputs) -> list[tuple[InputSpec, TensorMeta]]:

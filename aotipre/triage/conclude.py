@@ -7,8 +7,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aotipre import codes
-from aotipre.errors import PackageError
+from aotipre.checks.contract import at_path
+from aotipre.errors import AotipreError, PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
+from aotipre.inputs.meta import TensorMeta
+from aotipre.inputs.values import IntExtremes, int_extremes
+from aotipre.pt2.spec import InputSpec
 from aotipre.pt2.wrapper import parse_wrapper_cpp
 from aotipre.triage import parsers
 from aotipre.triage.diagnosis import Diagnosis, IndexBound, TensorStats
@@ -141,6 +146,36 @@ def _violation(bound: IndexBound, stats: list[TensorStats]) -> TensorStats | Non
         if s.max >= bound.upper or (s.min is not None and s.min < -bound.upper):
             return s
     return None
+
+
+def sample_values(triage: TriageState, input_name: str) -> tuple[InputSpec, IntExtremes] | None:
+    """The model input `input_name` and the extremes of its integer sample values (the inputs
+    file, or the sample stored in the archive), read without torch; None when the run used
+    synthesized inputs or the values cannot be read."""
+    crash = triage.crash
+    spec = next((t for t in crash.model.tensor_inputs if t.name == input_name), None)
+    where = crash.inputs
+    if spec is None:
+        return None
+    source: str | bytes
+    try:
+        if where.get("kind") == "file":
+            source = str(where["path"])
+            sample = load_sample_inputs(source)
+        elif where.get("kind") == "member":
+            member = str(where["member"])
+            with crash_archive(crash, crash.package.path) as archive:
+                source = archive.read(member)
+            sample = load_sample_inputs_bytes(source, f"{crash.package.path}:{member}")
+        else:
+            return None
+    except (AotipreError, OSError, KeyError):
+        return None
+    found, meta = at_path(sample, spec.path)
+    if not found or not isinstance(meta, TensorMeta):
+        return None
+    ext = int_extremes(source, meta)
+    return (spec, ext) if ext is not None else None
 
 
 def explanation(triage: TriageState) -> tuple[str, IndexBound | None, TensorStats | None] | None:
@@ -278,15 +313,46 @@ def conclude(triage: TriageState) -> Concluded:
             evidence=(bad.describe(),),
         )
     elif bound is not None:
-        arg = (
-            f" (index from {code.input_names.get(bound.argument or '', bound.argument)})"
-            if bound.argument
-            else ""
-        )
+        source = code.input_names.get(bound.argument or "")
+        values = sample_values(triage, source) if source else None
+        arg = f" (index from {source or bound.argument})" if bound.argument else ""
         verdict = (
             f"Kernel {kernel}{ops} failed its index bounds check `{bound.line}`{arg}: an index "
             f"is outside 0..{bound.upper - 1}; check the index inputs{later}."
         )
+        if values is not None:
+            spec, ext = values
+            out = [(ext.max, ext.max_at)] if ext.max >= bound.upper else []
+            if ext.min < 0:
+                out.insert(0, (ext.min, ext.min_at))
+            plain = parsers.plain_index_chain(code.source or "", bound.variable)
+            if out and plain:
+                value, at = out[0]
+                kind = "index_out_of_range"
+                verdict = (
+                    f"Kernel {kernel}{ops} reads out of bounds: the model input {spec.name} "
+                    f"(position {spec.position}) holds {value} at {list(at)}, but the indexed "
+                    f"dimension has {bound.upper} entries (valid indices 0..{bound.upper - 1}; the "
+                    f"input spans {ext.min}..{ext.max}); validate or clamp {spec.name} before "
+                    f"calling the model{later}."
+                )
+                add(
+                    "AOT803",
+                    f"the model input {spec.name} (position {spec.position}) holds {value} at "
+                    f"{list(at)}, past the {bound.upper} entries kernel {kernel} indexes with it "
+                    f"({bound.line})",
+                    input=spec.name,
+                    position=spec.position,
+                    expected=f"0 <= index < {bound.upper}",
+                    actual=value,
+                    evidence=(bound.line,),
+                )
+            else:
+                verdict = verdict[: -len(f"; check the index inputs{later}.")] + (
+                    f"; the kernel computes the index from {spec.name}, whose sample values span "
+                    f"{ext.min}..{ext.max}; check how {spec.name} maps to 0..{bound.upper - 1}"
+                    f"{later}."
+                )
     else:
         shown = "; ".join(s.describe() for s in stats[:3])
         looks = f" Its inputs: {shown}." if shown else ""

@@ -471,3 +471,39 @@ def decisive(text: str, limit: int = 6) -> list[str]:
         if not _LAUNCH.match(line.strip()) and not _BLOCK.match(line.strip())
     )
     return decisive_lines(cleaned, limit=limit)
+
+
+# The only steps allowed between the load of an index and its bounds check (a cast, the
+# wrap-around of negative indices): anything else computes a new index, and then the bound is
+# not a bound on the input's own values.
+_PLAIN_STEPS = (
+    re.compile(r"in_ptr\d+\[[^;]*\]"),
+    re.compile(r"tmp\d+"),
+    re.compile(r"(?:c10::convert|static_cast)<[\w:]+>\((tmp\d+)\)"),
+    re.compile(r"tmp\d+ \+ (?P<rows>\d+)L?"),
+    re.compile(r"tmp\d+ < 0L?"),
+    re.compile(r"tmp\d+ \? tmp\d+ : tmp\d+"),
+)
+_DEF = re.compile(r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);\s*$")
+
+
+def plain_index_chain(source: str, variable: str) -> bool:
+    """True when every step from the load to `variable` is a plain copy, cast or wrap."""
+    defs: dict[str, str] = {}
+    for m in _DEF.finditer(source):
+        defs.setdefault(m.group(1), m.group(2).strip())
+    seen: set[str] = set()
+    queue = [variable]
+    while queue:
+        var = queue.pop()
+        if var in seen:
+            continue
+        seen.add(var)
+        rhs = defs.get(var)
+        if rhs is None:
+            return False
+        if not any(p.fullmatch(rhs) for p in _PLAIN_STEPS):
+            return False
+        if not rhs.startswith("in_ptr"):
+            queue.extend(re.findall(r"\btmp\d+\b", rhs))
+    return True

@@ -11,13 +11,13 @@ from aotipre.checks.contract import (
     check_specialized,
     checkpoint_kind,
 )
-from aotipre.checks.indices import _plain_chain
 from aotipre.findings import Severity
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import CallSignature, InputSpec, ModelInfo, PackageInfo, TreeSpec
 from aotipre.pt2.wrapper import WrapperConstant, WrapperContract, WrapperInput
 from aotipre.pt2.wrapper_contract import tensor_leaf_positions
+from aotipre.triage.parsers import plain_index_chain
 
 LEAF = TreeSpec(None)
 
@@ -146,7 +146,7 @@ def test_state_dict_and_checkpoints() -> None:
 )
 def test_index_chains(body: str, plain: bool) -> None:
     variable = body.rsplit("auto ", 1)[1].split(" ", 1)[0]
-    assert _plain_chain(body, variable) is plain
+    assert plain_index_chain(body, variable) is plain
 
 
 def test_foreign_zips_are_named() -> None:

@@ -128,6 +128,44 @@ def test_unchecked_indirect_load_segfault_is_named(
     assert any(t.input == "ids" and t.max == 10**12 for t in d.inputs)
 
 
+def test_out_of_range_id_of_an_aoti_only_package_is_named_with_its_input(
+    pkg: Callable[[str], Path], triage_cache: Path, tmp_path: Path
+) -> None:
+    """AOTI code only (no ExportedProgram, so no printer recompile): the kernel's bounds check
+    is mapped to the wrapper input it reads, and the sample file's values give the input, the
+    position and the value past the embedding's 500 rows. Plain torch, in a fresh process,
+    fails the same check on these inputs."""
+    import subprocess
+    import sys
+
+    import torch
+
+    ids = torch.randint(0, 500, (3, 10), generator=torch.Generator().manual_seed(0))
+    ids[2, 7] = 777
+    inputs = tmp_path / "bad_ids.pt"
+    torch.save(((ids, torch.ones(3, 10)), {}), inputs)
+    plain = subprocess.run(
+        [sys.executable, "-c", "import sys, torch; m = torch._inductor.aoti_load_package("
+         "sys.argv[1]); m(*torch.load(sys.argv[2])[0])", str(pkg("aoti")), str(inputs)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert plain.returncode != 0 and "index out of bounds: 0 <= tmp" in plain.stderr
+    report = check(
+        pkg("aoti"),
+        CheckOptions(
+            inputs=str(inputs),
+            dynamic=DynamicOptions(cache_dir=str(triage_cache), probe=False),
+        ),
+    )
+    found = {f.code: f for f in report.findings}
+    assert {"AOT308", "AOT602", "AOT803"} <= set(found), sorted(found)
+    oob = found["AOT803"]
+    assert (oob.input, oob.position, oob.actual) == ("args[0]", 0, 777)
+    assert "holds 777 at [2, 7], past the 500 entries" in oob.message
+    (d,) = report.diagnosis
+    assert d.kind == "index_out_of_range" and "valid indices 0..499" in d.verdict
+
+
 @pytest.fixture(scope="module")
 def relu_triage(
     pkg: Callable[[str], Path], triage_cache: Path, tmp_path_factory: pytest.TempPathFactory
