@@ -229,8 +229,18 @@ def source_node_comment(wrapper: str, kernel: str) -> tuple[list[str], list[str]
             found = list(_SOURCE_NODES.finditer(window))
             if found:
                 last = found[-1]
+                if _COMPUTE_CALL.search(window, last.end()):
+                    return None  # the comment is another call's (CPU kernels get none)
                 return _names(last.group("nodes")), _names(last.group("aten"))
     return None
+
+
+_COMPUTE_CALL = re.compile(
+    r"(?<![\w.'\"])(?:cpp_fused_\w+|call_triton_\w+|triton_\w+|aoti_torch_(?:cpu|cuda)_\w+"
+    r"|aoti_torch_proxy_executor_call_function)\s*\("
+)
+"""A call that computes (a kernel, an ATen fallback, a custom op), not an allocation: a
+source-node comment belongs to the first such call after it."""
 
 
 def _names(text: str) -> list[str]:

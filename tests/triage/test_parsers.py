@@ -265,3 +265,40 @@ def test_sanitizer_hits_in_a_real_memcheck_log() -> None:
         ("Invalid __global__ read of size 4 bytes", "triton_per_fused_embedding_sum_0")
     ] * 2
     assert "out of bounds" in hits[0].lines[3]
+
+
+# A torch 2.13 CPU wrapper (trimmed): cpp kernels get no source-node comment, extern ATen calls
+# do, so the comment above a cpp kernel's call is a neighbour's (the addmm's, the sort's).
+CPU_WRAPPER = """
+    cpp_fused_add_embedding_0((const int64_t*)(arg3_1.data_ptr()), (float*)(buf1.data_ptr()));
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_4, int_array_5, cached_torch_dtype_float32, cached_torch_device_type_cpu, this->device_idx_, &buf2_handle));
+    // Topologically Sorted Source Nodes: [embedding, add, linear], Original ATen: [aten.embedding, aten.add, aten.view, aten.t, aten.addmm]
+    static constexpr int64_t int_array_6[] = {12L, 8L};
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_addmm_out(buf2, buf1, buf0, lin_weight, 1L, 1L));
+    auto buf3 = wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(buf2, 3, int_array_0, int_array_1, 0L)); buf2.reset();  // reuse
+    cpp_fused_relu_view_1((float*)(buf3.data_ptr()));
+    // Topologically Sorted Source Nodes: [linear, relu, sort], Original ATen: [aten.view, aten.relu, aten.sort]
+    int32_t var_0 = 0;
+    AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_sort_stable(buf3, &var_0, 2L, 0, &buf5_handle, &buf6_handle));
+    auto buf7 = std::move(buf5);  // reuse
+    cpp_fused_cumsum_mul_sub_unsqueeze_2((float*)(buf7.data_ptr()));
+"""  # fmt: skip
+
+
+def test_a_source_node_comment_belongs_to_the_call_right_after_it() -> None:
+    for kernel in ("cpp_fused_relu_view_1", "cpp_fused_cumsum_mul_sub_unsqueeze_2"):
+        assert parsers.source_node_comment(CPU_WRAPPER, kernel) is None
+    # an extern call's own comment still counts: the sort's comment with nothing in between
+    moved = CPU_WRAPPER.replace("aoti_torch_cpu_sort_stable", "cpp_fused_sort_3")
+    assert parsers.source_node_comment(moved, "cpp_fused_sort_3") == (
+        ["linear", "relu", "sort"],
+        ["aten.view", "aten.relu", "aten.sort"],
+    )
+    # without the comment, the nodes come from the kernel's own name, not a neighbour's
+    nodes = [
+        parsers.FxNode("addmm", "aten.addmm.default"),
+        parsers.FxNode("relu", "aten.relu.default"),
+        parsers.FxNode("cumsum", "aten.cumsum.default"),
+    ]
+    picked, how = parsers.match_nodes("cpp_fused_relu_view_1", nodes, None)
+    assert [n.name for n in picked] == ["relu"] and "kernel's name" in how
