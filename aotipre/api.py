@@ -274,8 +274,9 @@ crash triage names the kernel."""
 
 
 def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
-    """The stages' options, with CheckOptions' custom-op registration, --cpp and the triage
-    options that apply to a compile fault (--no-escalate, --sanitizer) folded in."""
+    """The stages' options, with CheckOptions' custom-op registration, --cpp, the triage
+    options that apply to a compile fault (--no-escalate, --sanitizer) and the triage's
+    --exported-program (the reference of compare and probe too) folded in."""
     from dataclasses import replace
 
     from aotipre.runner.stages import DynamicOptions
@@ -291,6 +292,7 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
             dynamic,
             compile_fault_rerun=dynamic.compile_fault_rerun and opts.triage.escalate,
             sanitizer=dynamic.sanitizer or opts.triage.sanitizer,
+            exported_program=dynamic.exported_program or opts.triage.exported_program,
         )
     return dynamic
 

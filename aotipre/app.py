@@ -312,9 +312,17 @@ def check(
     exported_program: Path | None = typer.Option(
         None,
         "--exported-program",
-        help="Crash triage: the ExportedProgram (.pt2) of an AOTI-only package, to recompile "
-        "it with the debug printer.",
-        rich_help_panel="Crash triage",
+        help="The ExportedProgram (torch.export.save .pt2) of an AOTI-only package: the "
+        "reference that compare and probe run eagerly, and that crash triage recompiles.",
+        rich_help_panel="Dynamic stages",
+        metavar="FILE",
+    ),
+    expected: Path | None = typer.Option(
+        None,
+        "--expected",
+        help="Golden outputs for the sample inputs (a torch.save of the model's outputs): "
+        "compare checks the compiled outputs against them.",
+        rich_help_panel="Dynamic stages",
         metavar="FILE",
     ),
     perf: bool | None = typer.Option(
@@ -415,6 +423,7 @@ def check(
         "compile-at-deploy": compile_at_deploy,
         "artifacts": None if artifacts is None else str(artifacts),
         "exported-program": None if exported_program is None else str(exported_program),
+        "expected": None if expected is None else str(expected),
         "perf": perf,
         "perf-runs": perf_runs,
         "max-load-s": max_load_s,

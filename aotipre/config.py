@@ -70,6 +70,9 @@ class Settings:
     sanitizer: bool = False
     artifacts: str | None = None
     exported_program: str | None = None
+    """The ExportedProgram of an AOTI-only package: compare's, probe's and triage's reference."""
+    expected: str | None = None
+    """Golden outputs for the sample inputs, which compare checks the compiled outputs against."""
     compile_at_deploy: bool = False
     """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
     perf: bool = True
@@ -166,7 +169,12 @@ class Settings:
                 python=self.python[0] if len(self.python) == 1 else None,
                 extra_env=registration.env(),
                 cpp=self.cpp,
+                exported_program=self.exported_program,
+                expected=self.expected,
             )
+            from aotipre.runner.reference import check_reference_files
+
+            check_reference_files(self.exported_program, self.expected)
         triage = None
         if not self.static_only:
             from aotipre.triage.escalate import TriageOptions
@@ -383,7 +391,14 @@ KEYS: tuple[Key, ...] = (
         "exported-program",
         "exported_program",
         _path,
-        "crash triage: the ExportedProgram (.pt2) of an AOTI-only package",
+        "the ExportedProgram (.pt2) of an AOTI-only package: compare, probe and triage "
+        "run it as the reference",
+    ),
+    Key(
+        "expected",
+        "expected",
+        _path,
+        "golden outputs for the sample inputs (torch.save), compared with the compiled ones",
     ),
     Key(
         "compile-at-deploy",

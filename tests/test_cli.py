@@ -63,6 +63,24 @@ def test_missing_and_directory(tmp_path: Path) -> None:
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_bad_reference_files_one_line_exit_2(pkg: Pkg, tmp_path: Path) -> None:
+    """--exported-program and --expected are checked before any worker starts."""
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a zip")
+    cases = [
+        (["--expected", str(tmp_path / "missing.pt")], "--expected", "no such file"),
+        (["--expected", str(garbage)], "--expected", "not outputs saved with torch.save"),
+        (["--exported-program", str(garbage)], "--exported-program", "not a zip archive"),
+        (["--exported-program", str(pkg("aoti"))], "--exported-program", "no ExportedProgram"),
+    ]
+    for flags, flag, why in cases:
+        r = run("check", str(pkg("aoti")), "-i", str(pkg("aoti_inputs")), *flags)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and r.stdout == "", (flags, r.stderr)
+        assert len(lines) == 1 and lines[0].startswith(f"aotipre: error: {flag} "), r.stderr
+        assert why in lines[0]
+
+
 def test_json_is_complete_even_when_it_cannot_check(pkg: Pkg) -> None:
     r = run("check", str(pkg("broken_truncated")), "--format", "json")
     assert r.returncode == 2

@@ -1419,8 +1419,10 @@ class Worker:
             if self.ep_error is not None:
                 raise StepError(f"the ExportedProgram could not be loaded: {self.ep_error}")
             try:
-                source = as_archive(self.job["source_package"], self.workdir)
-                ep = load_exported_program(source, self.job["model"])
+                source = self.job.get("ep_package") or self.job["source_package"]
+                ep = load_exported_program(
+                    as_archive(source, self.workdir), self.job.get("ep_model") or self.job["model"]
+                )
             except Exception as exc:
                 self.ep_error = exception_info(exc)
                 raise
@@ -1664,7 +1666,10 @@ class Worker:
 
     def op_compare(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         a = self.outputs_of(step["a"])
-        b = self.outputs_of(step["b"])
+        if step.get("b_file"):  # golden outputs (--expected), on the CPU like saved ones
+            b = torch.load(step["b_file"], weights_only=True, map_location="cpu")
+        else:
+            b = self.outputs_of(step["b"])
         entry.update(compare_outputs(a, b, self.job.get("rtol"), self.job.get("atol")))
 
     def op_probe(self, step: dict[str, Any], entry: dict[str, Any]) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 from aotipre.errors import PackageError
 from aotipre.findings import StageResult, StageStatus
 from aotipre.pt2.archive import Archive, open_archive
-from aotipre.pt2.reader import read_package
 from aotipre.runner.classify import kernel_names
+from aotipre.runner.reference import exported_program_for
 from aotipre.runner.sanitizer import find_sanitizer
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
@@ -141,30 +141,12 @@ class TriageState:
 
     def _exported_program(self) -> tuple[str | None, str | None, str]:
         """(archive holding the ExportedProgram, its model name, where it comes from)."""
+        ref = exported_program_for(self.opts.exported_program, self.crash.package, self.crash.model)
+        if ref.path is None:
+            return None, None, ref.label
         if self.opts.exported_program:
-            path = self.opts.exported_program
-            try:
-                info = read_package(path)
-            except PackageError as exc:
-                return None, None, f"--exported-program {path} cannot be read ({exc})"
-            eps = [m for m in info.models if m.has_exported_program]
-            pick = next((m for m in eps if m.name == self.crash.model.name), None)
-            if pick is None and len(eps) == 1:
-                pick = eps[0]
-            if pick is None:
-                names = ", ".join(m.name for m in eps) or "none"
-                return (
-                    None,
-                    None,
-                    (
-                        f"--exported-program {path} has no ExportedProgram for model "
-                        f"'{self.crash.model.name}' (it holds: {names})"
-                    ),
-                )
-            return os.path.abspath(path), pick.name, f"--exported-program {path}"
-        if self.crash.model.has_exported_program:
-            return os.path.abspath(self.crash.package.path), self.crash.model.name, "the archive"
-        return None, None, "the archive holds AOTI code only (no ExportedProgram)"
+            return ref.path, ref.model, f"--exported-program {self.opts.exported_program}"
+        return ref.path, ref.model, "the archive"
 
     def _inputs(self) -> dict[str, Any]:
         """The crash's inputs spec, with archive-stored inputs written to a file (the

@@ -99,7 +99,10 @@ def test_value_outputs_compare_by_equality(fake_run: Run) -> None:
     assert findings == []
     _, findings = fake_run(compare(same, differ))
     (f,) = findings
-    assert f.code == "AOT701" and f.message == "output 1: 3 differs from eager 4"
+    assert f.code == "AOT701" and f.message == (
+        "output 1: 3 differs from eager 4 (compared with the ExportedProgram in the archive run "
+        "eagerly)"
+    )
     assert (f.expected, f.actual) == ("4", "3")
 
 
@@ -113,7 +116,8 @@ def test_structure_mismatches(fake_run: Run) -> None:
     (f,) = findings
     assert f.code == "AOT703"
     assert f.message == (
-        "output 0: the compiled model returns float32[2, 4], the ExportedProgram float64[2, 5]"
+        "output 0: the compiled model returns float32[2, 4], the ExportedProgram float64[2, 5] "
+        "(compared with the ExportedProgram in the archive run eagerly)"
     )
     assert (f.expected, f.actual) == ("float64[2, 5]", "float32[2, 4]")
 

@@ -146,6 +146,50 @@ def test_both_package_compares_and_probes_the_bounds(check: Check) -> None:
     assert "=128 [input_ids dim 1, attention_mask dim 1]: ok" in detail
 
 
+PLAIN_TORCH_OUTPUTS = """
+import sys, torch
+args, kwargs = torch.load(sys.argv[2])
+out = torch._inductor.aoti_load_package(sys.argv[1])(*args, **kwargs)
+torch.save(out, sys.argv[3])
+torch.save(out + float(sys.argv[4]), sys.argv[5])
+print(type(out).__name__, tuple(out.shape))
+"""
+
+
+def test_an_aoti_only_package_against_an_exported_program_file_and_golden_outputs(
+    check: Check, pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """AOTI code only: --exported-program gives compare and probe their eager reference, and
+    --expected golden outputs; each finding says which reference it used. The EP of
+    mismatch.pt2 is TokenModel(shift=1.0), 1.0 above what aoti.pt2 computes."""
+    res, findings = check("aoti", "aoti_inputs", exported_program=str(pkg("both")))
+    assert res["compare"].status is StageStatus.PASSED, res["compare"].detail
+    assert "match the ExportedProgram of --exported-program" in res["compare"].detail
+    assert "=64 [args[0] dim 0, args[1] dim 0]: ok" in res["probe"].detail  # compared with it
+    res, findings = check("aoti", "aoti_inputs", exported_program=str(pkg("mismatch")), probe=False)
+    (f,) = [f for f in findings if f.code == "AOT701"]
+    assert "max abs error 1" in f.message
+    assert f"compared with the ExportedProgram of --exported-program {pkg('mismatch')}" in f.message
+    # golden outputs written by plain torch in a fresh process, and a copy 0.5 off
+    good, off = tmp_path / "expected.pt", tmp_path / "off.pt"
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_TORCH_OUTPUTS, str(pkg("aoti")), str(pkg("aoti_inputs")),
+         str(good), "0.5", str(off)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "Tensor (3, 4)" in proc.stdout, proc.stderr[-2000:]
+    res, findings = check("aoti", "aoti_inputs", expected=str(good), probe=False)
+    assert res["compare"].status is StageStatus.PASSED
+    assert res["compare"].detail.startswith(
+        f"1 output(s) match the expected outputs of --expected {good}"
+    )
+    res, findings = check("aoti", "aoti_inputs", expected=str(off), probe=False)
+    (f,) = [f for f in findings if f.code == "AOT701"]
+    assert "12 of 12 elements differ" in f.message and "vs expected" in f.message
+    assert f"(compared with the expected outputs of --expected {off})" in f.message
+    assert res["compare"].status is StageStatus.FAILED
+
+
 def test_accuracy_mismatch_between_ep_and_aoti(check: Check) -> None:
     res, findings = check("mismatch", "aoti_inputs", probe=False)
     assert [f.code for f in findings] == ["AOT701"]

@@ -1,15 +1,18 @@
-"""The compare stage: when the archive holds the ExportedProgram, run it eagerly (the `eager`
-step, without opening the .so) on the same inputs and compare the compiled run's outputs with
-dtype-aware tolerances. Its comparison findings serve the probe stage too."""
+"""The compare stage: the compiled run's outputs against each reference there is, with
+dtype-aware tolerances: the ExportedProgram run eagerly (the `eager` step, without opening the
+.so; the archive's own or --exported-program's, runner/reference.py) and golden outputs
+(--expected FILE). Its comparison findings serve the probe stage too."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aotipre.findings import StageResult, StageStatus
 from aotipre.runner.classify import classify_run_failure
 from aotipre.runner.stages.base import (
     PlannedStep,
+    StepRecord,
     evidence,
     failure_of,
     first_line,
@@ -29,79 +32,118 @@ class CompareStage(Stage):
     }
 
     def plan(self, s: Session) -> list[PlannedStep]:
-        if not s.model.has_exported_program:
-            return []
-        return [
-            PlannedStep("eager", "eager", {"save": "eager_run.pt"}),
-            PlannedStep(
-                "compare",
-                "compare",
-                {"a": "aoti_run.pt", "b": "eager_run.pt", "requires": ["run", "eager"]},
-            ),
-        ]
+        steps = []
+        if s.reference.path is not None:
+            steps += [
+                PlannedStep("eager", "eager", {"save": "eager_run.pt"}),
+                PlannedStep(
+                    "compare",
+                    "compare",
+                    {"a": "aoti_run.pt", "b": "eager_run.pt", "requires": ["run", "eager"]},
+                ),
+            ]
+        if s.opts.expected:
+            steps.append(
+                PlannedStep(
+                    "compare-expected",
+                    "compare",
+                    {
+                        "a": "aoti_run.pt",
+                        "b_file": os.path.abspath(s.opts.expected),
+                        "requires": ["run"],
+                    },
+                )
+            )
+        return steps
 
     def result(self, s: Session) -> StageResult:
-        m = s.model
-        if not m.has_exported_program:
-            return s.skipped("compare", "the archive holds no ExportedProgram to compare with")
-        eager, cmp = s.records.get("eager"), s.records.get("compare")
+        ref = s.reference
+        expected = s.opts.expected
+        if ref.path is None and not expected:
+            return s.skipped(
+                "compare",
+                f"no reference to compare with: {ref.label}; pass --exported-program FILE or "
+                "--expected FILE",
+            )
         run = s.records.get("run")
+        eager = s.records.get("eager")
         if run is None or not ok(run):
             why = s.upstream_reason()
             if eager is not None:
                 why += f"; {eager_note(s)}"
             return s.skipped("compare", why)
-        if eager is None:
-            return s.skipped("compare", s.upstream_reason())
-        if not ok(eager):
-            err = eager.error
-            if eager.status == "worker_error":
-                return s.stage(
-                    "compare", StageStatus.ERROR, f"worker failed: {eager.detail}", [eager]
-                )
-            if eager.entry.get("phase") == "load_exported_program":
-                s.add(
-                    "AOT517",
-                    f"the ExportedProgram of model '{m.name}' cannot be loaded by "
-                    f"this torch: {err.get('type')}: {first_line(err.get('message'))}",
-                    "compare",
-                    evidence=evidence(err, eager.log),
-                )
-                return s.stage(
-                    "compare",
-                    StageStatus.SKIPPED,
-                    "the ExportedProgram could not be loaded",
-                    [eager],
-                )
-            fail = failure_of(classify_run_failure, eager, err)
-            s.add(
-                "AOT704",
-                f"running the ExportedProgram eagerly on the same inputs failed: {fail.summary}",
-                "compare",
-                evidence=fail.evidence,
-            )
-            return s.stage("compare", StageStatus.FAILED, fail.summary, [eager])
-        if cmp is None:
-            return s.skipped("compare", s.upstream_reason())
-        if not ok(cmp):
-            err = cmp.error
-            return s.stage(
-                "compare",
-                StageStatus.ERROR,
-                f"comparison failed: {err.get('message') or cmp.detail}",
-                [eager, cmp],
-            )
-        found = compare_findings(s, cmp.entry, "compare")
-        n = len(cmp.entry.get("outputs") or [])
-        if found:
-            return s.stage("compare", StageStatus.FAILED, found, [eager, cmp])
-        tol = _tolerance_text(cmp.entry)
+        parts: list[Compared] = []
+        if ref.path is not None:
+            parts.append(_against_eager(s))
+        if expected:
+            parts.append(_against_expected(s, expected))
+        status = max((p[0] for p in parts), key=lambda st: _RANK[st])
         return s.stage(
-            "compare",
-            StageStatus.PASSED,
-            f"{n} output(s) match the ExportedProgram run eagerly{tol}",
-            [eager, cmp],
+            "compare", status, "; ".join(p[1] for p in parts), [r for p in parts for r in p[2]]
         )
+
+
+Compared = tuple[StageStatus, str, list[StepRecord]]
+"""One reference's comparison: its status, detail and step records."""
+_RANK = {
+    StageStatus.PASSED: 0,
+    StageStatus.SKIPPED: 1,
+    StageStatus.FAILED: 2,
+    StageStatus.ERROR: 3,
+}
+"""Two references: the stage reports the worse of the two comparisons."""
+
+
+def _against_eager(s: Session) -> Compared:
+    m = s.model
+    ref = s.reference
+    eager, cmp = s.records.get("eager"), s.records.get("compare")
+    if eager is None:
+        return StageStatus.SKIPPED, s.upstream_reason(), []
+    if not ok(eager):
+        err = eager.error
+        if eager.status == "worker_error":
+            return StageStatus.ERROR, f"worker failed: {eager.detail}", [eager]
+        if eager.entry.get("phase") == "load_exported_program":
+            s.add(
+                "AOT517",
+                f"{ref.label} (model '{m.name}') cannot be loaded by this torch: "
+                f"{err.get('type')}: {first_line(err.get('message'))}",
+                "compare",
+                evidence=evidence(err, eager.log),
+            )
+            return StageStatus.SKIPPED, "the ExportedProgram could not be loaded", [eager]
+        fail = failure_of(classify_run_failure, eager, err)
+        s.add(
+            "AOT704",
+            f"running {ref.label} eagerly on the same inputs failed: {fail.summary}",
+            "compare",
+            evidence=fail.evidence,
+        )
+        return StageStatus.FAILED, fail.summary, [eager]
+    return _compared(s, cmp, f"{ref.label} run eagerly", [eager])
+
+
+def _against_expected(s: Session, expected: str) -> Compared:
+    against = f"the expected outputs of --expected {expected}"
+    return _compared(s, s.records.get("compare-expected"), against, [])
+
+
+def _compared(
+    s: Session, cmp: StepRecord | None, against: str, before: list[StepRecord]
+) -> Compared:
+    if cmp is None:
+        return StageStatus.SKIPPED, s.upstream_reason(), before
+    if not ok(cmp):
+        err = cmp.error
+        why = err.get("message") or cmp.detail
+        return StageStatus.ERROR, f"comparison with {against} failed: {why}", [*before, cmp]
+    found = compare_findings(s, cmp.entry, "compare", against=against)
+    if found:
+        return StageStatus.FAILED, found, [*before, cmp]
+    n = len(cmp.entry.get("outputs") or [])
+    tol = _tolerance_text(cmp.entry)
+    return StageStatus.PASSED, f"{n} output(s) match {against}{tol}", [*before, cmp]
 
 
 def eager_note(s: Session) -> str:
@@ -125,41 +167,62 @@ def eager_note(s: Session) -> str:
 
 
 def compare_findings(
-    s: Session, entry: dict[str, Any], stage: str, probe: ProbeCase | None = None
+    s: Session,
+    entry: dict[str, Any],
+    stage: str,
+    probe: ProbeCase | None = None,
+    *,
+    against: str | None = None,
 ) -> str:
-    """Findings for one comparison record; returns a one-line summary ('' when clean)."""
+    """Findings for one comparison record; returns a one-line summary ('' when clean).
+    `against`: the reference compared with, named in each finding (default: the ExportedProgram
+    run eagerly, as `s.reference` names it)."""
+    against = against or f"{s.reference.label} run eagerly"
+    word = "expected" if against.startswith("the expected") else "eager"
+    ref = f" (compared with {against})"
     at = f" at {probe_label(s.model, probe)}" if probe is not None else ""
     extra: dict[str, Any] = {}
     if probe is not None and probe.dims:
         spec = tensor_input(s.model, probe.dims[0][0])
         extra = {"input": spec.name if spec else None, "dim": probe.dims[0][1]}
     if entry.get("structure"):
-        s.add("AOT703", f"{entry['structure']}{at}", stage, **extra)
-        return str(entry["structure"])
+        what = str(entry["structure"])
+        if word == "expected":
+            what = what.replace("the ExportedProgram", "the expected outputs")
+        s.add("AOT703", f"{what}{at}{ref}", stage, **extra)
+        return what + ref
     summaries = []
+    other = "the ExportedProgram" if word == "eager" else "the expected outputs"
     for o in entry.get("outputs") or []:
         i = o.get("index")
         if o.get("structure"):
             msg = (
                 f"output {i}{at}: the compiled model returns {o.get('dtype')}"
-                f"{o.get('shape')}, the ExportedProgram {o.get('eager_dtype')}"
+                f"{o.get('shape')}, {other} {o.get('eager_dtype')}"
                 f"{o.get('eager_shape')}"
             )
             s.add(
                 "AOT703",
-                msg,
+                msg + ref,
                 stage,
                 expected=f"{o.get('eager_dtype')}{o.get('eager_shape')}",
                 actual=f"{o.get('dtype')}{o.get('shape')}",
                 **extra,
             )
-            summaries.append(msg)
+            summaries.append(msg + ref)
             continue
         if o.get("kind") == "value":
             if not o.get("equal"):
-                msg = f"output {i}{at}: {o.get('aoti')} differs from eager {o.get('eager')}"
-                s.add("AOT701", msg, stage, expected=o.get("eager"), actual=o.get("aoti"), **extra)
-                summaries.append(msg)
+                msg = f"output {i}{at}: {o.get('aoti')} differs from {word} {o.get('eager')}"
+                s.add(
+                    "AOT701",
+                    msg + ref,
+                    stage,
+                    expected=o.get("eager"),
+                    actual=o.get("aoti"),
+                    **extra,
+                )
+                summaries.append(msg + ref)
             continue
         mism = int(o.get("mismatches") or 0)
         if not mism:
@@ -178,18 +241,18 @@ def compare_findings(
         if o.get("worst_index") is not None:
             parts.append(
                 f"worst at {tuple(o['worst_index'])}: {o.get('worst_aoti'):.6g} vs "
-                f"eager {o.get('worst_eager'):.6g}"
+                f"{word} {o.get('worst_eager'):.6g}"
             )
         msg = f"output {i} ({o.get('dtype')}{o.get('shape')}){at}: " + "; ".join(parts)
         s.add(
             "AOT701",
-            msg,
+            msg + ref,
             stage,
             expected=o.get("worst_eager"),
             actual=o.get("worst_aoti"),
             **extra,
         )
-        summaries.append(msg)
+        summaries.append(msg + ref)
     return summaries[0] if summaries else ""
 
 

@@ -66,6 +66,12 @@ class DynamicOptions:
     kernel (crash triage's first rung for the compile step; off with --no-escalate)."""
     sanitizer: bool = False
     """That re-run goes under compute-sanitizer memcheck, when installed (--sanitizer; slow)."""
+    exported_program: str | None = None
+    """An archive holding the model's ExportedProgram (--exported-program): the eager reference
+    of compare and probe for an AOTI-only package (runner/reference.py)."""
+    expected: str | None = None
+    """Golden outputs for the sample inputs (--expected: a torch.save of them), compared with
+    the compiled model's."""
     worker_command: tuple[str, ...] | None = None
     """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
     perf: PerfOptions | None = field(default_factory=PerfOptions)

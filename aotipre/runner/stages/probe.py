@@ -73,7 +73,7 @@ class ProbeStage(Stage):
             return []
         plan = ProbePlan((*plan.cases, *layouts), plan.notes)
         self.plan_ = plan
-        eager = m.has_exported_program
+        eager = s.reference.path is not None
         steps = [
             PlannedStep(
                 case.id,

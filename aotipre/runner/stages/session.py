@@ -33,6 +33,7 @@ from aotipre.inputs.meta import SampleInputs
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner import launch
+from aotipre.runner.reference import exported_program_for
 from aotipre.runner.stages import jobs
 from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
 from aotipre.runner.stages.devicegate import refuse_device
@@ -128,6 +129,8 @@ class Session:
         self.compile_rerun: StepRecord | None = None
         """A compile that faulted on CUDA, run again with synchronous launches (and under
         compute-sanitizer when asked): set by the compile stage (stages/compile_fault.py)."""
+        self.reference = exported_program_for(options.exported_program, package, model)
+        """The ExportedProgram run eagerly as the reference (compare, probe), or why none."""
         self._archive = archive
         self._own_archive = False
         self.libstdcxx = LibstdcxxRetry(
@@ -310,6 +313,8 @@ class Session:
             "device": self.device,
             "workdir": self.workdir,
             "inputs": self.inputs.spec,
+            "ep_package": self.reference.path,
+            "ep_model": self.reference.model,
             "seed": self.opts.seed,
             "rtol": self.opts.rtol,
             "atol": self.opts.atol,
