@@ -478,6 +478,54 @@ def inspect(
     raise typer.Exit(commands.inspect(package, fmt.value, target, config_file, no_config))
 
 
+@app.command()
+def bundle(
+    package: Path = typer.Argument(
+        ..., help="The AOTI package (.pt2) to bundle.", readable=False, metavar="PACKAGE"
+    ),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="The bundle to write (.pt2).", metavar="OUT"
+    ),
+    exported_program: Path | None = typer.Option(
+        None,
+        "--exported-program",
+        help="The ExportedProgram of the same model (torch.export.save); not needed when the "
+        "package already holds it.",
+        metavar="FILE",
+    ),
+    inputs: Path | None = typer.Option(
+        None,
+        "--inputs",
+        "-i",
+        help="Sample inputs (torch.save of (args, kwargs)); default: those the ExportedProgram "
+        "file stores.",
+        metavar="FILE",
+    ),
+    expected: Path | None = typer.Option(
+        None,
+        "--expected",
+        help="Expected outputs for the sample inputs (torch.save of the model's outputs).",
+        metavar="FILE",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="The model to bundle in a multi-model package.", metavar="NAME"
+    ),
+) -> None:
+    """Write one self-checking .pt2: the package's AOTI code plus the ExportedProgram, sample
+    inputs and expected outputs. aoti_load_package loads it unchanged; `aotipre check` then
+    compares with its references without flags. Loads no code."""
+    raise typer.Exit(
+        commands.bundle(
+            package,
+            output,
+            exported_program=exported_program,
+            inputs=inputs,
+            expected=expected,
+            model=model,
+        )
+    )
+
+
 @app.command("codes")
 def list_codes(
     fmt: InfoFormat = typer.Option(

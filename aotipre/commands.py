@@ -143,6 +143,41 @@ def inspect(
     return 0
 
 
+def bundle(
+    package: Path,
+    output: Path,
+    *,
+    exported_program: Path | None = None,
+    inputs: Path | None = None,
+    expected: Path | None = None,
+    model: str | None = None,
+) -> int:
+    """`aotipre bundle`: one .pt2 with the AOTI code, the ExportedProgram, sample inputs and
+    expected outputs, which `aoti_load_package` loads unchanged and `aotipre check` checks
+    against its own references."""
+    from aotipre.bundle import write_bundle
+
+    def text(p: Path | None) -> str | None:
+        return None if p is None else str(p)
+
+    done = write_bundle(
+        str(package),
+        str(output),
+        exported_program=text(exported_program),
+        inputs=text(inputs),
+        expected=text(expected),
+        model=model,
+    )
+    added = "; ".join(done.added) or "nothing (the package already had it all)"
+    emit(
+        f"wrote {output}: model '{done.model}', {done.members} members, "
+        f"{done.bytes / 1e6:.1f} MB; added {added}\n"
+        f"check it with: aotipre check {output}\n",
+        None,
+    )
+    return 0
+
+
 def list_codes(fmt: str = "table") -> int:
     """`aotipre codes`: every finding code with its severity, category and summary."""
     keys = ["code", "name", "severity", "category", "summary"]

@@ -169,6 +169,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         f"{root}/{layout.SAMPLE_INPUTS_DIR}/{name}.pt",
         f"{root}/{layout.EXTRA_DIR}/{name}{layout.TS_SAMPLE_INPUTS_SUFFIX}",
     )
+    expected = f"{root}/{layout.EXPECTED_OUTPUTS_FORMAT.format(model=name)}"
     model = ModelInfo(
         name=name,
         has_exported_program=has_ep,
@@ -181,6 +182,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         signature=None,
         contract_source="none",
         sample_inputs_member=next((m for m in samples if m in archive.members), None),
+        expected_outputs_member=expected if expected in archive.members else None,
         weights_location=_weights_location(aoti, has_ep),
         notes=tuple(wrapper.notes) if wrapper is not None else (),
         constants=wrapper.constants if wrapper is not None else (),

@@ -230,6 +230,9 @@ class ModelInfo:
     contract_source: str
     """exported_program, wrapper_cpp, or none (no contract could be read)."""
     sample_inputs_member: str | None = None
+    expected_outputs_member: str | None = None
+    """The expected outputs for the sample inputs an `aotipre bundle` stored (the reference of
+    compare), when present."""
     export_device: str | None = None
     """Device type of the ExportedProgram's tensors (cpu/cuda), when it has any."""
     weights_location: str = "none"
@@ -300,6 +303,7 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
         "contract_source": model.contract_source,
         "weights_location": model.weights_location,
         "sample_inputs_member": model.sample_inputs_member,
+        "expected_outputs_member": model.expected_outputs_member,
         "aoti": None
         if aoti is None
         else {

@@ -313,6 +313,8 @@ def _model_lines(model: ModelInfo) -> list[str]:
             facts.append(["metadata", ", ".join(f"{k}={v}" for k, v in user_keys.items())])
     if model.sample_inputs_member:
         facts.append(["sample inputs", model.sample_inputs_member])
+    if model.expected_outputs_member:
+        facts.append(["expected outputs", model.expected_outputs_member])
     if model.signature is not None and model.signature.kwargs:
         facts.append(["kwargs", ", ".join(k for k, _ in model.signature.kwargs)])
     lines = [tabulate(facts, tablefmt="plain")]

@@ -64,6 +64,31 @@ def exported_program_for(
     return ExportedProgramRef(None, None, "the archive holds AOTI code only (no ExportedProgram)")
 
 
+@dataclass(frozen=True)
+class ExpectedRef:
+    """Golden outputs to compare with: `--expected FILE`, or those a bundle stores."""
+
+    label: str
+    """How findings name them."""
+    step: dict[str, str]
+    """Where the worker's compare step reads them: `b_file` (a path) or `b_member` (a member
+    of the package)."""
+
+
+def expected_outputs_for(expected: str | None, model: ModelInfo) -> ExpectedRef | None:
+    if expected:
+        return ExpectedRef(
+            f"the expected outputs of --expected {expected}",
+            {"b_file": os.path.abspath(expected)},
+        )
+    if model.expected_outputs_member:
+        return ExpectedRef(
+            f"the expected outputs stored in the archive ({model.expected_outputs_member})",
+            {"b_member": model.expected_outputs_member},
+        )
+    return None
+
+
 def check_reference_files(exported_program: str | None, expected: str | None) -> None:
     """One UsageError line when `--exported-program FILE` holds no readable ExportedProgram or
     `--expected FILE` is not a torch.save file that torch.load(weights_only=True) would read

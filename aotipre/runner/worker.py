@@ -1668,6 +1668,9 @@ class Worker:
         a = self.outputs_of(step["a"])
         if step.get("b_file"):  # golden outputs (--expected), on the CPU like saved ones
             b = torch.load(step["b_file"], weights_only=True, map_location="cpu")
+        elif step.get("b_member"):  # golden outputs a bundle stores
+            data = read_member(self.job["source_package"], step["b_member"])
+            b = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         else:
             b = self.outputs_of(step["b"])
         entry.update(compare_outputs(a, b, self.job.get("rtol"), self.job.get("atol")))

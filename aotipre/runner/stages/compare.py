@@ -5,7 +5,6 @@ dtype-aware tolerances: the ExportedProgram run eagerly (the `eager` step, witho
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aotipre.findings import StageResult, StageStatus
@@ -42,24 +41,15 @@ class CompareStage(Stage):
                     {"a": "aoti_run.pt", "b": "eager_run.pt", "requires": ["run", "eager"]},
                 ),
             ]
-        if s.opts.expected:
-            steps.append(
-                PlannedStep(
-                    "compare-expected",
-                    "compare",
-                    {
-                        "a": "aoti_run.pt",
-                        "b_file": os.path.abspath(s.opts.expected),
-                        "requires": ["run"],
-                    },
-                )
-            )
+        if s.expected is not None:
+            body = {"a": "aoti_run.pt", **s.expected.step, "requires": ["run"]}
+            steps.append(PlannedStep("compare-expected", "compare", body))
         return steps
 
     def result(self, s: Session) -> StageResult:
         ref = s.reference
-        expected = s.opts.expected
-        if ref.path is None and not expected:
+        expected = s.expected
+        if ref.path is None and expected is None:
             return s.skipped(
                 "compare",
                 f"no reference to compare with: {ref.label}; pass --exported-program FILE or "
@@ -75,8 +65,8 @@ class CompareStage(Stage):
         parts: list[Compared] = []
         if ref.path is not None:
             parts.append(_against_eager(s))
-        if expected:
-            parts.append(_against_expected(s, expected))
+        if expected is not None:
+            parts.append(_compared(s, s.records.get("compare-expected"), expected.label, []))
         status = max((p[0] for p in parts), key=lambda st: _RANK[st])
         return s.stage(
             "compare", status, "; ".join(p[1] for p in parts), [r for p in parts for r in p[2]]
@@ -122,11 +112,6 @@ def _against_eager(s: Session) -> Compared:
         )
         return StageStatus.FAILED, fail.summary, [eager]
     return _compared(s, cmp, f"{ref.label} run eagerly", [eager])
-
-
-def _against_expected(s: Session, expected: str) -> Compared:
-    against = f"the expected outputs of --expected {expected}"
-    return _compared(s, s.records.get("compare-expected"), against, [])
 
 
 def _compared(

@@ -33,7 +33,7 @@ from aotipre.inputs.meta import SampleInputs
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner import launch
-from aotipre.runner.reference import exported_program_for
+from aotipre.runner.reference import expected_outputs_for, exported_program_for
 from aotipre.runner.stages import jobs
 from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
 from aotipre.runner.stages.devicegate import refuse_device
@@ -131,6 +131,8 @@ class Session:
         compute-sanitizer when asked): set by the compile stage (stages/compile_fault.py)."""
         self.reference = exported_program_for(options.exported_program, package, model)
         """The ExportedProgram run eagerly as the reference (compare, probe), or why none."""
+        self.expected = expected_outputs_for(options.expected, model)
+        """Golden outputs compare checks the compiled outputs against, if any."""
         self._archive = archive
         self._own_archive = False
         self.libstdcxx = LibstdcxxRetry(

@@ -1,0 +1,147 @@
+"""`aotipre bundle`: one .pt2 with the AOTI code, the ExportedProgram, sample inputs and
+expected outputs. Plain torch in a fresh process must load it unchanged; `aotipre check` must
+use its references with no flags; a bad combination is one line and exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aotipre import CheckOptions, check
+from aotipre.bundle import write_bundle
+from aotipre.errors import UsageError
+from aotipre.pt2.reader import read_package
+from aotipre.runner.stages import DynamicOptions
+
+Pkg = Callable[[str], Path]
+
+PLAIN_TORCH = """
+import sys, torch
+path, inputs, expected, with_ep = sys.argv[1:5]
+args, kwargs = torch.load(inputs)
+out = torch._inductor.aoti_load_package(path)(*args, **kwargs)
+torch.save(out, expected)
+if with_ep == "1":
+    ep = torch.export.load(path)
+    print(torch.__version__, "ran", tuple(out.shape), "eager equal:",
+          torch.allclose(ep.module()(*args, **kwargs), out, atol=1e-5))
+else:
+    print(torch.__version__, "ran", tuple(out.shape))
+"""
+
+
+def plain_torch(package: Path, inputs: Path, outputs: Path, with_ep: bool) -> str:
+    """A fresh process, as a deployment runs it: aoti_load_package, the call, the outputs saved
+    to `outputs`; with `with_ep`, torch.export.load of the same file, run eagerly."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_TORCH, str(package), str(inputs), str(outputs),
+         "1" if with_ep else "0"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.torch_versions
+def test_a_bundle_loads_unchanged_and_checks_itself(pkg: Pkg, tmp_path: Path) -> None:
+    """aoti.pt2 (AOTI code only, as aoti_compile_and_package writes it) + the ExportedProgram of
+    the same TokenModel (both.pt2's) + sample inputs + the outputs plain torch computed."""
+    golden = tmp_path / "golden.pt"
+    assert "ran (3, 4)" in plain_torch(pkg("aoti"), pkg("aoti_inputs"), golden, False)
+    out = tmp_path / "bundle.pt2"
+    done = write_bundle(
+        str(pkg("aoti")),
+        str(out),
+        exported_program=str(pkg("both")),
+        inputs=str(pkg("aoti_inputs")),
+        expected=str(golden),
+    )
+    assert done.model == "model" and len(done.added) == 3
+    # torch in a fresh process: aoti_load_package and torch.export.load both read it
+    again = tmp_path / "again.pt"
+    line = plain_torch(out, pkg("aoti_inputs"), again, True)
+    assert "ran (3, 4) eager equal: True" in line, line
+    import torch
+
+    assert torch.equal(torch.load(again), torch.load(golden))
+    info = read_package(out)
+    (m,) = info.models
+    assert m.has_aoti and m.has_exported_program
+    assert m.sample_inputs_member == "aoti/data/sample_inputs/model.pt"
+    assert m.expected_outputs_member == "aoti/data/aotipre/model.expected_outputs.pt"
+    # no flags: the stored inputs run, compared with the ExportedProgram and the stored outputs
+    report = check(str(out), CheckOptions(dynamic=DynamicOptions(probe=False)))
+    compare = next(s for s in report.stages if s.name == "compare")
+    assert compare.status.value == "passed", compare.detail
+    assert "match the ExportedProgram in the archive run eagerly" in compare.detail
+    assert "match the expected outputs stored in the archive" in compare.detail
+    # expected outputs that are off are an error naming the stored reference
+    torch.save(torch.load(golden) + 1.0, golden)
+    write_bundle(
+        str(pkg("aoti")),
+        str(out),
+        exported_program=str(pkg("both")),
+        inputs=str(pkg("aoti_inputs")),
+        expected=str(golden),
+    )
+    report = check(str(out), CheckOptions(dynamic=DynamicOptions(probe=False)))
+    (f,) = [f for f in report.findings if f.code == "AOT701"]
+    assert "compared with the expected outputs stored in the archive" in f.message
+    assert report.verdict.value == "fail"
+
+
+def test_bad_combinations_are_one_line(pkg: Pkg, tmp_path: Path) -> None:
+    out = tmp_path / "b.pt2"
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a zip")
+    cases = [
+        (dict(package=pkg("aoti")), "has AOTI code only; pass --exported-program"),
+        (dict(package=pkg("aoti"), exported_program=pkg("aoti")), "no ExportedProgram for model"),
+        (dict(package=pkg("both"), exported_program=pkg("both")), "already holds its Exported"),
+        (dict(package=pkg("ep_only")), "has no AOTI code"),
+        (dict(package=pkg("multi")), "holds 2 (decoder, encoder): pass --model NAME"),
+        (dict(package=pkg("aoti"), exported_program=garbage), "--exported-program"),
+        (dict(package=pkg("both"), expected=garbage), "--expected"),
+        (dict(package=pkg("both"), inputs=tmp_path / "missing.pt"), "--inputs"),
+        (dict(package=tmp_path / "missing.pt2"), "package"),
+    ]
+    for kwargs, why in cases:
+        package = str(kwargs.pop("package"))
+        with pytest.raises(UsageError) as err:
+            write_bundle(package, str(out), **{k: str(v) for k, v in kwargs.items()})
+        assert why in str(err.value) and "\n" not in str(err.value), (kwargs, err.value)
+        assert not out.exists()
+    assert list(tmp_path.iterdir()) == [garbage]  # no temporary file left behind
+    with pytest.raises(UsageError, match="would overwrite"):
+        write_bundle(str(pkg("both")), str(pkg("both")))
+
+
+def test_the_bundle_keeps_every_member_and_adds_the_references(pkg: Pkg, tmp_path: Path) -> None:
+    out = tmp_path / "b.pt2"
+    write_bundle(str(pkg("aoti")), str(out), exported_program=str(pkg("both")))
+    with zipfile.ZipFile(pkg("aoti")) as src, zipfile.ZipFile(out) as dst:
+        for name in src.namelist():
+            assert dst.read(name) == src.read(name), name  # the AOTI code, byte for byte
+        added = set(dst.namelist()) - set(src.namelist())
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in dst.infolist())
+    assert "aoti/models/model.json" in added
+    assert "aoti/data/sample_inputs/model.pt" in added  # the ExportedProgram file's own
+    assert not any("aotinductor" in n for n in added)  # both.pt2's AOTI code stays out
+    assert not any(n.startswith("aoti/extra/") for n in added)  # torch reads extra/ as text
+
+
+def test_the_cli_writes_a_bundle_and_says_what_it_added(pkg: Pkg, tmp_path: Path) -> None:
+    out = tmp_path / "b.pt2"
+    args = [sys.executable, "-m", "aotipre", "bundle", str(pkg("aoti")), "-o", str(out)]
+    r = subprocess.run([*args, "--exported-program", str(pkg("both"))], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {out}: model 'model'" in r.stdout and "added the ExportedProgram" in r.stdout
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
