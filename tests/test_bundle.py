@@ -22,10 +22,10 @@ Pkg = Callable[[str], Path]
 
 PLAIN_TORCH = """
 import sys, torch
-path, inputs, expected, with_ep = sys.argv[1:5]
-args, kwargs = torch.load(inputs)
+path, inputs, expected, with_ep, device = sys.argv[1:6]
+args, kwargs = torch.utils._pytree.tree_map(lambda t: t.to(device), torch.load(inputs))
 out = torch._inductor.aoti_load_package(path)(*args, **kwargs)
-torch.save(out, expected)
+torch.save(out.cpu(), expected)
 if with_ep == "1":
     ep = torch.export.load(path)
     print(torch.__version__, "ran", tuple(out.shape), "eager equal:",
@@ -35,12 +35,16 @@ else:
 """
 
 
-def plain_torch(package: Path, inputs: Path, outputs: Path, with_ep: bool) -> str:
-    """A fresh process, as a deployment runs it: aoti_load_package, the call, the outputs saved
-    to `outputs`; with `with_ep`, torch.export.load of the same file, run eagerly."""
+def plain_torch(
+    package: Path, inputs: Path, outputs: Path, with_ep: bool, device: str = "cpu"
+) -> str:
+    """A fresh process, as a deployment runs it: aoti_load_package, the call on `device` (a CUDA
+    package fed CPU tensors reads them as device memory: an illegal memory access, measured on
+    the H200 without the runtime check), the outputs saved to `outputs`; with `with_ep`,
+    torch.export.load of the same file, run eagerly."""
     proc = subprocess.run(
         [sys.executable, "-c", PLAIN_TORCH, str(package), str(inputs), str(outputs),
-         "1" if with_ep else "0"],
+         "1" if with_ep else "0", device],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -145,3 +149,29 @@ def test_the_cli_writes_a_bundle_and_says_what_it_added(pkg: Pkg, tmp_path: Path
     assert f"wrote {out}: model 'model'" in r.stdout and "added the ExportedProgram" in r.stdout
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.gpu
+def test_a_cuda_bundle_loads_unchanged_gpu(cuda_fixture_dir: Path, tmp_path: Path) -> None:
+    """The same on a CUDA package (the GPU machine's torch): plain torch loads the bundle and
+    runs it on the GPU; `aotipre check` compares with both stored references."""
+    golden = tmp_path / "golden.pt"
+    inputs = cuda_fixture_dir / "aoti_inputs.pt"
+    aoti = cuda_fixture_dir / "aoti_cuda.pt2"
+    assert "ran (3, 4)" in plain_torch(aoti, inputs, golden, False, "cuda")
+    out = tmp_path / "bundle.pt2"
+    write_bundle(
+        str(aoti),
+        str(out),
+        exported_program=str(cuda_fixture_dir / "both_cuda.pt2"),
+        inputs=str(inputs),
+        expected=str(golden),
+    )
+    line = plain_torch(out, inputs, tmp_path / "again.pt", True, "cuda")
+    print(line)
+    assert "ran (3, 4) eager equal: True" in line, line
+    report = check(str(out), CheckOptions(dynamic=DynamicOptions(probe=False, timeout_s=300.0)))
+    compare = next(s for s in report.stages if s.name == "compare")
+    print(compare.detail)
+    assert compare.status.value == "passed", compare.detail
+    assert "match the expected outputs stored in the archive" in compare.detail
