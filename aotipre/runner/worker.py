@@ -1643,6 +1643,26 @@ class Worker:
         entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
         self.save(step.get("save", "aoti.pt"), out, step.get("save"))
 
+    def op_disk_weights_run(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """A package whose weights live outside the .so, loaded the way that reads them
+        (load_pt2(..., load_weights_from_disk=True)) and called on the sample inputs."""
+        try:
+            from torch.export.pt2_archive._package import load_pt2
+        except ImportError:
+            raise not_available("torch.export.pt2_archive._package.load_pt2") from None
+        if "load_weights_from_disk" not in inspect.signature(load_pt2).parameters:
+            raise not_available("load_pt2(..., load_weights_from_disk=True)")
+        package = self.job["package"]
+        model = self.job.get("aoti_model") or self.job["model"]
+        args, kwargs = self.get_inputs(entry)
+        self.phase(entry, "load")
+        contents = load_pt2(package, device_index=self.index, load_weights_from_disk=True)
+        if model not in contents.aoti_runners:
+            raise StepError(f"load_pt2 found no compiled model {model!r}")
+        self.phase(entry, "call")
+        out = self._call(contents.aoti_runners[model], args, kwargs)
+        entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
+
     def op_latency(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Run latency and memory growth over repeated calls (see latency_runs)."""
         args, kwargs = self.get_inputs(entry)

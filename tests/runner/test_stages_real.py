@@ -225,11 +225,47 @@ def test_wrong_dtype_is_caught_at_run_time_without_static_checks(check: Check) -
     assert any(e.endswith(line) for e in f.evidence)  # 2.11 adds the generic API message
 
 
-def test_weights_on_disk_segfault_is_contained(check: Check) -> None:
+PLAIN_TORCH_DISK_WEIGHTS = """
+import sys, torch
+from torch.export.pt2_archive._package import load_pt2
+args, kwargs = torch.load(sys.argv[2])
+if sys.argv[3] == "disk":
+    model = load_pt2(sys.argv[1], load_weights_from_disk=True).aoti_runners["model"]
+else:
+    model = torch._inductor.aoti_load_package(sys.argv[1])
+print("ran", tuple(model(*args, **kwargs).shape))
+"""
+
+
+def test_weights_on_disk_segfault_is_contained(check: Check, pkg: Callable[[str], Path]) -> None:
     res, findings = check("weights_on_disk", "aoti_inputs")
     assert [f.code for f in findings] == ["AOT607"]
     assert "SIGSEGV" in findings[0].message and "weights on disk" in findings[0].message
     assert res["run"].status is StageStatus.FAILED
+    # the loader that works, tried on the same inputs before the crashing run; plain torch in a
+    # fresh process: aoti_load_package dies calling it, load_pt2(load_weights_from_disk) runs it
+    assert (
+        "load_pt2(path, load_weights_from_disk=True) loads it and runs these inputs (outputs "
+        "float32[3, 4]): deploy with that loader" in findings[0].message
+    )
+    plain = {
+        how: subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                PLAIN_TORCH_DISK_WEIGHTS,
+                str(pkg("weights_on_disk")),
+                str(pkg("aoti_inputs")),
+                how,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )  # fmt: skip
+        for how in ("disk", "aoti_load_package")
+    }
+    assert plain["disk"].returncode == 0 and "ran (3, 4)" in plain["disk"].stdout
+    assert plain["aoti_load_package"].returncode == -11  # SIGSEGV
 
 
 def test_exported_program_compiles_passes_and_hits_the_cache(check: Check) -> None:

@@ -29,12 +29,19 @@ from aotipre.runner.stages.session import Session, Stage
 
 class RunStage(Stage):
     name = "run"
-    labels = {"run": "running"}
+
+    labels = {"run": "running", "disk-weights": "loading with load_weights_from_disk=True"}
 
     def plan(self, s: Session) -> list[PlannedStep]:
-        return [
+        steps = []
+        m = s.model
+        if m.aoti is not None and m.aoti.weights_on_disk and s.aoti_model == m.name:
+            # before the run, which crashes under aoti_load_package: the loader that does work
+            steps.append(PlannedStep("disk-weights", "disk_weights_run", {"requires": ["load"]}))
+        steps.append(
             PlannedStep("run", "run", {"save": "aoti_run.pt", "measure": s.opts.perf is not None})
-        ]
+        )
+        return steps
 
     def result(self, s: Session) -> StageResult:
         r = s.records.get("run")
@@ -118,7 +125,7 @@ def _failure_findings(
                 f"{doing} crashed ({r.signal}) because the package keeps its weights on "
                 "disk (data/aotinductor/"
                 f"{m.name}/weights_config.json) and aoti_load_package does not load them: "
-                "the compiled code read constants that were never set",
+                "the compiled code read constants that were never set; " + disk_weights_loader(s),
             )
         elif fail.kind == "abort":
             found("AOT603", f"{doing} aborted (SIGABRT){kernel}: {fail.summary}{note}")
@@ -236,3 +243,22 @@ def _size_stride_finding(
         actual=[g.actual for g in guards],
         evidence=evidence or tuple(g.line for g in guards),
     )
+
+
+def disk_weights_loader(s: Session) -> str:
+    """What the loader that reads weights from disk did with the same inputs (its step ran
+    before the crashing run, in the same worker)."""
+    r = s.records.get("disk-weights")
+    how = "torch.export.pt2_archive._package.load_pt2(path, load_weights_from_disk=True)"
+    if r is None or r.status == "skipped":
+        return f"{how} was not tried"
+    if ok(r):
+        shapes = ", ".join(describe_output(o) for o in r.entry.get("outputs") or [])
+        return (
+            f"{how} loads it and runs these inputs (outputs {shapes}): deploy with that loader, "
+            "or recompile with aot_inductor.package_constants_in_so=True"
+        )
+    if r.status == "crash":
+        return f"{how} crashed too ({r.signal})"
+    err = r.error
+    return f"{how} failed too: {err.get('type')}: {first_line(err.get('message'))}"
