@@ -75,3 +75,25 @@ def test_nan_and_masked_inf_against_the_exported_program(
     assert "the model, not the compile, produces them" in nan.message
     assert "(1, 3)" in nan.message
     assert bad.verdict is Verdict.FAIL
+
+
+def test_the_layout_probe_says_what_a_default_deployment_returns(
+    real_dir: Path, plain_torch: dict[str, Any]
+) -> None:
+    """The probe's non-contiguous twin of healthy images is refused under the runtime check and,
+    as a default deployment runs it, returns other outputs: plain torch with the same layout
+    (vision_transposed.pt, a fresh process, no AOTI_RUNTIME_CHECK_INPUTS) does too."""
+    call = plain_torch["vision"]["calls"]["transposed"]
+    assert call["status"] == "ran" and call["equals_eager"] is False
+    report = check(
+        real_dir / "vision.pt2",
+        CheckOptions(inputs=str(real_dir / "vision_ok.pt"), dynamic=DynamicOptions()),
+    )
+    (unchecked,) = _of(report, "AOT613")
+    assert (
+        "args[0] with strides (768, 256, 1, 16) (the sample's values, not contiguous): ran "
+        "silently and returned outputs that differ from the contiguous input's" in unchecked.message
+    )
+    probe = next(s for s in report.stages if s.name == "probe")
+    assert "args[0] non-contiguous: rejected by the runtime check (opt-in)" in probe.detail
+    assert report.verdict is Verdict.PASS  # a warning: the serving process decides

@@ -35,7 +35,7 @@ def _one(report: Report, code: str) -> Any:
 
 @pytest.mark.parametrize(
     "package, inputs",
-    [("encoder", "ok"), ("decoder", "ok"), ("scalars", "ok")],
+    [("encoder", "ok"), ("decoder", "ok"), ("scalars", "ok"), ("vision", "ok")],
 )
 def test_healthy_inputs_pass(
     real_dir: Path, plain_torch: dict[str, Any], package: str, inputs: str
@@ -184,3 +184,32 @@ def test_dim_names_are_not_recorded(real_dir: Path) -> None:
     report = _check(real_dir, "encoder")
     dims = report.package["models"][0]["dynamic_dims"]  # type: ignore[index]
     assert dims and all(re.fullmatch(r"s\d+", d["symbol"]) and d["name"] is None for d in dims)
+
+
+@pytest.mark.parametrize(
+    "inputs, strides", [("channels_last", "[768, 1, 48, 3]"), ("transposed", "[768, 256, 1, 16]")]
+)
+def test_images_in_another_memory_layout(
+    real_dir: Path, plain_torch: dict[str, Any], inputs: str, strides: str
+) -> None:
+    """The same images, channels_last or with H and W swapped in memory: a default deployment
+    runs them silently and returns other outputs than eager (plain torch): an error before
+    anything runs, naming the strides."""
+    call = plain_torch["vision"]["calls"][inputs]
+    assert call["status"] == "ran" and call["equals_eager"] is False
+    report = _check(real_dir, "vision", inputs)
+    assert _errors(report) == ["AOT307"]
+    assert f"the input's strides are {strides}" in _one(report, "AOT307").message
+
+
+def test_grayscale_images_for_a_three_channel_stem(
+    real_dir: Path, plain_torch: dict[str, Any]
+) -> None:
+    """1 channel where the compiled conv takes 3: eager raises, a default deployment runs it
+    silently (plain torch): an error before anything runs."""
+    call = plain_torch["vision"]["calls"]["gray"]
+    assert call["status"] == "ran" and "3 channels, but got 1" in call["eager"]
+    report = _check(real_dir, "vision", "gray")
+    assert _errors(report) == ["AOT302"]
+    f = _one(report, "AOT302")
+    assert (f.dim, f.expected, f.actual) == (1, 3, 1)
