@@ -566,11 +566,11 @@ def doctor(
         "Default: ~/.cache/aotipre/compile.",
         metavar="DIR",
     ),
-    python: str | None = typer.Option(
+    python: list[str] | None = typer.Option(
         None,
         "--python",
         help="Prove this interpreter's torch (e.g. the serving venv's bin/python) instead of "
-        "this Python's.",
+        "this Python's; repeatable: one report per interpreter.",
         show_default=False,
         metavar="PATH",
     ),
@@ -591,7 +591,7 @@ def doctor(
             timeout=timeout,
             cache_dir=cache_dir,
             show_progress=progress,
-            python=python,
+            python=python or (),
         )
     )
 

@@ -201,12 +201,12 @@ def doctor(
     timeout: float = 300.0,
     cache_dir: Path | None = None,
     show_progress: bool | None = None,
-    python: str | None = None,
+    python: Sequence[str] = (),
 ) -> int:
     """`aotipre doctor`: host facts plus a canary model compiled, loaded and run per device.
-    `python`: the interpreter whose torch is proved (validated first: exit 2 when it cannot)."""
+    `python`: the interpreters whose torch is proved (each validated first: exit 2 when one
+    cannot); several: one doctor report each, and the worst exit code."""
     from aotipre.doctor import DoctorOptions, run_doctor
-    from aotipre.doctor.render import render as render_doctor
     from aotipre.runner.stages import DynamicOptions
     from aotipre.runtimes import probe
 
@@ -214,24 +214,58 @@ def doctor(
     timeout = config.check_number("timeout", timeout)  # finite, in range: else one line, exit 2
     safeio.refuse_overwriting_inputs((("--report", path) for _, path in specs), [cache_dir])
     show = safeio.is_terminal(2) if show_progress is None else show_progress
-    runtime = probe(python)
-    dynamic = DynamicOptions(
-        timeout_s=timeout,
-        cache_dir=str(cache_dir) if cache_dir is not None else None,
-        python=runtime.python,
-    )
+    # all validated before any canary runs; none given: the running interpreter
+    runtimes = [probe(p) for p in python] if python else [probe(None)]
     from aotipre.progress import Heartbeat
 
-    with Heartbeat(progress) as beat:
-        result = run_doctor(
-            DoctorOptions(devices=tuple(devices), dynamic=dynamic, progress=beat if show else None)
+    results = []
+    for runtime in runtimes:
+        dynamic = DynamicOptions(
+            timeout_s=timeout,
+            cache_dir=str(cache_dir) if cache_dir is not None else None,
+            python=runtime.python,
         )
-    emit(render_doctor(result, fmt), None)
+        with Heartbeat(progress) as beat:
+            opts = DoctorOptions(
+                devices=tuple(devices), dynamic=dynamic, progress=beat if show else None
+            )
+            results.append((runtime, run_doctor(opts)))
+    emit(_render_doctors(results, fmt), None)
     for name, path in specs:
-        emit(render_doctor(result, name), Path(path))
-    if result.error is not None:
-        say_error(result.error)
-    return int(result.exit_code)
+        emit(_render_doctors(results, name), Path(path))
+    for runtime, result in results:
+        if result.error is not None:
+            where = f"{runtime.shown}: " if len(results) > 1 else ""
+            say_error(where + result.error)
+    return max(int(result.exit_code) for _, result in results)
+
+
+def _render_doctors(results: Sequence[tuple[Any, Any]], fmt: str) -> str:
+    """One doctor report as before; several (one per --python) as a table per interpreter, or
+    one JSON object listing them (`kind: doctor-matrix`)."""
+    from aotipre.doctor.render import render as render_doctor
+
+    if len(results) == 1:
+        return render_doctor(results[0][1], fmt)
+    if fmt == "json":
+        import json
+
+        reports = [json.loads(render_doctor(r, "json")) for _, r in results]
+        worst = max(int(r.exit_code) for _, r in results)
+        return json_format.dumps(
+            {
+                "kind": "doctor-matrix",
+                "exit_code": worst,
+                "runtimes": [
+                    {"python": rt.shown, "torch": rt.torch_version, "report": rep}
+                    for (rt, _), rep in zip(results, reports)
+                ],
+            }
+        )
+    return "\n".join(
+        f"=== --python {rt.shown} (torch {rt.torch_version})\n{render_doctor(r, fmt)}"
+        for rt, r in results
+    )
 
 
 def _doctor_report_spec(spec: str) -> tuple[str, str]:
