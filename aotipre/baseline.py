@@ -115,7 +115,7 @@ def _entry_key(item: Any, where: str) -> Key:
         if value is not None and (
             not isinstance(value, (str, int))
             or isinstance(value, bool)
-            or (isinstance(value, int) and abs(value) >= 2**63)
+            or (isinstance(value, int) and not -(2**63) <= value < 2**63)  # an int64
         ):
             raise UsageError(f"{where}: '{field}' must be a string, an integer or null")
         fields.append("" if value is None else str(value))

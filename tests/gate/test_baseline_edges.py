@@ -164,3 +164,31 @@ def test_a_baseline_is_written_into_folders_that_do_not_exist_yet(tmp_path: Path
     assert load_baseline(path).entries == ((("../../../p.pt2", "AOT304", "", "", ""), 1),)
     write_baseline(path, [])  # again, into the folder that exists now
     assert load_baseline(path).entries == ()
+
+
+@pytest.mark.parametrize(
+    "dim, accepted",
+    [(2**63 - 1, True), (-(2**63), True), (2**63, False), (-(2**63) - 1, False), (2**64, False)],
+)
+def test_integer_fields_must_fit_64_bits(tmp_path: Path, dim: int, accepted: bool) -> None:
+    path = tmp_path / "b.json"
+    row = {"package": "p.pt2", "code": "AOT304", "dim": dim}
+    path.write_text(json.dumps({"schema_version": 1, "findings": [row]}))
+    if accepted:
+        assert load_baseline(path).entries == ((("p.pt2", "AOT304", "", "", str(dim)), 1),)
+        return
+    with pytest.raises(UsageError) as info:
+        load_baseline(path)
+    assert "findings[0]: 'dim' must be a string, an integer or null" in str(info.value)
+
+
+def test_the_written_baseline_is_indented_json_for_review(tmp_path: Path) -> None:
+    # a file meant to be committed and read in diffs: two-space indent, one key per line
+    path = tmp_path / "b.json"
+    write_baseline(path, [Report(str(tmp_path / "p.pt2"), findings=[finding(dim=0)])])
+    assert path.read_text() == (
+        '{\n  "schema_version": 1,\n  "tool": "aotipre",\n  "findings": [\n    {\n'
+        '      "package": "p.pt2",\n      "code": "AOT304",\n      "model": null,\n'
+        '      "input": null,\n      "dim": 0,\n      "severity": "error",\n'
+        '      "message": "m"\n    }\n  ]\n}\n'
+    )

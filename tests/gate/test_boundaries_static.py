@@ -350,3 +350,66 @@ def test_layout_words_with_size_one_and_unknown_strides(pkg: Pkg) -> None:
     (f,) = check_inputs(odd, SampleInputs((t("float32", 4, 8, strides=(8, 2)),)))
     assert (f.dim, f.expected, f.actual) == (1, 1, 2)
     assert "(compiled layout;" in f.message
+
+
+def with_export_min(m: ModelInfo, symbol: str, low: int) -> ModelInfo:
+    return dataclasses.replace(m, symbols=tuple(
+        dataclasses.replace(s, min=low) if s.symbol == symbol else s for s in m.symbols
+    ))  # fmt: skip
+
+
+def test_sizes_0_and_1_below_the_aoti_minimum_of_2_carry_the_zero_one_hint(pkg: Pkg) -> None:
+    # the AOTI code compiles dynamic dims for sizes >= 2 whatever the export's Dim min
+    (one,) = check_inputs(model(pkg, "both"), token(1, 10))  # export min 1
+    assert one.hint is not None
+    assert one.hint.startswith("AOTInductor specializes sizes 0 and 1 away")
+    assert "to accept 1, export under" in one.hint
+    (zero,) = check_inputs(with_export_min(model(pkg, "both"), "s43", 0), token(0, 10))
+    assert zero.hint is not None and "to accept 0, export under" in zero.hint
+    (seq,) = check_inputs(model(pkg, "aoti"), token(3, 1))  # AOTI-only, seq [2, 128]
+    assert (seq.code, seq.dim) == ("AOT303", 1)
+    assert seq.hint is not None and "to accept 1, export under" in seq.hint
+
+
+def test_other_minimums_carry_no_zero_one_hint(pkg: Pkg) -> None:
+    # no AOTI bound (ExportedProgram only, seq min 2): the export's own minimum
+    (seq,) = check_inputs(model(pkg, "ep_only"), SampleInputs((t("float32", 2, 1, 8),)))
+    assert (seq.code, seq.dim, seq.expected) == ("AOT303", 1, ">= 2")
+    assert "specializes sizes 0 and 1" not in (seq.hint or "")
+    # an AOTI minimum other than 2 (derived.pt2's y: 4)
+    _, y = check_inputs(
+        model(pkg, "derived"), SampleInputs((t("float32", 1, 4), t("float32", 2, 4)))
+    )
+    assert (y.code, y.input, y.expected) == ("AOT303", "y", ">= 4")
+    assert "specializes sizes 0 and 1" not in (y.hint or "")
+    # a size of 2 or more below an AOTI minimum of 3
+    m = with_bounds(with_export_min(model(pkg, "both"), "s43", 3), 0, min=3)
+    (two,) = check_inputs(m, token(2, 10))
+    assert (two.code, two.expected, two.actual) == ("AOT303", ">= 3", 2)
+    assert "specializes sizes 0 and 1" not in (two.hint or "")
+
+
+def test_a_size_one_dim_stride_is_skipped_on_a_non_contiguous_input(pkg: Pkg) -> None:
+    # ep_only.pt2 x [s77, s27, 8], strides (8*s27, 8, 1); batch 1 with an arbitrary stride at
+    # dim 0 and a transposed seq/feature: the finding is about dim 1, not the size-1 dim 0
+    sample = SampleInputs((t("float32", 1, 16, 8, strides=(5, 1, 16)),))
+    (f,) = check_inputs(model(pkg, "ep_only"), sample)
+    assert found([f]) == [("AOT307", "x", 1, 8, 1)]
+
+
+def test_an_unknown_stride_of_a_size_one_dim_is_not_called_contiguous(pkg: Pkg) -> None:
+    # a compiled [1, 8] whose dim-0 stride the contract cannot evaluate: the layout is the
+    # compiled one, not claimed contiguous
+    m = model(pkg, "strides")
+    (x,) = m.inputs
+    static = x.tensor.shape[0]
+    shape = (dataclasses.replace(static, value=1), dataclasses.replace(static, value=8))
+    strides = (
+        dataclasses.replace(static, value=None, expr="s99"),
+        dataclasses.replace(static, value=1),
+    )
+    tensor = dataclasses.replace(x.tensor, shape=shape, strides=strides, bounds=())
+    m = dataclasses.replace(m, inputs=(dataclasses.replace(x, tensor=tensor),))
+    (f,) = check_inputs(m, SampleInputs((t("float32", 1, 8, strides=(8, 2)),)))
+    assert found([f]) == [("AOT307", "args[0]", 1, 1, 2)]
+    assert "(compiled layout; the input's strides are [8, 2])" in f.message

@@ -320,3 +320,25 @@ def test_a_compiler_line_one_past_the_limit_is_cut() -> None:
     line = "k.cpp:1:1: error: " + "e" * (401 - 18)
     (quoted,) = classify_compile_failure(exc_type=None, message="", log=line).evidence
     assert len(line) == 401 and len(quoted) == 400 and quoted.endswith("...")
+
+
+DESERIALIZE = "Deserializing mymodule.Point in pytree is not registered."
+NO_NAME = (
+    "No registered serialization name for <class 'mymodule.Point'> found. Please update your "
+    "_register_pytree_node call with a `serialized_type_name` kwarg."
+)
+
+
+@pytest.mark.parametrize("message", [DESERIALIZE, NO_NAME])
+def test_an_unregistered_pytree_type_is_named(message: str) -> None:
+    # torch.utils._pytree's two wordings (treespec_loads / treespec_dumps): the Python side
+    # could not rebuild the outputs; the summary is the line that says so, not the exception
+    # line, and the type is named without its `<class '...'>` wrapper
+    f = classify_run_failure(
+        exc_type="NotImplementedError",
+        message=message,
+        log="[aoti] outputs computed\n",
+    )
+    assert (f.kind, f.kernel, f.checks) == ("unregistered_pytree", None, ())
+    assert f.extra == {"type": "mymodule.Point"}
+    assert f.summary == message

@@ -228,3 +228,124 @@ def test_probe_comparison_names_the_first_input_of_its_symbol(tmp_path: Path) ->
     assert sorted(f.code for f in findings) == ["AOT613", "AOT701"]  # AOT613: the over-max twins
     (f,) = [f for f in findings if f.code == "AOT701"]
     assert (f.code, f.input, f.dim) == ("AOT701", "input_ids", 1)
+
+
+def batch_inputs(size: int) -> list[dict[str, Any]]:
+    """The run record's summaries of token_model's inputs (both laid out [s0, s1])."""
+    return [
+        {"kind": "tensor", "dtype": "int64", "shape": [size, 8]},
+        {"kind": "tensor", "dtype": "float32", "shape": [size, 8]},
+    ]
+
+
+def test_nan_rows_of_the_batch_name_the_input_rows(fake_run: Run) -> None:
+    # output dim 0 is 2, as is the inputs' dynamic batch dim (s0): the rows are the batch's
+    nan = {**output(nan=4), "nan_rows": [1], "nan_row_count": 1}
+    script = {"run": {"entry": {"inputs": batch_inputs(2), "outputs": [nan]}}}
+    _, findings = fake_run(script, ep=False)
+    (f,) = findings
+    assert (f.code, f.severity, f.actual) == ("AOT702", Severity.ERROR, 4)
+    assert f.message == (
+        "output 0 (float32[2, 4]) of the compiled model holds 4 NaN in 1 row(s) along dim 0 (1): "
+        "the rows of the batch, produced by input row(s) 1 of 'input_ids', 'attention_mask'"
+        + NO_REF_NAN
+    )
+
+
+def test_rows_past_the_cap_are_elided_and_a_longer_dim_0_is_not_the_batch(fake_run: Run) -> None:
+    # 40 rows hold NaN, the worker lists the first 32; dim 0 (40) is not the batch (2)
+    listed = list(range(32))
+    nan = {**output(nan=40), "shape": [40, 4], "nan_rows": listed, "nan_row_count": 40}
+    script = {"run": {"entry": {"inputs": batch_inputs(2), "outputs": [nan]}}}
+    _, findings = fake_run(script, ep=False)
+    (f,) = findings
+    assert f.message == (
+        "output 0 (float32[40, 4]) of the compiled model holds 40 NaN in 40 row(s) along dim 0 ("
+        + ", ".join(str(r) for r in listed)
+        + ", ...)"
+        + NO_REF_NAN
+    )
+    assert "input row(s)" not in f.message
+
+
+def test_rows_without_a_count_count_the_listed_rows(fake_run: Run) -> None:
+    inf = {**output(inf=3), "inf_rows": [0, 1]}
+    _, findings = fake_run({"run": {"entry": {"outputs": [inf]}}}, ep=False)
+    (f,) = findings
+    assert (f.code, f.severity) == ("AOT705", Severity.WARNING)
+    assert f.message == (
+        "output 0 (float32[2, 4]) of the compiled model holds 3 Inf in 2 row(s) along dim 0 "
+        "(0, 1)" + NO_REF_INF
+    )
+
+
+def test_inf_that_eager_produces_in_the_same_rows_is_info(fake_run: Run) -> None:
+    inf = {**output(inf=2), "inf_rows": [0], "inf_row_count": 1}
+    script = {"run": {"entry": {"outputs": [inf]}}, "eager": {"entry": {"outputs": [inf]}}}
+    res, findings = fake_run(script)
+    (f,) = findings
+    assert (f.code, f.severity, f.stage) == ("AOT705", Severity.INFO, "run")
+    assert f.message == (
+        "output 0 (float32[2, 4]) of the compiled model holds 2 Inf in 1 row(s) along dim 0 (0), "
+        "as the ExportedProgram run eagerly does (the same count in the same rows): reported, "
+        "not failed"
+    )
+    assert (f.expected, f.actual) == (2, 2)
+
+
+def test_inf_that_eager_produces_in_other_rows_is_an_error(fake_run: Run) -> None:
+    aoti = {**output(inf=2), "inf_rows": [0], "inf_row_count": 1}
+    eager = {**output(inf=2), "inf_rows": [1], "inf_row_count": 1}
+    script = {"run": {"entry": {"outputs": [aoti]}}, "eager": {"entry": {"outputs": [eager]}}}
+    _, findings = fake_run(script)
+    (f,) = findings
+    assert (f.code, f.severity) == ("AOT702", Severity.ERROR)
+    assert f.message == (
+        "output 0 (float32[2, 4]) of the compiled model holds 2 Inf in 1 row(s) along dim 0 (0) "
+        "where the ExportedProgram run eagerly holds 2 in 1 row(s) along dim 0 (1)"
+    )
+    assert (f.expected, f.actual) == (2, 2)
+
+
+def test_nan_where_eager_is_finite_blames_the_compiled_code(fake_run: Run) -> None:
+    script = {
+        "run": {"entry": {"outputs": [output(nan=3)]}},
+        "eager": {"entry": {"outputs": [output()]}},
+    }
+    _, findings = fake_run(script)
+    (f,) = findings
+    assert (f.code, f.severity) == ("AOT702", Severity.ERROR)
+    assert f.message == (
+        "output 0 (float32[2, 4]) of the compiled model holds 3 NaN where the ExportedProgram "
+        "run eagerly is finite: the compiled code produces them"
+    )
+    assert (f.expected, f.actual) == (0, 3)
+
+
+def test_a_failed_eager_run_is_no_reference(fake_run: Run) -> None:
+    # the failed eager step's record still lists outputs: they must not be read as a reference
+    same = {**output(nan=1, inf=1), "inf_rows": [0], "inf_row_count": 1}
+    script = {
+        "run": {"entry": {"outputs": [same]}},
+        "eager": {"error": {"type": "RuntimeError", "message": "eager failed"},
+                  "entry": {"outputs": [same]}},
+    }  # fmt: skip
+    _, findings = fake_run(script)
+    head = "output 0 (float32[2, 4]) of the compiled model holds "
+    rows = " in 1 row(s) along dim 0 (0)"
+    assert [(f.code, f.severity, f.message, f.expected) for f in findings if f.stage == "run"] == [
+        ("AOT702", Severity.ERROR, head + "1 NaN" + NO_REF_NAN, None),
+        ("AOT705", Severity.WARNING, head + "1 Inf" + rows + NO_REF_INF, None),
+    ]
+
+
+def test_an_output_count_difference_names_the_exported_program(fake_run: Run) -> None:
+    structure = "the compiled model returns 1 output(s), the ExportedProgram 2"
+    res, findings = fake_run(compare(structure=structure))
+    (f,) = findings
+    assert (f.code, f.severity, f.stage) == ("AOT703", Severity.ERROR, "compare")
+    assert f.message == (
+        "the compiled model returns 1 output(s), the ExportedProgram 2 (compared with the "
+        "ExportedProgram in the archive run eagerly)"
+    )
+    assert res["compare"].status is StageStatus.FAILED

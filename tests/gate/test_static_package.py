@@ -228,3 +228,135 @@ def test_compute_capability_is_shown_as_major_minor(pkg: Pkg, cc: str, shown: st
     m = with_aoti(model(pkg, "aoti"), device_type="cuda", compute_capability=cc, cpu_isa=())
     (f,) = check_host(m, parse_target("cuda,cc=7.5"), soft=False)
     assert f.expected == shown
+
+
+def test_opaque_objects_are_named_four_at_most(pkg: Pkg) -> None:
+    info = read_package(pkg("both"))
+    members = tuple(f"both/data/constants/opaque_obj_{n}" for n in range(5))
+
+    def aot080(opaque: tuple[str, ...]) -> Finding:
+        (f,) = check_package(dataclasses.replace(info, opaque_objects=opaque), [])
+        assert (f.code, f.severity, f.stage) == ("AOT080", Severity.WARNING, "static")
+        assert f.actual == list(opaque)
+        return f
+
+    tail = (
+        ") that torch.export.load and load_pt2 unpickle with pickle.loads; aotipre did not "
+        "unpickle them"
+    )
+    assert aot080(members).message == (
+        "the package stores 5 opaque Python object(s) (opaque_obj_0, opaque_obj_1, "
+        "opaque_obj_2, opaque_obj_3 and 1 more" + tail
+    )
+    assert aot080(members[:4]).message == (
+        "the package stores 4 opaque Python object(s) (opaque_obj_0, opaque_obj_1, "
+        "opaque_obj_2, opaque_obj_3" + tail
+    )
+    assert check_package(info, []) == []  # the fixture stores none
+
+
+def with_symbol_min(m: ModelInfo, old: int, new: int) -> ModelInfo:
+    symbols = tuple(dataclasses.replace(s, min=new) if s.min == old else s for s in m.symbols)
+    return dataclasses.replace(m, symbols=symbols)
+
+
+def test_an_aoti_minimum_of_2_over_0_or_1_carries_the_zero_one_hint(pkg: Pkg) -> None:
+    # both.pt2: export lets the batch (s43) go down to 1, the AOTI code checks >= 2
+    info = read_package(pkg("both"))
+    (one,) = check_package(info, [model(pkg, "both")])
+    assert (one.code, one.expected, one.actual) == ("AOT013", 1, 2)
+    assert one.hint is not None
+    assert "AOTInductor specializes sizes 0 and 1 away" in one.hint
+    assert "to accept 1, export under" in one.hint
+    (zero,) = check_package(info, [with_symbol_min(model(pkg, "both"), 1, 0)])
+    assert (zero.code, zero.expected, zero.actual) == ("AOT013", 0, 2)
+    assert zero.hint is not None and "to accept 0, export under" in zero.hint
+
+
+def test_other_narrower_minimums_carry_no_hint(pkg: Pkg) -> None:
+    # an AOTI minimum of 3 over an export minimum of 2 (both symbols): sizes 0 and 1 are not
+    # involved, so the finding keeps the code's own hint, not the zero-one one
+    m = model(pkg, "both")
+    m = dataclasses.replace(m, inputs=tuple(
+        dataclasses.replace(i, tensor=dataclasses.replace(i.tensor, bounds=tuple(
+            dataclasses.replace(b, min=3) for b in i.tensor.bounds)))
+        for i in m.inputs
+    ))  # fmt: skip
+    m = with_symbol_min(m, 1, 2)
+    found = check_package(read_package(pkg("both")), [m])
+    assert [(f.code, f.dim, f.expected, f.actual) for f in found] == [
+        ("AOT013", 0, 2, 3),
+        ("AOT013", 1, 2, 3),
+    ]
+    assert [f.hint for f in found] == [
+        "inputs inside the export range but outside the AOTI range are rejected at run time"
+    ] * 2
+
+
+def aot051(pkg: Pkg, **fields: object) -> list[Finding]:
+    """The CPU-target facts of aoti.pt2 with its AOTI part's `fields` replaced."""
+    m = with_aoti(model(pkg, "aoti"), **fields)
+    return [
+        f for f in check_package_with_facts(read_package(pkg("aoti")), [m]) if f.code == "AOT051"
+    ]
+
+
+def without_flags(pkg: Pkg) -> object:
+    aoti = model(pkg, "aoti").aoti
+    assert aoti is not None and aoti.binaries is not None
+    return dataclasses.replace(aoti.binaries, shared_objects=tuple(
+        dataclasses.replace(so, flags=None) for so in aoti.binaries.shared_objects))  # fmt: skip
+
+
+def test_the_cpu_target_from_the_compiler_flags_alone(pkg: Pkg) -> None:
+    # -march=rocketlake read from the .so, no AOTI_CPU_ISA metadata: still told
+    (f,) = aot051(pkg, cpu_isa=())
+    assert f.severity is Severity.INFO
+    assert f.message.startswith("model 'model': CPU code compiled for -march=rocketlake (enabled: ")
+    assert "amx_tile" in f.message and "avx512f" in f.message
+    assert "metadata AOTI_CPU_ISA" not in f.message
+    assert f.evidence[0].endswith(".wrapper.so: .debug_str")
+
+
+def test_the_cpu_target_from_the_metadata_alone(pkg: Pkg) -> None:
+    # no compiler command line in the .so: the metadata words are all there is
+    (f,) = aot051(pkg, binaries=without_flags(pkg), cpu_isa=("AVX512", "AMX_TILE"))
+    assert f.message == (
+        "model 'model': CPU code compiled for an unknown -march (enabled: no AVX-512/AMX; "
+        "metadata AOTI_CPU_ISA: AVX512 AMX_TILE)"
+    )
+    assert f.actual == ["AVX512", "AMX_TILE"]
+    assert f.evidence[0].endswith(".wrapper.so: metadata")
+
+
+def test_no_cpu_target_without_flags_or_metadata_or_on_gpu(pkg: Pkg) -> None:
+    assert aot051(pkg, binaries=without_flags(pkg), cpu_isa=()) == []
+    # the .so of a cuda package is host code: its -march is not the device's target
+    assert aot051(pkg, device_type="cuda", compute_capability="90", cpu_isa=()) == []
+
+
+def test_the_gpu_code_members_and_their_images(pkg: Pkg) -> None:
+    from aotipre.binaries.cuda import GpuImage
+    from aotipre.binaries.facts import GpuMember
+
+    aoti = model(pkg, "aoti").aoti
+    assert aoti is not None and aoti.binaries is not None
+
+    def aot053(*gpu: GpuMember) -> Finding:
+        binaries = dataclasses.replace(aoti.binaries, gpu=gpu)
+        m = with_aoti(model(pkg, "aoti"), device_type="cuda", binaries=binaries)
+        (f,) = [
+            f
+            for f in check_package_with_facts(read_package(pkg("aoti")), [m])
+            if f.code == "AOT053"
+        ]
+        return f
+
+    sass = GpuMember("m/a.cubin", images=(GpuImage("sass", "90"),))
+    fat = GpuMember("m/b.fatbin", images=(GpuImage("sass", "80"), GpuImage("ptx", "90", (8, 4))))
+    f = aot053(sass, fat)
+    assert f.message == (
+        "model 'model': 2 GPU code member(s) carry compute_90, sm_80, sm_90 (PTX ISA 8.4)"
+    )
+    assert f.actual == ["compute_90", "sm_80", "sm_90"]
+    assert aot053(sass).message == "model 'model': 1 GPU code member(s) carry sm_90; no PTX"

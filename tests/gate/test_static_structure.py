@@ -252,3 +252,86 @@ def test_kind_mismatch_messages_describe_the_exported_input(pkg: Pkg) -> None:
     assert (
         got[0].message == "input 'scale' was exported as a constant, got a tensor float32[] on cpu"
     )
+
+
+def positional_scalars(pkg: Pkg) -> ModelInfo:
+    """kwargs.pt2's contract, called as forward(x, scale, top_k, *, mask): two non-tensor
+    positional arguments that export specialized (scale=0.5, top_k=3)."""
+    m = model(pkg, "kwargs")
+    x, mask, scale = m.inputs
+    top_k = dataclasses.replace(scale, name="top_k", position=3, kind="int", value=3)
+    return dataclasses.replace(
+        m,
+        signature=CallSignature(
+            args=(LEAF, LEAF, LEAF), kwargs=(("mask", LEAF),), arg_names=("x", "scale", "top_k")
+        ),
+        inputs=(
+            x,
+            dataclasses.replace(mask, path="kwargs['mask']"),
+            dataclasses.replace(scale, path="args[1]"),
+            dataclasses.replace(top_k, path="args[2]"),
+        ),
+    )
+
+
+def test_missing_positional_scalars_say_the_compiled_model_runs_without_them(pkg: Pkg) -> None:
+    m = positional_scalars(pkg)
+    (f,) = check_inputs(m, SampleInputs((X,), {"mask": MASK}))
+    assert found([f]) == [("AOT101", "error", None, 3, 1)]
+    assert f.message == (
+        "1 positional arguments given, the model was exported with 3 (x, scale, top_k); the "
+        "compiled model runs without the missing non-tensor argument(s) and computes with what "
+        "export specialized (scale=0.5, top_k=3)"
+    )
+    # only the last one missing
+    (g,) = check_inputs(m, SampleInputs((X, 0.5), {"mask": MASK}))
+    assert g.message.endswith("computes with what export specialized (top_k=3)")
+
+
+def test_a_missing_tensor_argument_says_nothing_of_running(pkg: Pkg) -> None:
+    # x (a tensor) is missing with the scalars: the compiled model cannot run without it
+    (f,) = check_inputs(positional_scalars(pkg), SampleInputs((), {"mask": MASK}))
+    assert (
+        f.message == "0 positional arguments given, the model was exported with 3 (x, scale, top_k)"
+    )
+    (g,) = check_inputs(model(pkg, "both"), SampleInputs((t("int64", 3, 10),)))
+    assert g.message == (
+        "1 positional arguments given, the model was exported with 2 (input_ids, attention_mask)"
+    )
+
+
+def test_extra_positional_scalars_are_silently_ignored(pkg: Pkg) -> None:
+    m = positional_scalars(pkg)
+    (f,) = check_inputs(m, SampleInputs((X, 0.5, 3, 7, 8, 9, 10, 11), {"mask": MASK}))
+    assert found([f]) == [("AOT101", "error", None, 3, 8)]
+    assert f.message == (
+        "8 positional arguments given, the model was exported with 3 (x, scale, top_k); the "
+        "compiled model silently ignores the extra non-tensor value(s) 7, 8, 9, 10 and computes "
+        "with the defaults export used"
+    )
+
+
+def test_extra_positional_tensors_are_not_said_to_be_ignored(pkg: Pkg) -> None:
+    m = positional_scalars(pkg)
+    (f,) = check_inputs(m, SampleInputs((X, 0.5, 3, MASK, 7), {"mask": MASK}))
+    assert (
+        f.message == "5 positional arguments given, the model was exported with 3 (x, scale, top_k)"
+    )
+    ids, mask = t("int64", 3, 10), t("float32", 3, 10)
+    (g,) = check_inputs(model(pkg, "both"), SampleInputs((ids, mask, mask)))
+    assert g.message == (
+        "3 positional arguments given, the model was exported with 2 (input_ids, attention_mask)"
+    )
+
+
+def with_scale(pkg: Pkg, value: object) -> ModelInfo:
+    m = model(pkg, "kwargs")
+    x, mask, scale = m.inputs
+    return dataclasses.replace(m, inputs=(x, mask, dataclasses.replace(scale, value=value)))
+
+
+def test_a_scalar_where_a_sequence_was_specialized(pkg: Pkg) -> None:
+    m = with_scale(pkg, [1, 2])
+    got = check_inputs(m, SampleInputs((X,), {"mask": MASK, "scale": 1}))
+    assert found(got) == [("AOT105", "error", "scale", [1, 2], 1)]
+    assert got[0].message.startswith("input 'scale' is 1, but export specialized it to [1, 2]")

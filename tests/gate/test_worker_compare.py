@@ -146,3 +146,33 @@ def test_long_values_are_cut_at_200_characters() -> None:
     rec = leaf(long, long + "y")
     assert len(rec["aoti"]) == 200 and len(rec["eager"]) == 200 and rec["equal"] is False
     assert worker.tensor_summary(long)["value"] == repr(long)[:200]
+
+
+def test_output_summary_names_the_rows_along_dim_0() -> None:
+    # [3, 2]: NaN in row 2 only, Inf in rows 0 and 2 (two in row 0)
+    t = torch.tensor([[float("inf"), float("-inf")], [1.0, 2.0], [float("nan"), float("inf")]])
+    s = worker.tensor_summary(t)
+    assert (s["nan"], s["inf"]) == (1, 3)
+    assert (s["nan_rows"], s["nan_row_count"]) == ([2], 1)
+    assert (s["inf_rows"], s["inf_row_count"]) == ([0, 2], 2)
+    clean = worker.tensor_summary(torch.ones(3, 2))
+    assert not any(k.endswith(("_rows", "_row_count")) for k in clean)
+
+
+def test_output_summary_rows_of_a_vector_and_a_scalar() -> None:
+    # a 1-D output: each element is its own row
+    s = worker.tensor_summary(torch.tensor([1.0, float("nan"), float("nan")]))
+    assert (s["nan_rows"], s["nan_row_count"]) == ([1, 2], 2)
+    assert "inf_rows" not in s
+    # a 0-dim output has no dim 0: counted, no rows
+    s = worker.tensor_summary(torch.tensor(float("nan")))
+    assert (s["nan"], s["inf"]) == (1, 0)
+    assert "nan_rows" not in s and "nan_row_count" not in s
+
+
+def test_output_summary_lists_32_rows_at_most_and_counts_them_all() -> None:
+    t = torch.ones(40, 3)
+    t[:, 1] = float("nan")
+    s = worker.tensor_summary(t)
+    assert s["nan"] == 40 and s["nan_row_count"] == 40
+    assert s["nan_rows"] == list(range(32))
