@@ -98,6 +98,16 @@ TARGETS: tuple[Target, ...] = (
         ("tests/gate/test_compare_findings.py",),
     ),
     Target(
+        "aotipre/runner/stages/probe.py",
+        ("_over_max", "_layout_case", "layout_difference", "_unchecked", "unchecked_finding"),
+        ("tests/runner/test_stages.py", "tests/gate/test_compare_findings.py"),
+    ),
+    Target(
+        "aotipre/runner/synth.py",
+        ("plan_layouts", "plan_probes", "_largest_fitting"),
+        ("tests/runner/test_stages_plan.py",),
+    ),
+    Target(
         "aotipre/runner/stages/nonfinite.py",
         ("nonfinite_findings", "_rows"),
         ("tests/gate/test_compare_findings.py",),

@@ -581,3 +581,100 @@ print("torch" in sys.modules)
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+TOO_LARGE = {
+    "type": "RuntimeError",
+    "message": "input_handles[0]: dim value is too large at 0, expected to be <= 64, but got: 65",
+}
+STRIDE = {
+    "type": "RuntimeError",
+    "message": "input_handles[1]: unmatched stride value at 0, expected: 8, but got: 1",
+}
+
+
+def test_what_the_unchecked_twins_did_fake(run: Run) -> None:
+    """Fake worker: each twin's outcome in the probe detail and in the one AOT613 -- NaN/Inf
+    counted, a twin the check-less copy refuses too left out, a crash with its evidence, a twin
+    whose worker failed not known."""
+    nan = {"kind": "tensor", "dtype": "float32", "shape": [65, 4], "nan": 2, "inf": 1}
+    script = {
+        "probe:s0:over:unchecked": {"entry": {"outputs": [nan]}},
+        "probe:s1:over:unchecked": {"entry": {"outcome": "rejected"}},
+        "probe:input0:layout:unchecked": {"crash": "SIGSEGV", "log": "Segmentation fault\n"},
+    }
+    res, findings = run(script=script)
+    detail = res["probe"].detail
+    assert (
+        "=65 [input_ids dim 0, attention_mask dim 0]: rejected by the runtime check "
+        "(opt-in); without it: ran silently (3 output values NaN/Inf)" in detail
+    )
+    assert (
+        "=129 [input_ids dim 1, attention_mask dim 1]: rejected by the runtime check "
+        "(opt-in); without it: rejected as well" in detail
+    )
+    assert (
+        "input_ids non-contiguous: rejected by the runtime check (opt-in); without it: "
+        "crashed (SIGSEGV)" in detail
+    )
+    (f,) = findings
+    assert f.code == "AOT613" and f.severity is Severity.WARNING
+    assert "refused 3 probe input(s)" in f.message and "=129" not in f.message
+    assert f.expected == "s0 in [1, 64]; contiguous inputs"
+    assert f.actual == (
+        "s0=65: ran silently (3 output values NaN/Inf); input_ids strides (1, 8): crashed "
+        "(SIGSEGV); attention_mask strides (1, 8): ran silently and returned outputs that "
+        "differ from the contiguous input's (output 0: 8 of 8 values, max abs diff 1.5)"
+    )
+    assert "Outputs for sizes outside the compiled range" in f.message
+    assert "pass contiguous tensors" in f.message
+    # a twin whose worker could not tell: not known, and no AOT613 entry for it
+    res, findings = run(script={"probe:s0:over:unchecked": {"exit": 3}})
+    assert "without it: not known" in res["probe"].detail
+    assert "s0=65" not in next(f for f in findings if f.code == "AOT613").actual
+
+
+def test_refusals_reported_as_step_errors_are_refusals_fake(run: Run) -> None:
+    """Fake worker: on torch 2.11 CUDA the runtime check's refusal is a step error, not an ok
+    step with outcome `rejected`; it reads the same. Layouts only: the AOT613 says nothing of
+    sizes."""
+    script = {
+        "probe:s0:over": {"error": TOO_LARGE},
+        "probe:input1:layout": {"error": STRIDE},
+        "probe:s0:over:unchecked": {"entry": {"outcome": "rejected"}},
+        "probe:s1:over:unchecked": {"entry": {"outcome": "rejected"}},
+        "probe:input0:layout:unchecked": {"entry": {"outcome": "rejected"}},
+    }
+    res, findings = run(script=script)
+    detail = res["probe"].detail
+    assert "(max 64 + 1)" not in detail  # the label in the detail is the short one
+    assert detail.count("rejected by the runtime check (opt-in)") == 4
+    assert res["probe"].status is StageStatus.PASSED
+    (f,) = findings
+    assert f.code == "AOT613" and "refused 1 probe input(s)" in f.message
+    assert f.expected == "contiguous inputs"
+    assert "Outputs for sizes" not in f.message and "pass contiguous tensors" in f.message
+    # a layout the checked model fails on with another error than the check's: AOT614
+    other = {"type": "RuntimeError", "message": "something else went wrong"}
+    res, findings = run(script={"probe:input0:layout": {"entry": {"aoti_error": other}}})
+    (bad,) = [f for f in findings if f.code == "AOT614"]
+    assert "failed: RuntimeError: something else went wrong instead of being refused" in bad.message
+    assert res["probe"].status is StageStatus.FAILED
+
+
+def test_how_layout_outputs_differ() -> None:
+    from aotipre.runner.stages.probe import layout_difference
+
+    assert layout_difference(None) == "outputs that could not be compared"
+    assert layout_difference({"structure": "2 outputs, 1"}) == (
+        "differently structured outputs (2 outputs, 1)"
+    )
+    same = {"index": 0, "kind": "tensor", "mismatches": 0, "numel": 4}
+    assert layout_difference({"outputs": [same]}) == ""
+    value = {"index": 1, "kind": "value", "equal": False, "aoti": "3", "eager": "4"}
+    shape = {"index": 2, "structure": True, "dtype": "float32", "shape": [2]}
+    nomax = {"index": 3, "kind": "tensor", "mismatches": 2, "numel": 4, "max_abs": None}
+    assert layout_difference({"outputs": [same, value, shape, nomax]}) == (
+        "outputs that differ from the contiguous input's (output 1: 3 instead of 4; output 2: "
+        "float32[2]; output 3: 2 of 4 values)"
+    )
