@@ -15,6 +15,7 @@ from aotipre import __version__, codes
 from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
 from aotipre.checks.custom_ops import Registration, check_custom_ops
+from aotipre.checks.package import export_vs_compiled_bounds
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
 from aotipre.host import HostInfo, detect_local, parse_targets
@@ -63,6 +64,10 @@ class CheckOptions:
     """Custom operators every worker registers (--import, --library); None: none."""
     cpp: bool = False
     """The package is deployed with the C++ loader: Python-only custom ops are errors."""
+    exported_program: str | None = None
+    """The ExportedProgram of an AOTI-only package (--exported-program): the static checks
+    compare its dynamic ranges with the compiled bounds (AOT013), as for an archive holding
+    both; the dynamic stages and triage get it through their own options."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -220,6 +225,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     findings += check_custom_ops(
         package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
     )
+    findings += _reference_bounds(package, models, _exported_program(opts))
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
@@ -238,6 +244,35 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     for model in models:
         blocked = _static_blockers(findings, model)
         _dynamic(report, opened, model, samples.get(model.name), opts, blocked)
+
+
+def _exported_program(opts: CheckOptions) -> str | None:
+    """--exported-program, wherever the caller put it."""
+    for where in (opts, opts.dynamic, opts.triage):
+        path = getattr(where, "exported_program", None) if where is not None else None
+        if path:
+            return str(path)
+    return None
+
+
+def _reference_bounds(
+    package: PackageInfo, models: list[ModelInfo], ep_path: str | None
+) -> list[Finding]:
+    """AOT013 for AOTI-only models against the ExportedProgram of `ep_path`: its dynamic
+    ranges where the compiled code checks narrower bounds (what a "both" archive gets)."""
+    from aotipre.runner.reference import exported_program_for
+
+    out: list[Finding] = []
+    for model in models:
+        if ep_path is None or model.has_exported_program or model.aoti is None:
+            continue
+        ref = exported_program_for(ep_path, package, model)
+        if ref.path is None or ref.model is None:
+            continue
+        ep_model = read_package(ref.path).model(ref.model)
+        if ep_model is not None:
+            out += export_vs_compiled_bounds(model, ep_model, ref.label)
+    return out
 
 
 def _runtime_ready(report: Report, opts: CheckOptions) -> bool:

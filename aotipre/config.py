@@ -172,6 +172,7 @@ class Settings:
                 exported_program=self.exported_program,
                 expected=self.expected,
             )
+        if self.exported_program or self.expected:  # one line and exit 2 when either is bad
             from aotipre.runner.reference import check_reference_files
 
             check_reference_files(self.exported_program, self.expected)
@@ -202,6 +203,7 @@ class Settings:
             compile_at_deploy=self.compile_at_deploy,
             registration=registration,
             cpp=self.cpp,
+            exported_program=self.exported_program,
         )
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aotipre import codes
 from aotipre.binaries.facts import GpuMember, SharedObject
 from aotipre.checks.inputs import zero_one_hint
 from aotipre.checks.target import KNOWN_DEVICES
 from aotipre.findings import Finding
+from aotipre.pt2.reader import merge_wrapper_bounds
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 from aotipre.versions import SUPPORTED_TEXT, SUPPORTED_TORCH, major_minor
 
@@ -92,6 +95,23 @@ def _check_model(model: ModelInfo) -> list[Finding]:
                 )
             )
     return out
+
+
+def export_vs_compiled_bounds(
+    compiled: ModelInfo, exported: ModelInfo, label: str
+) -> list[Finding]:
+    """AOT013 for an AOTI-only model against an ExportedProgram read elsewhere (`label` names
+    it): the program's ranges with the compiled code's bounds, when the two agree on the tensor
+    inputs (count and dtypes; else nothing, rather than bounds matched to the wrong input)."""
+    ours = [(i.tensor_index, i.tensor.dtype) for i in compiled.tensor_inputs if i.tensor]
+    theirs = [(i.tensor_index, i.tensor.dtype) for i in exported.tensor_inputs if i.tensor]
+    if ours != theirs:
+        return []
+    merged = merge_wrapper_bounds(replace(exported, name=compiled.name), compiled.inputs)
+    return [
+        replace(f, message=f.message.replace("in the ExportedProgram", f"in {label}"))
+        for f in _export_vs_aoti_bounds(merged)
+    ]
 
 
 def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:

@@ -199,7 +199,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
             contract_source="exported_program",
             export_device=contract.device,
         )
-        return _merge_wrapper_bounds(model, wrapper.inputs) if wrapper is not None else model
+        return merge_wrapper_bounds(model, wrapper.inputs) if wrapper is not None else model
     if wrapper is not None:
         return replace(
             model,
@@ -228,7 +228,7 @@ def _weights_location(aoti: AotiPart | None, has_ep: bool) -> str:
     return "exported_program" if has_ep else "none"
 
 
-def _merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:
+def merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:
     """Attach the AOTI wrapper's per-dim bounds to the ExportedProgram's tensor specs."""
     by_index = {w.tensor_index: w for w in wrapper_inputs if w.tensor is not None}
     merged = []

@@ -146,6 +146,22 @@ def test_export_and_aoti_bounds_differ_is_a_warning(pkg: Pkg) -> None:
     assert strict.verdict is Verdict.FAIL and strict.exit_code == 1
 
 
+def test_an_exported_program_file_gives_aoti_code_its_export_ranges(pkg: Pkg) -> None:
+    """AOTI code only (aoti.pt2) plus --exported-program: the same AOT013 as the archive that
+    holds both (both.pt2, the same TokenModel), naming the file; the ExportedProgram of another
+    model (ep_only.pt2, a float MLP) is not matched to these inputs."""
+    assert "AOT013" not in _codes(_check(pkg, "aoti", "aoti_inputs"))
+    report = _check(pkg, "aoti", "aoti_inputs", exported_program=str(pkg("both")))
+    (f,) = [f for f in report.findings if f.code == "AOT013"]
+    both = [g for g in _check(pkg, "both", "aoti_inputs").findings if g.code == "AOT013"]
+    assert [(g.input, g.dim, g.expected, g.actual) for g in both] == [
+        (f.input, f.dim, f.expected, f.actual)
+    ]
+    assert f"in the ExportedProgram of --exported-program {pkg('both')}, but" in f.message
+    other = _check(pkg, "aoti", "aoti_inputs", exported_program=str(pkg("ep_only")))
+    assert "AOT013" not in _codes(other)
+
+
 def test_wrong_inputs_for_the_wrong_model(pkg: Pkg) -> None:
     report = _check(pkg, "dtypes", "aoti_inputs")
     assert report.verdict is Verdict.FAIL
