@@ -617,8 +617,9 @@ ALL_CODES: tuple[Code, ...] = (
         "shim-symbol-missing",
         E,
         C.VERSION,
-        "The .so imports torch C shim functions the target torch does not export: dlopen fails "
-        "with `undefined symbol`.",
+        "The .so imports torch C shim functions (or, checked against a libtorch folder, other "
+        "symbols of libtorch: SLEEF vector math, c10/ATen C++) the target torch does not "
+        "export: dlopen fails with `undefined symbol`.",
         "load it with a torch that exports them (at least the release that produced it), or "
         "recompile with the target's torch",
         ((I, "with --static-only and no --target: a fact of this machine only"),),

@@ -54,6 +54,13 @@ avx2 = v3 as on every AVX2 CPU since Haswell; avx512 = v4; amx = Sapphire Rapids
 TARGET_KEYS = ("cc", "isa", "torch", "libtorch", "glibc", "libstdcxx", "image", "driver")
 
 
+TORCH_SYMBOLS = ("aoti_", "Sleef_", "_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch",
+                 "_ZNK5torch")  # fmt: skip
+"""Prefixes of the symbols a package's .so imports from libtorch: the `aoti_*` shim, SLEEF's
+vector math (`Sleef_expf16_u10`: libtorch_cpu bundles and exports it), C++ c10/at/torch. Its
+other unversioned imports (a CUDA driver's `cu*`, a custom op library's) come from elsewhere."""
+
+
 @dataclass(frozen=True)
 class TorchRuntime:
     """The torch a package will be loaded by."""
@@ -63,8 +70,9 @@ class TorchRuntime:
     source: str
     """Where it was learned: `--target torch=`, a libtorch folder, installed here."""
     exports: frozenset[str] | None = None
-    """The `aoti_*` shim functions its libraries export, when read from a folder (else the
-    shipped table of its release is used)."""
+    """What its libraries export of what a package's .so can import from torch (TORCH_SYMBOLS:
+    the `aoti_*` shim, the SLEEF vector math it bundles, c10/ATen/torch C++ symbols), when read
+    from a folder; else None, and the shipped table of its release (the shim only) is used."""
 
     @property
     def release(self) -> str:
@@ -394,7 +402,8 @@ def isa_flags(value: str) -> frozenset[str]:
 
 def read_libtorch(path: str) -> TorchRuntime:
     """A libtorch distribution, a torch package folder or a site-packages folder: its version
-    and the `aoti_*` functions its libraries export (their dynamic symbol tables)."""
+    and what its libraries (libtorch*.so, libc10*.so) export of TORCH_SYMBOLS (their dynamic
+    symbol tables)."""
     root = os.path.abspath(os.path.expanduser(path))
     for lib_dir in (os.path.join(root, "lib"), os.path.join(root, "torch", "lib")):
         if os.path.isfile(os.path.join(lib_dir, "libtorch_cpu.so")):
@@ -405,13 +414,16 @@ def read_libtorch(path: str) -> TorchRuntime:
     from aotipre.binaries.source import SourceError, open_file
 
     exports: set[str] = set()
-    for lib in sorted(glob.glob(os.path.join(lib_dir, "libtorch*.so"))):
+    libs = glob.glob(os.path.join(lib_dir, "libtorch*.so")) + glob.glob(
+        os.path.join(lib_dir, "libc10*.so")
+    )
+    for lib in sorted(libs):
         try:
             with open_file(lib) as source:
                 symbols = ElfFile(source).dynamic_symbols()
         except (ElfError, SourceError) as exc:
             raise UsageError(f"--target libtorch={path}: {os.path.basename(lib)}: {exc}") from None
-        exports.update(s.name for s in symbols if s.defined and s.name.startswith("aoti_"))
+        exports.update(s.name for s in symbols if s.defined and s.name.startswith(TORCH_SYMBOLS))
     version = _libtorch_version(os.path.dirname(lib_dir)) or "unknown"
     return TorchRuntime(version, f"libtorch {path}", frozenset(exports))
 

@@ -17,7 +17,7 @@ from aotipre import codes
 from aotipre.binaries.elf import version_key
 from aotipre.binaries.facts import GCC_FLAGS, SharedObject
 from aotipre.findings import Finding, Severity
-from aotipre.host import ISA_FLAGS, ISA_RANK, HostInfo
+from aotipre.host import ISA_FLAGS, ISA_RANK, TORCH_SYMBOLS, HostInfo
 from aotipre.pt2.spec import AotiPart, ModelInfo
 
 if TYPE_CHECKING:
@@ -206,10 +206,13 @@ class _Context:
 
     def shim(self, so: SharedObject) -> None:
         torch = self.host.torch
-        imports = [s for s in so.imports if s.startswith("aoti_")]
+        exports = torch.exports if torch is not None else None
+        # a libtorch folder's exports were read whole (TORCH_SYMBOLS); the shipped table has the
+        # shim only
+        wanted = TORCH_SYMBOLS if exports is not None else ("aoti_",)
+        imports = [s for s in so.imports if s.startswith(wanted)]
         if torch is None or not imports:
             return
-        exports = torch.exports
         source = torch.source
         if exports is None:
             from aotipre.binaries.versions import load_table
@@ -229,11 +232,13 @@ class _Context:
             source = f"torch {torch.release} exports ({table.sources[torch.release].split(':')[0]})"
         missing = [s for s in imports if s not in exports]
         if missing:
+            what = (
+                "shim function(s)" if all(s.startswith("aoti_") for s in missing) else "symbol(s)"
+            )
             self.add(
                 "AOT430",
-                f"{_base(so.member)} imports {len(missing)} shim function(s) torch "
-                f"{torch.version} does not export: dlopen fails with `undefined symbol: "
-                f"{missing[0]}`",
+                f"{_base(so.member)} imports {len(missing)} {what} torch {torch.version} does "
+                f"not export: dlopen fails with `undefined symbol: {missing[0]}`",
                 expected=missing,
                 actual=f"torch {torch.version}",
                 evidence=(f"checked against {source}",),

@@ -72,7 +72,7 @@ def test_this_machine_is_read_without_torch() -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_libtorch_folder_exports_are_read() -> None:
+def test_libtorch_folder_exports_are_read(fixture_dir: Path) -> None:
     import importlib.util
 
     spec = importlib.util.find_spec("torch")
@@ -81,6 +81,12 @@ def test_libtorch_folder_exports_are_read() -> None:
     t = parse_target(f"cpu,libtorch={folder}")
     assert t.torch is not None and t.torch.exports and "aoti_torch_get_sizes" in t.torch.exports
     assert t.torch.version.startswith("2.13")
+    # the SLEEF vector math libtorch_cpu bundles, which vectorized CPU kernels import
+    assert any(name.startswith("Sleef_") for name in t.torch.exports)
+    # every real fixture package's .so finds what it imports from torch there
+    for name in ("aoti", "both", "embedding_oob", "dtypes"):
+        report = _check(fixture_dir / f"{name}.pt2", f"cpu,libtorch={folder}")
+        assert "AOT430" not in _codes(report), (name, report.findings)
 
 
 def test_image_root(tmp_path: Path) -> None:
@@ -266,3 +272,38 @@ def test_reports_carry_the_target_table(fixture_dir: Path) -> None:
     text = table.render_report(report)
     assert "target: cpu,isa=avx2" in text and "target: cpu,isa=avx512" in text
     assert [r["status"] for r in report.to_dict()["targets"]] == ["cannot run", "loads"]
+
+
+def test_libtorch_folder_checks_every_torch_symbol(fixture_dir: Path, tmp_path: Path) -> None:
+    """Synthetic: a .so importing a shim function and SLEEF's vector exp (what a vectorized
+    `exp` on AVX-512 imports from libtorch_cpu) against a libtorch folder that lacks the latter,
+    the installed torch (which exports both) and the shipped table (the shim only)."""
+    so = compile_so(
+        tmp_path,
+        "extern int aoti_torch_get_sizes(void); extern int Sleef_expf16_u10(void);\n"
+        "int f(void){return aoti_torch_get_sizes() + Sleef_expf16_u10();}",
+        name="wrapper.so",
+    )
+    lib = compile_so(tmp_path, "int aoti_torch_get_sizes(void){return 0;}", name="libtorch_cpu.so")
+    if so is None or lib is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "fake" / "lib").mkdir(parents=True)
+    shutil.copy(lib, tmp_path / "fake" / "lib" / "libtorch_cpu.so")
+    pkg = rewrite(
+        fixture_dir / "aoti.pt2",
+        tmp_path / "synthetic.pt2",
+        lambda n, d: so.read_bytes() if n.endswith(".wrapper.so") else d,
+    )
+    fake = _check(pkg, f"cpu,libtorch={tmp_path / 'fake'}")
+    (f,) = [f for f in fake.findings if f.code == "AOT430"]
+    assert "imports 1 symbol(s) torch unknown does not export" in f.message
+    assert "`undefined symbol: Sleef_expf16_u10`" in f.message and f.expected == [
+        "Sleef_expf16_u10"
+    ]
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.submodule_search_locations
+    installed = _check(pkg, f"cpu,libtorch={spec.submodule_search_locations[0]}")
+    assert "AOT430" not in _codes(installed)
+    assert "AOT430" not in _codes(_check(pkg, "cpu,torch=2.13"))  # the table: the shim only
