@@ -57,8 +57,9 @@ def write_bundle(
 ) -> Bundled:
     """Write `package` plus an ExportedProgram, sample inputs and expected outputs to `out`.
     Raises UsageError (one line) for anything that does not fit together."""
+    if not os.path.exists(package):
+        raise UsageError(f"package {package}: no such file or folder")
     for flag, path in (
-        ("package", package),
         ("--exported-program", exported_program),
         ("--inputs", inputs),
         ("--expected", expected),
@@ -223,7 +224,7 @@ def _write(out: str, copies: list[tuple[Archive, str, str]], files: dict[str, st
     fd, tmp = tempfile.mkstemp(prefix=".aotipre-bundle-", suffix=".pt2", dir=folder)
     try:
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
-            for archive, name, target in copies:
+            for archive, name, target in copies:  # a zip's members or an extracted folder's
                 size = archive.members[name].size
                 with zf.open(_info(target), "w", force_zip64=size > _ZIP64_FROM) as dst:
                     for chunk in archive.chunks(name):

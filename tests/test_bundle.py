@@ -175,3 +175,17 @@ def test_a_cuda_bundle_loads_unchanged_gpu(cuda_fixture_dir: Path, tmp_path: Pat
     print(compare.detail)
     assert compare.status.value == "passed", compare.detail
     assert "match the expected outputs stored in the archive" in compare.detail
+
+
+def test_an_extracted_package_folder_bundles_like_its_zip(pkg: Pkg, tmp_path: Path) -> None:
+    """A package given as the folder it extracts to (torch 2.13 loads those too): the same
+    members, byte for byte, as the bundle of the zip."""
+    with zipfile.ZipFile(pkg("aoti")) as zf:
+        zf.extractall(tmp_path / "extracted")
+    (root,) = (tmp_path / "extracted").iterdir()
+    from_zip, from_folder = tmp_path / "zip.pt2", tmp_path / "folder.pt2"
+    write_bundle(str(pkg("aoti")), str(from_zip), exported_program=str(pkg("both")))
+    write_bundle(str(root), str(from_folder), exported_program=str(pkg("both")))
+    with zipfile.ZipFile(from_zip) as a, zipfile.ZipFile(from_folder) as b:
+        assert sorted(a.namelist()) == sorted(b.namelist())
+        assert all(a.read(n) == b.read(n) for n in a.namelist())

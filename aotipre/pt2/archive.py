@@ -461,6 +461,19 @@ class FolderArchive(Archive):
             raise CodedPackageError("AOT007", f"member {name} grew past {limit} bytes")
         return data
 
+    def chunks(self, name: str) -> Iterator[bytes]:
+        """Stream one member's file in 1 MiB chunks (bounded memory)."""
+        if name not in self.members:
+            raise CodedPackageError("AOT006", f"member {name} is missing from the archive")
+        try:
+            with open(self.file_of(name), "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    yield chunk
+        except OSError as exc:
+            raise CodedPackageError(
+                "AOT008", f"member {name} cannot be read: {exc.strerror}"
+            ) from None
+
     def crc_ok(self, name: str) -> bool:
         """A folder records no CRC; a member that cannot be read at all is reported as damaged."""
         try:
