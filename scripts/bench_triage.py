@@ -159,11 +159,12 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
 
     events: list[tuple[float, str]] = []
     phases: list[dict[str, object]] = []
-    from_job = triage_steps.TriageSteps._from_job
+    run_job = triage_steps.TriageSteps._run_job
 
-    def recorded(self: object, step: object, job: object) -> object:
-        # where each triage worker's time went: its steps (compile, load, run) and the rest
-        # (interpreter start, import torch, exit)
+    def recorded(self: object, name: str, *args: object, **kwargs: object) -> object:
+        # where each triage worker's time went: its steps (compile, load, run, stats) and the
+        # rest (interpreter start, import torch, exit)
+        job = run_job(self, name, *args, **kwargs)  # type: ignore[arg-type]
         spent = {
             sid: round(float(e.get("duration_s") or 0.0), 3)
             for sid, e in job.entries.items()  # type: ignore[attr-defined]
@@ -174,10 +175,10 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
         spent["outside_steps"] = round(
             total - sum(v for k, v in spent.items() if k != "worker_total"), 3
         )
-        phases.append({"step": step.id, **spent})  # type: ignore[attr-defined]
-        return from_job(self, step, job)  # type: ignore[arg-type]
+        phases.append({"step": name, **spent})
+        return job
 
-    triage_steps.TriageSteps._from_job = recorded  # type: ignore[method-assign]
+    triage_steps.TriageSteps._run_job = recorded  # type: ignore[method-assign]
     started = time.monotonic()
     report = check(
         pkg,
@@ -189,7 +190,7 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
         ),
     )
     total = time.monotonic() - started
-    triage_steps.TriageSteps._from_job = from_job  # type: ignore[method-assign]
+    triage_steps.TriageSteps._run_job = run_job  # type: ignore[method-assign]
     crash = next((t for t, m in events if "triage:" in m), None)
     named = next((t for t, m in events if "triage: faulting kernel" in m), None)
     done = next((t for t, m in events if "triage: done" in m), None)

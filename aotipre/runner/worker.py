@@ -9,6 +9,7 @@ cannot leak into the process that loads compiled code.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import faulthandler
 import functools
@@ -305,6 +306,45 @@ def tensor_summary(t: Any) -> dict[str, Any]:
                     out[f"{key}_rows"] = [int(r) for r in rows[:ROWS_CAP]]
                     out[f"{key}_row_count"] = int(rows.numel())
     return out
+
+
+def tensor_stats(t: Any) -> dict[str, Any]:
+    """What the intermediate value printer (level 2) shows of a tensor: dtype, shape, stride,
+    numel, min/max/mean of its finite values, and its NaN and Inf counts."""
+    if not isinstance(t, torch.Tensor):
+        raise StepError(f"not a tensor: {type(t).__name__}")
+    d = t.detach()
+    out: dict[str, Any] = {
+        "dtype": dtype_name(d.dtype),
+        "shape": list(d.shape),
+        "stride": list(d.stride()),
+        "numel": d.numel(),
+        "nan": 0,
+        "inf": 0,
+    }
+    if d.is_complex() or d.dtype == torch.bool or d.numel() == 0:
+        return out
+    values = d.to(torch.float64) if d.is_floating_point() else d
+    if d.is_floating_point():
+        finite = torch.isfinite(values)
+        out["nan"] = int(torch.isnan(values).sum())
+        out["inf"] = int(torch.isinf(values).sum())
+        values = values[finite]
+        if values.numel() == 0:
+            return out
+    out["min"] = float(values.min())
+    out["max"] = float(values.max())
+    out["mean"] = float(values.to(torch.float64).mean())
+    return out
+
+
+def value_at(tree: dict[str, Any], path: str) -> Any:
+    """The leaf of {"args": [...], "kwargs": {...}} at a path such as `kwargs['mask'][0]`."""
+    head, _, rest = path.partition("[")
+    node: Any = tree[head]
+    for token in re.findall(r"\[([^\]]+)\]", "[" + rest if rest else ""):
+        node = node[ast.literal_eval(token)]
+    return node
 
 
 ROWS_CAP = 32
@@ -1876,6 +1916,17 @@ class Worker:
         out = runner(*args, **kwargs)
         torch.cuda.synchronize(index)
         entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
+
+    def op_input_stats(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Statistics of sample inputs as a kernel reads them (crash triage's kernel-inputs
+        step): each `tensors` entry names a leaf path of (args, kwargs), e.g. `args[0]`. Read on
+        the CPU as the sample holds them (the values are the same on the model's device)."""
+        args, kwargs = load_inputs(self.job["inputs"], self.job["source_package"])
+        tree = {"args": list(args), "kwargs": dict(kwargs)}
+        entry["stats"] = [
+            {"name": want["name"], **tensor_stats(value_at(tree, want["path"]))}
+            for want in step.get("tensors") or []
+        ]
 
     def op_custom_ops(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Whether each op named in the step is registered in this process."""

@@ -121,11 +121,52 @@ def _input_names(triage: TriageState, wrapper: str) -> dict[str, str]:
     return out
 
 
+def sample_inputs_of(triage: TriageState, kernel: str) -> list[tuple[str, InputSpec]]:
+    """The model inputs the kernel reads as they were handed to the model: (graph name, input)
+    for each of its pointer arguments that is a graph input no earlier call of run_impl takes
+    (so nothing wrote it before the launch). Their statistics come from the sample itself,
+    without a recompile. Empty when the call sites cannot be read, or an earlier call hands
+    tensors over in an array (a custom op through the proxy executor)."""
+    cache: dict[str, list[tuple[str, InputSpec]]] = triage.sample_inputs
+    if kernel in cache:
+        return cache[kernel]
+    code = kernel_code(triage, kernel)
+    out: list[tuple[str, InputSpec]] = []
+    calls = parsers.kernel_call_order(code.wrapper)
+    if code.args and code.params and kernel in calls:
+        earlier: set[str] = set()
+        for name in calls[: calls.index(kernel)]:
+            args = parsers.kernel_call_args(code.wrapper, name)
+            if args is None or name == "aoti_torch_proxy_executor_call_function":
+                earlier = set(code.args)  # cannot tell what it writes
+                break
+            earlier.update(args)
+        specs = {s.tensor_index: s for s in triage.crash.model.tensor_inputs}
+        graph = parse_wrapper_cpp(code.wrapper).input_names
+        for arg, role in zip(code.args, code.params):
+            if not role.startswith(("in_ptr", "in_out_ptr")) or arg in earlier:
+                continue
+            if arg in graph and (spec := specs.get(graph.index(arg))) is not None:
+                if (arg, spec) not in out:
+                    out.append((arg, spec))
+    cache[kernel] = out
+    return out
+
+
+def kernel_stats(triage: TriageState) -> list[TensorStats]:
+    """The faulting kernel's input statistics: the level-2 printer's when it ran (every tensor,
+    intermediates included), else those the kernel-inputs step read from the sample."""
+    for sid in ("printer-2", "kernel-inputs"):
+        run = triage.runs.get(sid)
+        if run is not None and run.stats:
+            return run.stats
+    return []
+
+
 def kernel_inputs(triage: TriageState, code: KernelCode) -> list[TensorStats]:
-    """The tensors the kernel reads, as printed before its launch (level 2); graph inputs fall
-    back to the model-input blocks, which level 2 always prints."""
-    run = triage.runs.get("printer-2")
-    stats = run.stats if run is not None else []
+    """The tensors the kernel reads, as printed before its launch (level 2) or read from the
+    sample; graph inputs fall back to the model-input blocks, which level 2 always prints."""
+    stats = kernel_stats(triage)
     own = [s for s in stats if s.kernel == code.kernel and s.when == "before_launch"]
     if not own:
         wanted = set(code.args) or {b.argument for b in code.bounds if b.argument}
@@ -137,6 +178,23 @@ def kernel_inputs(triage: TriageState, code: KernelCode) -> list[TensorStats]:
             continue  # an output buffer before launch holds garbage
         out.append(replace(s, input=code.input_names.get(s.name, s.input)))
     return out
+
+
+def _located(
+    triage: TriageState, code: KernelCode, bound: IndexBound, source: str | None
+) -> tuple[InputSpec, int, tuple[int, ...]] | None:
+    """(model input, offending value, where) when the kernel's index is loaded straight from
+    the model input `source` (parsers.plain_index_chain) and its sample values, read without
+    torch, hold a value outside the bound (the most negative first, else the largest)."""
+    values = sample_values(triage, source) if source else None
+    if values is None or not parsers.plain_index_chain(code.source or "", bound.variable):
+        return None
+    spec, ext = values
+    if ext.min < 0:
+        return spec, ext.min, ext.min_at
+    if ext.max >= bound.upper:
+        return spec, ext.max, ext.max_at
+    return None
 
 
 def _violation(bound: IndexBound, stats: list[TensorStats]) -> TensorStats | None:
@@ -181,7 +239,7 @@ def sample_values(triage: TriageState, input_name: str) -> tuple[InputSpec, IntE
 def explanation(triage: TriageState) -> tuple[str, IndexBound | None, TensorStats | None] | None:
     """(kind, bound, offending tensor) when the evidence explains the fault, else None."""
     kernel = triage.kernel()
-    if kernel is None or "printer-2" not in triage.runs:
+    if kernel is None or not kernel_stats(triage):
         return None
     code = kernel_code(triage, kernel)
     stats = kernel_inputs(triage, code)
@@ -281,6 +339,11 @@ def conclude(triage: TriageState) -> Concluded:
         f"; the first error ({_short(misattributed)}) was a later symptom" if misattributed else ""
     )
 
+    located = (
+        _located(triage, code, bound, bad.input)
+        if kind == "index_out_of_range" and bound is not None and bad is not None and bad.input
+        else None
+    )
     if kind == "index_out_of_range" and bound is not None and bad is not None:
         label = f"{bad.input} ({bad.name})" if bad.input else bad.name
         lo = f"min {_num(bad.min)}, " if bad.min is not None else ""
@@ -291,15 +354,29 @@ def conclude(triage: TriageState) -> Concluded:
             f"indices 0..{bound.upper - 1}); validate or clamp {bad.input or bad.name} before "
             f"calling the model{later}."
         )
-        add(
-            "AOT803",
-            f"the index input {label} of kernel {kernel} holds {_num(bad.max)}, past the "
-            f"{bound.upper} entries it indexes ({bound.line})",
-            input=bad.input,
-            expected=f"0 <= index < {bound.upper}",
-            actual=f"min {_num(bad.min)}, max {_num(bad.max)}",
-            evidence=(bound.line, bad.describe()),
-        )
+        if located is not None:
+            spec, value, at = located
+            add(
+                "AOT803",
+                f"the model input {spec.name} (position {spec.position}) holds {value} at "
+                f"{list(at)}, past the {bound.upper} entries kernel {kernel} indexes with it "
+                f"({bound.line})",
+                input=spec.name,
+                position=spec.position,
+                expected=f"0 <= index < {bound.upper}",
+                actual=value,
+                evidence=(bound.line, bad.describe()),
+            )
+        else:
+            add(
+                "AOT803",
+                f"the index input {label} of kernel {kernel} holds {_num(bad.max)}, past the "
+                f"{bound.upper} entries it indexes ({bound.line})",
+                input=bad.input,
+                expected=f"0 <= index < {bound.upper}",
+                actual=f"min {_num(bad.min)}, max {_num(bad.max)}",
+                evidence=(bound.line, bad.describe()),
+            )
     elif kind == "nonfinite_input" and bad is not None:
         label = f"{bad.input} ({bad.name})" if bad.input else bad.name
         verdict = (
@@ -322,12 +399,9 @@ def conclude(triage: TriageState) -> Concluded:
         )
         if values is not None:
             spec, ext = values
-            out = [(ext.max, ext.max_at)] if ext.max >= bound.upper else []
-            if ext.min < 0:
-                out.insert(0, (ext.min, ext.min_at))
-            plain = parsers.plain_index_chain(code.source or "", bound.variable)
-            if out and plain:
-                value, at = out[0]
+            found = _located(triage, code, bound, source)
+            if found is not None:
+                _, value, at = found
                 kind = "index_out_of_range"
                 verdict = (
                     f"Kernel {kernel}{ops} reads out of bounds: the model input {spec.name} "

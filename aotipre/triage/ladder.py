@@ -43,6 +43,7 @@ class Need(str, enum.Enum):
     CATCHABLE = "catchable"
     EAGER_RUNS = "eager_runs"
     UNNAMED = "unnamed"
+    SAMPLE_INPUTS = "sample_inputs"
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,18 @@ LADDER: tuple[LadderStep, ...] = (
         needs=(Need.EXPORTED_PROGRAM, Need.UNNAMED),
     ),
     LadderStep(
+        id="kernel-inputs",
+        level=3,
+        title="kernel inputs from the sample",
+        purpose="read the statistics of the model inputs the faulting kernel reads straight "
+        "from the sample, without a recompile, when no earlier call takes them (what the "
+        "level-2 printer would show of them)",
+        phase=Phase.RUN_TIME,
+        tool="stats",
+        needs=(Need.KERNEL, Need.SAMPLE_INPUTS),
+        after=("sync-rerun", "printer-3"),
+    ),
+    LadderStep(
         id="printer-2",
         level=3,
         title="kernel input statistics",
@@ -117,8 +130,8 @@ LADDER: tuple[LadderStep, ...] = (
         tool="printer",
         cuda_env=SYNC_ENV,
         inductor_configs={PRINTER: "2", PRINTER_FILTER: KERNELS_PLACEHOLDER},
-        needs=(Need.EXPORTED_PROGRAM, Need.KERNEL),
-        after=("printer-3",),
+        needs=(Need.EXPORTED_PROGRAM, Need.KERNEL, Need.UNEXPLAINED),
+        after=("printer-3", "kernel-inputs"),
         speculative=True,
     ),
     LadderStep(
@@ -184,6 +197,9 @@ class Facts:
     failure_kind: str = "exception"
     eager: str = "not run"
     eager_error: str = ""
+    sample_inputs: bool = False
+    """The named kernel reads model inputs that no earlier call takes (conclude.sample_inputs_of):
+    their statistics come from the sample without a recompile."""
     named_by_crash: str | None = None
     """How the crashed run's own output already names the faulting kernel, synchronously (a CPU
     kernel's exception, a CUDA device assertion), or None."""
@@ -215,6 +231,13 @@ NEEDS: dict[Need, tuple[Check, Reason]] = {
     Need.UNEXPLAINED: (
         lambda f: not f.explained,
         lambda f: "the kernel's input statistics already explain the fault",
+    ),
+    Need.SAMPLE_INPUTS: (
+        lambda f: f.sample_inputs,
+        lambda f: (
+            f"{f.kernel} reads no model input straight from the sample (only weights, "
+            "intermediate buffers, or inputs an earlier call takes)"
+        ),
     ),
     Need.SANITIZER_FLAG: (
         lambda f: f.sanitizer_flag,

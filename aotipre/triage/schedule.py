@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from aotipre.findings import StageStatus
 from aotipre.triage import parsers
-from aotipre.triage.conclude import explanation
+from aotipre.triage.conclude import explanation, sample_inputs_of
 from aotipre.triage.ladder import BY_ID, KERNELS_PLACEHOLDER, LADDER, Facts, LadderStep, skip_reason
 from aotipre.triage.state import StepRun
 from aotipre.triage.steps import TriageSteps
@@ -83,6 +83,7 @@ class Triage(TriageSteps):
                         and sid not in speculated
                         and (guesses := self.guesses())
                         and skip_reason(step, self._facts(kernel=guesses[0])) is None
+                        and not self._facts(kernel=guesses[0]).sample_inputs
                     ):
                         kernels = self._filter_for(step, guesses[0])
                         kernels += [k for k in guesses[1:] if k not in kernels]
@@ -123,13 +124,18 @@ class Triage(TriageSteps):
     def _stats_known(self, sid: str, run: StepRun, timings: dict[str, float]) -> None:
         """Say when the faulting kernel's input statistics are in (`stats`: seconds from the
         start of triage; the benchmark's crash -> kernel + input statistics)."""
-        if sid == "printer-2" and run.stats and "stats" not in timings:
+        if sid in ("printer-2", "kernel-inputs") and run.stats and "stats" not in timings:
             timings["stats"] = time.monotonic() - self.started
-            self.say(f"input statistics of {', '.join(run.kernels)} (printer-2)")
+            self.say(f"input statistics of {', '.join(run.kernels)} ({sid})")
 
     def _facts(self, kernel: str | None = None) -> Facts:
         named = kernel or self.kernel()
-        return replace(self.facts, kernel=named, explained=self.explained())
+        return replace(
+            self.facts,
+            kernel=named,
+            explained=self.explained(),
+            sample_inputs=bool(named and sample_inputs_of(self, named)),
+        )
 
     def explained(self) -> bool:
         return explanation(self) is not None

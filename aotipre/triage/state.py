@@ -99,6 +99,8 @@ class TriageState:
         self.notes: list[str] = []
         self.kernel_codes: dict[str, Any] = {}
         """conclude.KernelCode per kernel, once its source was found."""
+        self.sample_inputs: dict[str, Any] = {}
+        """conclude.sample_inputs_of per kernel."""
         self._guesses: list[str] | None = None
         self._original_code: dict[str, str] | None = None
         rec = crash.record

@@ -18,6 +18,8 @@ from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.sanitizer import memcheck_prefix
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
+from aotipre.triage.conclude import sample_inputs_of
+from aotipre.triage.diagnosis import TensorStats
 from aotipre.triage.ladder import LadderStep, step_configs, step_env
 from aotipre.triage.state import StepRun, TriageState, first_line, read_log
 
@@ -39,10 +41,13 @@ class TriageSteps(TriageState):
             + (f" for {', '.join(kernels)}" if kernels else ""),
             "sanitizer": "running under compute-sanitizer",
             "minify": "minifying (slow)",
+            "stats": f"reading the model inputs {self.kernel()} reads from the sample",
         }[step.tool]
         self.say(what + (" (speculative)" if speculative else ""))
         if step.tool == "rerun":
             return self._rerun(step)
+        if step.tool == "stats":
+            return self._sample_stats(step)
         if step.tool == "printer":
             return self._printer(step, kernels)
         if step.tool == "sanitizer":
@@ -57,6 +62,64 @@ class TriageSteps(TriageState):
         )
         run = self._from_job(step, job)
         self._name_from_error(run)
+        return run
+
+    def _sample_stats(self, step: LadderStep) -> StepRun:
+        """The faulting kernel's model inputs, read from the sample in a worker that loads no
+        model and compiles nothing (conclude.sample_inputs_of says which; nothing wrote them
+        before the launch, so they are what the kernel read)."""
+        kernel = self.kernel()
+        assert kernel is not None
+        wanted = sample_inputs_of(self, kernel)
+        tensors = [{"name": graph, "path": spec.path} for graph, spec in wanted]
+        job = self._run_job(
+            step.id, [{"id": "stats", "op": "input_stats", "tensors": tensors}], env={}
+        )
+        run = StepRun(step, StageStatus.PASSED, "", argv=job.argv, env=job.shown_env, job=job.job)
+        run.duration_s = job.outcome.duration_s
+        run.logs = job.logs
+        run.kernels = (kernel,)
+        entry = job.entries.get("stats") or {}
+        records = entry.get("stats") if isinstance(entry.get("stats"), list) else []
+        if job.status("stats") != "ok" or len(records) != len(wanted):
+            err = entry.get("error") or {}
+            why = first_line(err.get("message")) or (
+                f"{len(records)} of {len(wanted)} tensors read"
+                if job.status("stats") == "ok"
+                else job.outcome.summary
+            )
+            run.status = StageStatus.ERROR
+            run.detail = (
+                f"the sample could not be read ({job.status('stats')}): {err.get('type', '')} {why}"
+            ).replace("  ", " ")
+            return run
+        names = {graph: spec.name for graph, spec in wanted}
+        device = self.crash.device
+        for rec in records:
+            nan, inf = int(rec.get("nan") or 0), int(rec.get("inf") or 0)
+            run.stats.append(
+                TensorStats(
+                    name=str(rec["name"]),
+                    kernel=kernel,
+                    input=names.get(str(rec["name"])),
+                    dtype=rec.get("dtype"),
+                    shape=tuple(rec.get("shape") or ()),
+                    stride=tuple(rec.get("stride") or ()),
+                    device=device,
+                    numel=rec.get("numel"),
+                    min=rec.get("min"),
+                    max=rec.get("max"),
+                    mean=rec.get("mean"),
+                    nan=nan,
+                    inf=inf,
+                    has_nonfinite=bool(nan or inf),
+                )
+            )
+        shown = ", ".join(f"{names[g]} ({g})" for g, _ in wanted)
+        run.detail = (
+            f"{len(run.stats)} model input(s) of {kernel} read from the sample, no recompile: "
+            f"{shown}"
+        )
         return run
 
     def _sanitizer(self, step: LadderStep) -> StepRun:
@@ -284,7 +347,9 @@ class TriageSteps(TriageState):
             device=self.crash.device,
             configs=configs,
             host=self.crash.host,
-            example_inputs=json.dumps(self.inputs, sort_keys=True, default=str),
+            # the spec as the check got it: archive-stored inputs are copied to this triage's
+            # own folder (self.inputs), a path no later triage shares
+            example_inputs=json.dumps(self.crash.inputs, sort_keys=True, default=str),
         )
 
     def _run_job(

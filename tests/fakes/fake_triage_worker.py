@@ -10,6 +10,9 @@
 - `wrapper`, `kernel`: the generated code a fake compile puts into its package
   (`model/data/aotinductor/model/c0.wrapper.cpp`, `.kernel.cpp`).
 - `eager`: a behaviour for the eager step (default: it succeeds).
+- `input_stats`: a behaviour for the kernel-inputs step, with `stats`: `{path: statistics}` of
+  the sample's tensors (`args[0]`: {"dtype", "shape", "min", "max", ...}); a path it lacks is
+  not returned.
 - `minify`: `{"nodes": [9, 3]}` -> the minify op writes repro.py and those checkpoints.
 - `jobs_seen`: a file each worker appends its job's tag and `vec_isa` to (a JSON line).
 Standard library only; stdout is captured into the step log when the job says so, as the real
@@ -93,6 +96,14 @@ def main(argv: list[str]) -> int:
             elif op == "eager":
                 behaviour = scenario.get("eager", {})
                 entry["outputs"] = [dict(OUTPUT)]
+            elif op == "input_stats":
+                behaviour = scenario.get("input_stats", {})
+                given = behaviour.get("stats", {})
+                entry["stats"] = [
+                    {"name": t["name"], **given[t["path"]]}
+                    for t in step.get("tensors") or []
+                    if t["path"] in given
+                ]
             elif op == "save_inputs":
                 with open(step["out"], "wb") as f:
                     f.write(b"fake inputs")

@@ -133,3 +133,41 @@ def test_a_compile_runs_with_the_users_tempdir(tmp_path, monkeypatch) -> None:  
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(users / "my-cache"))
     with worker.users_tempdir():
         assert tempfile.gettempdir() == str(private)
+
+
+def test_tensor_stats_are_what_the_level_2_printer_shows() -> None:
+    ids = torch.tensor([[124, 600], [3, 7]])
+    st = worker.tensor_stats(ids)
+    assert st == {
+        "dtype": "int64",
+        "shape": [2, 2],
+        "stride": [2, 1],
+        "numel": 4,
+        "nan": 0,
+        "inf": 0,
+        "min": 3.0,
+        "max": 600.0,
+        "mean": 183.5,
+    }
+    x = torch.tensor([1.0, float("nan"), -2.0, float("inf"), float("nan")])
+    st = worker.tensor_stats(x)
+    # min/max/mean over the finite values, the non-finite ones counted
+    assert (st["nan"], st["inf"], st["min"], st["max"], st["mean"]) == (2, 1, -2.0, 1.0, -0.5)
+    st = worker.tensor_stats(torch.full((3,), float("nan")))
+    assert st["nan"] == 3 and "min" not in st and "mean" not in st
+    assert worker.tensor_stats(torch.zeros(0, 4))["numel"] == 0
+    t = torch.arange(6.0).reshape(2, 3).t()
+    assert worker.tensor_stats(t)["stride"] == [1, 3]  # the layout the kernel gets
+    with pytest.raises(worker.StepError, match="not a tensor"):
+        worker.tensor_stats(3)
+
+
+def test_value_at_follows_the_input_paths() -> None:
+    a, b, c = torch.zeros(1), torch.ones(1), torch.full((1,), 2.0)
+    tree = {"args": [a, [b, c]], "kwargs": {"mask": c, "pair": (a, b)}}
+    assert worker.value_at(tree, "args[0]") is a
+    assert worker.value_at(tree, "args[1][1]") is c
+    assert worker.value_at(tree, "kwargs['mask']") is c
+    assert worker.value_at(tree, "kwargs['pair'][1]") is b
+    with pytest.raises(KeyError):
+        worker.value_at(tree, "kwargs['nope']")

@@ -42,13 +42,13 @@ def cuda_scenario(**extra: Any) -> dict[str, Any]:
     return scenario
 
 
-def write_cuda_package(path: Path, model: ModelInfo) -> PackageInfo:
+def write_cuda_package(path: Path, model: ModelInfo, wrapper: str = C.WRAPPER_CPP) -> PackageInfo:
     """A minimal archive with the CUDA wrapper.cpp (and the program JSON when the model has one)."""
     members: dict[str, bytes] = {"pkg/archive_format": b"pt2", "pkg/archive_version": b"0"}
     if model.has_exported_program:
         members[f"pkg/models/{model.name}.json"] = json.dumps({"graph_module": {}}).encode()
         members["pkg/data/weights/weight_0"] = b"\x00" * 64
-    members[f"pkg/data/aotinductor/{model.name}/c0.wrapper.cpp"] = C.WRAPPER_CPP.encode()
+    members[f"pkg/data/aotinductor/{model.name}/c0.wrapper.cpp"] = wrapper.encode()
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in members.items():
             zf.writestr(name, data)
@@ -74,7 +74,8 @@ def crash(tmp_path: Path) -> Crash:
         scenario: dict[str, Any], model: ModelInfo | None = None, **opts: Any
     ) -> tuple[dict[str, StageResult], list[Finding], RunCrash | None]:
         model = model or token_model(device="cuda")
-        package = write_cuda_package(tmp_path / "pkg.pt2", model)
+        wrapper = scenario.get("wrapper", C.WRAPPER_CPP)
+        package = write_cuda_package(tmp_path / "pkg.pt2", model, wrapper)
         options = DynamicOptions(
             worker_command=(sys.executable, FAKE),
             extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
@@ -155,6 +156,77 @@ def test_a_kernel_named_by_the_first_error_starts_printer_2_early(crash: Crash) 
     assert d is not None and d.kernel == C.KERNEL
     assert not any("discarded" in n for n in d.notes)
     assert by_name(esc)["triage:printer-2"].status is StageStatus.PASSED
+
+
+IDS_STATS = {"dtype": "int64", "shape": [2, 5], "stride": [5, 1], "numel": 10, "nan": 0,
+             "inf": 0, "min": 3, "max": 600, "mean": 121.5}  # fmt: skip
+MASK_STATS = {"dtype": "float32", "shape": [2, 5], "stride": [5, 1], "numel": 10, "nan": 0,
+              "inf": 0, "min": 0.0, "max": 1.0, "mean": 0.8}  # fmt: skip
+
+
+def test_kernel_inputs_read_from_the_sample_explain_without_a_recompile_fake(
+    crash: Crash,
+) -> None:
+    """The embedding kernel reads input_ids (arg3_1) and attention_mask (arg4_1) before any
+    other call: the kernel-inputs worker (fake) reads them from the sample, 600 is past the 500
+    rows, and no printer build runs (none was even started early)."""
+    scenario = cuda_scenario(input_stats={"stats": {"args[0]": IDS_STATS, "args[1]": MASK_STATS}})
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(parallel=3))
+    st = by_name(esc)
+    ki = st["triage:kernel-inputs"]
+    assert ki.status is StageStatus.PASSED, ki.detail
+    assert "input_ids (arg3_1), attention_mask (arg4_1)" in ki.detail
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING" not in ki.env  # a run-time step of its own
+    p2 = st["triage:printer-2"]
+    assert p2.status is StageStatus.SKIPPED and "already explain" in p2.detail
+    assert p2.duration_s == 0.0  # not started early either
+    oob = next(f for f in esc.findings if f.code == "AOT803")
+    assert oob.input == "input_ids" and "600" in oob.message and "500" in oob.message
+    d = esc.diagnosis
+    assert d is not None and d.kind == "index_out_of_range"
+    shown = {t.name: t for t in d.inputs}
+    assert shown["arg3_1"].input == "input_ids" and shown["arg3_1"].max == 600
+    assert shown["arg3_1"].device == "cuda" and shown["arg4_1"].mean == 0.8
+    assert "stats" in esc.timings
+
+
+def test_kernel_inputs_that_cannot_be_read_leave_it_to_printer_2_fake(crash: Crash) -> None:
+    """The worker returns one of the two tensors: the step is an error with the reason, and the
+    level-2 printer build runs as before and explains the fault."""
+    scenario = cuda_scenario(input_stats={"stats": {"args[0]": IDS_STATS}})
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(parallel=3))
+    st = by_name(esc)
+    assert st["triage:kernel-inputs"].status is StageStatus.ERROR
+    assert "1 of 2 tensors read" in st["triage:kernel-inputs"].detail
+    assert st["triage:printer-2"].status is StageStatus.PASSED
+    assert esc.diagnosis is not None and esc.diagnosis.kind == "index_out_of_range"
+
+
+def test_kernel_inputs_skip_a_kernel_whose_input_an_earlier_call_takes_fake(
+    crash: Crash,
+) -> None:
+    """A call before the kernel takes input_ids (it could write it): what the kernel read is no
+    longer the sample's, so only the printer build can tell."""
+    call = f"call_{C.KERNEL}(arg3_1,"
+    wrapper = C.WRAPPER_CPP.replace(call, f"aoti_torch_cuda_fill_(arg3_1, 0);\n    {call}", 1)
+    assert wrapper != C.WRAPPER_CPP
+    scenario = cuda_scenario(
+        wrapper=wrapper, input_stats={"stats": {"args[0]": IDS_STATS, "args[1]": MASK_STATS}}
+    )
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(parallel=3))
+    st = by_name(esc)
+    ki = st["triage:kernel-inputs"]
+    assert ki.status is StageStatus.PASSED, ki.detail
+    assert "attention_mask (arg4_1)" in ki.detail and "input_ids" not in ki.detail
+    # the mask alone explains nothing: the printer build runs and shows the ids
+    assert st["triage:printer-2"].status is StageStatus.PASSED
+    assert esc.diagnosis is not None and esc.diagnosis.kind == "index_out_of_range"
 
 
 def test_a_wrong_early_guess_is_discarded_and_rerun(crash: Crash) -> None:

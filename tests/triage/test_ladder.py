@@ -29,7 +29,7 @@ def test_steps_are_unique_ordered_and_well_formed() -> None:
     assert len(ids) == len(set(ids))
     assert [s.level for s in LADDER] == sorted(s.level for s in LADDER)
     for step in LADDER:
-        assert step.tool in ("rerun", "printer", "sanitizer", "minify")
+        assert step.tool in ("rerun", "printer", "stats", "sanitizer", "minify")
         assert all(a in BY_ID and ids.index(a) < ids.index(step.id) for a in step.after)
         assert all(n in NEEDS for n in step.needs)
         assert step.purpose and step.title
