@@ -1094,7 +1094,8 @@ ALL_CODES: tuple[Code, ...] = (
         "load-regression",
         E,
         C.PERFORMANCE,
-        "Loading is slower than the baseline package's (--against), beyond the tolerance.",
+        "Loading (torch's CPU-ISA probe aside: it is the host's) is slower than the baseline "
+        "package's (--against), beyond the tolerance.",
         "both were measured in the same run on this machine; the JSON report has both breakdowns",
     ),
     Code(
@@ -1102,7 +1103,8 @@ ALL_CODES: tuple[Code, ...] = (
         "latency-regression",
         E,
         C.PERFORMANCE,
-        "The median call is slower than the baseline package's (--against), beyond the tolerance.",
+        "The median call, and the fastest, are slower than the baseline package's (--against), "
+        "beyond the tolerance.",
         "both were measured in the same run with the same inputs",
     ),
     Code(

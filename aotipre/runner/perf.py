@@ -53,6 +53,13 @@ class ColdStart:
         """Loader imports, CUDA start and the load call: what `aoti_load_package` costs."""
         return self.loader_import_s + (self.cuda_init_s or 0.0) + self.load_s
 
+    @property
+    def package_s(self) -> float:
+        """total_s without torch's CPU-ISA probe: the probe is the host's, the same for any
+        package (it compiles its check programs only when the inductor cache lacks them, so
+        the first of two loads may pay g++ builds the second does not)."""
+        return self.total_s - (self.probe_s or 0.0)
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -316,7 +323,7 @@ def regression_judgements(
     ) -> None:
         if a is None or b is None:
             return
-        if a > b * (1.0 + tolerance) and a - b > REGRESSION_FLOORS[key]:
+        if _worse(a, b, tolerance, key):
             pct = (a / b - 1.0) * 100.0 if b > 0 else math.inf
             out.append(
                 (
@@ -332,17 +339,20 @@ def regression_judgements(
         and old.cold is not None
         and new.cold.fresh_process == old.cold.fresh_process
     ):
-        worse("AOT650", "loading", "load_s", new.cold.total_s, old.cold.total_s, "s", ".2f")
-    if new.latency is not None and old.latency is not None:
         worse(
-            "AOT651",
-            "the median call",
-            "p50_ms",
-            new.latency.p50_ms,
-            old.latency.p50_ms,
-            "ms",
-            ".3f",
+            "AOT650",
+            "loading (without torch's CPU-ISA probe, the host's cost)",
+            "load_s",
+            new.cold.package_s,
+            old.cold.package_s,
+            "s",
+            ".2f",
         )
+    nl, ol = new.latency, old.latency
+    # the median and the fastest call both: a shared machine's scheduling can move a small
+    # model's median by milliseconds from one run to the next, its fastest call far less
+    if nl is not None and ol is not None and _worse(nl.min_ms, ol.min_ms, tolerance, "p50_ms"):
+        worse("AOT651", "the median call", "p50_ms", nl.p50_ms, ol.p50_ms, "ms", ".3f")
     nh, oh = new.memory.host_peak, old.memory.host_peak
     worse(
         "AOT652",
@@ -364,6 +374,10 @@ def regression_judgements(
         ".0f",
     )
     return out
+
+
+def _worse(a: float, b: float, tolerance: float, key: str) -> bool:
+    return a > b * (1.0 + tolerance) and a - b > REGRESSION_FLOORS[key]
 
 
 LEAK_MIN_RUNS = 5
