@@ -265,16 +265,21 @@ def harness_findings(
         elif run.error:
             how = f"raised during {run.where()}: {_first_line(run.error)}"
         elif run.differs:
-            how = f"returned outputs that differ between threads ({_max_abs(run)})"
+            how = f"returned outputs that differ between threads or runs ({_max_abs(run)})"
         else:
             how = f"failed ({_exit(run)})"
         race = ""
         if run.mode == "loaders" and serial is not None:
             race = (
                 "; constructed one at a time (a mutex around the constructor), the same loaders "
-                + ("ran with identical outputs" if serial.ok else "failed too")
+                + (
+                    "ran with identical outputs"
+                    if serial.ok
+                    else "failed too: running the model from several threads at once fails, "
+                    "not constructing the loaders"
+                )
             )
-        if run.mode == "loaders" and known_race:
+        if run.mode == "loaders" and known_race and (serial is None or serial.ok):
             race += (
                 "; this torch's loader has the data race of torch issue #194128 (a shared static "
                 "JSON object in load_json_file)"

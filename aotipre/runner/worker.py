@@ -1880,6 +1880,12 @@ class Worker:
         if after and prior.get("returncode") == 0:
             entry.update(status="skipped", reason=f"{after} passed")
             return
+        first = step.get("only_if_passed")  # concurrent runs of a model one run cannot finish
+        single = self.rec.data["steps"].get(first or "", {}).get("harness")
+        if first and single is not None and single.get("returncode") != 0:
+            how = "did not finish" if single.get("timed_out") else "failed"
+            entry.update(status="skipped", reason=f"{first} {how}")
+            return
         # leave the worker's own watchdog (the step limit) a margin to record the timeout
         entry["harness"] = run_harness({**step, "binary": binary}, max(1.0, limit * 0.9 - 1.0))
 

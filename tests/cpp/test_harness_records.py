@@ -179,7 +179,11 @@ def test_a_hit_of_the_known_race_is_a_warning_else_an_error() -> None:
                 failed, model="m", stage="concurrency", timeout_s=9, known_race=True, serial=serial
             )
             assert f.severity is Severity.ERROR
-            assert ("failed too" in f.message) == (serial is not None and serial is not not_serial)
+            retried = serial is not None and serial is not not_serial
+            assert ("failed too" in f.message) == retried
+            # a retry that failed too clears construction: no blame on torch #194128 then
+            assert ("#194128" in f.message) == (not retried)
+            assert ("not constructing the loaders" in f.message) == retried
     # a hang, or outputs that differ, are never the race
     hung = cpp.HarnessRun.from_entry(
         {"harness": {"timed_out": True, "phase": "compare"}}, "loaders"
@@ -226,3 +230,57 @@ def test_a_crash_without_a_result_keeps_the_mode_it_was_asked_for() -> None:
     assert crashed is not None and crashed.mode == "loaders"
     assert cpp.HarnessRun.from_entry({"harness": rec}, "runners").mode == "runners"  # type: ignore[union-attr]
     assert "4 loaders constructed at once" in cpp.describe_mode(crashed)
+
+
+def test_a_single_run_that_hangs_skips_the_concurrent_runs(tmp_path: Path) -> None:
+    """The real worker, a fake harness that hangs: the concurrency stage's three harness runs
+    (planned by it with only_if_passed) are skipped instead of each waiting out the step limit
+    (at the default --timeout 300 a hanging model cost four timeouts, ~18 minutes)."""
+    pytest.importorskip("torch")
+    import json
+    import subprocess
+    import sys
+
+    from aotipre.runner import worker
+
+    run = {"id": "cpp_run", "op": "cpp_run", "binary": str(FAKE), "package": "p.pt2",
+           "inputs": "in.pt", "mode": "run", "timeout_s": 2.0}  # fmt: skip
+    loaders = {**run, "id": "cpp_loaders", "mode": "loaders", "only_if_passed": "cpp_run"}
+    serial = cpp.serial_retry(loaders)
+    job = {"protocol": 1, "tag": "t", "workdir": str(tmp_path), "device": "cpu",
+           "package": "p.pt2", "model": "model", "steps": [run, loaders, serial]}  # fmt: skip
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    result = tmp_path / "result.json"
+    proc = subprocess.run(
+        [sys.executable, worker.__file__, str(tmp_path / "job.json")],
+        env={**os.environ, "AOTIPRE_RESULT_PATH": str(result), "FAKE_HARNESS": "hang"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = json.loads(result.read_text())["steps"]
+    assert steps["cpp_run"]["harness"]["timed_out"]
+    for sid in ("cpp_loaders", "cpp_loaders_serial"):
+        assert steps[sid]["status"] == "skipped", steps[sid]
+        assert steps[sid]["reason"] == "cpp_run did not finish"
+        assert "harness" not in steps[sid]
+
+
+def test_the_concurrent_runs_are_planned_only_if_the_single_run_passed() -> None:
+    from types import SimpleNamespace
+
+    from aotipre.runner.stages.concurrency import ConcurrencyStage
+
+    opts = SimpleNamespace(cpp=True, extra_env={}, timeout_s=300.0)
+    session = SimpleNamespace(
+        opts=opts,
+        aoti_package="/p.pt2",
+        aoti_model="model",
+        package=SimpleNamespace(path="/p.pt2"),
+        workdir="/w",
+        device_index=-1,
+    )
+    planned = ConcurrencyStage().plan(session)  # type: ignore[arg-type]
+    assert [p.id for p in planned] == ["cpp_loaders", "cpp_loaders_serial", "cpp_runners"]
+    assert all(p.body["only_if_passed"] == "cpp_run" for p in planned)

@@ -40,6 +40,9 @@ class ConcurrencyStage(Stage):
             iterations=ITERATIONS,
             **common,  # type: ignore[arg-type]
         )
+        # a single C++ run that fails or hangs (cpp-load) makes these pointless: the stage is
+        # skipped then, and a hang would cost each of them the whole step time limit too
+        loaders["only_if_passed"] = runners["only_if_passed"] = "cpp_run"
         return [
             PlannedStep("cpp_loaders", "cpp_run", loaders),
             PlannedStep(cpp.serial_id("cpp_loaders"), "cpp_run", cpp.serial_retry(loaders)),
