@@ -92,6 +92,9 @@ def test_cuda_package_cubins_match_this_card(tmp_path: Path) -> None:
     print("images", images)
     report = check(plain, CheckOptions(static_only=True))  # this host is the target
     assert not [f for f in report.findings if f.code in ("AOT433", "AOT434")], report.findings
+    # AOT053: the GPU code facts, the same images the reader found in the cubins
+    (facts,) = [f for f in report.findings if f.code == "AOT053"]
+    assert facts.actual == images and f"{len(gpu)} GPU code member(s) carry" in facts.message
     assert report.targets[0]["status"] == "loads", report.targets
     other = "8.0" if not cc.startswith("8.") else "9.0"
     elsewhere = check(plain, CheckOptions(static_only=True, target=f"cuda,cc={other}"))

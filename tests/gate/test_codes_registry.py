@@ -26,6 +26,8 @@ RS = "tests/real/test_real_static.py"
 BIN = "tests/binaries/test_real_packages.py"
 TGT = "tests/binaries/test_targets.py"
 CPP = "tests/cpp/test_stages_real.py"
+CPPC = "tests/cpp/test_codes_cpp_real.py"
+PERF = "tests/gate/test_codes_perf_real.py"
 
 REAL: dict[str, tuple[str, ...]] = {
     "AOT001": (f"{ARCH}::test_missing_file",),
@@ -139,6 +141,18 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT654": (f"{G}/test_codes_real.py::test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline",),
     "AOT705": ("tests/real/test_real_dynamic.py::test_nan_and_masked_inf_against_the_exported_program",),
     "AOT809": ("tests/runner/test_python_side_failure.py::test_check_says_which_library_and_does_not_triage",),
+    "AOT053": ("tests/pt2/test_torch211_archives.py::test_real_gpu_code_of_a_multi_arch_package",),
+    "AOT520": (f"{CPPC}::test_aot520_the_harness_cannot_be_built",),
+    "AOT522": (f"{CPPC}::test_aot522_op_raises_where_the_python_package_did_not_run",),
+    "AOT524": (f"{CPPC}::test_aot524_op_waits_for_an_init_that_never_comes",),
+    "AOT525": (f"{CPPC}::test_aot525_op_library_initialized_only_by_its_python_package",),
+    "AOT526": (f"{CPPC}::test_aot526_aot527_op_with_a_shared_workspace_run_at_once",),
+    "AOT527": (f"{CPPC}::test_aot526_aot527_op_with_a_shared_workspace_run_at_once",),
+    "AOT640": (f"{PERF}::test_aot640_the_isa_probe_compiling_into_an_empty_inductor_cache",),
+    "AOT642": (f"{PERF}::test_aot642_a_custom_op_that_keeps_host_memory_on_every_call",),
+    "AOT650": (f"{PERF}::test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline",),
+    "AOT651": (f"{PERF}::test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline",),
+    "AOT652": (f"{PERF}::test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline",),
 }  # fmt: skip
 
 
@@ -185,6 +199,23 @@ RARE: dict[str, Rare] = {
         (),
         ("tests/runner/test_perf.py::test_leaks_need_steady_growth",),
     ),
+    "AOT648": Rare(
+        "a GPU memory budget: the driver's view of a CUDA device",
+        (f"{PERF}::test_aot648_aot653_gpu_memory_over_budget_and_against_a_light_baseline",),
+        ("tests/runner/test_perf.py::test_gpu_budget_and_gpu_regression_on_injected_numbers_fake",),
+    ),
+    "AOT653": Rare(
+        "a GPU memory regression against --against: the driver's view of a CUDA device",
+        (f"{PERF}::test_aot648_aot653_gpu_memory_over_budget_and_against_a_light_baseline",),
+        ("tests/runner/test_perf.py::test_gpu_budget_and_gpu_regression_on_injected_numbers_fake",),
+    ),
+    "AOT529": Rare(
+        "a package that leaves cuda:1 when loaded there: needs two GPUs, and torch 2.11-2.14 load "
+        "and run on cuda:1 correctly (the two-GPU test in tests/cpp/test_gpu.py shows it where "
+        "such a host is lent)",
+        (),
+        ("tests/runner/test_stages.py::test_device_index_outputs_on_another_gpu_are_aot529_fake",),
+    ),
     "AOT802": Rare(
         "a CUDA fault first reported by a later cuBLAS call (not seen on the H100/H200 runs)",
         ("tests/triage/test_triage_gpu.py::test_device_assert_names_the_embedding_kernel",),
@@ -199,27 +230,12 @@ RARE: dict[str, Rare] = {
 
 
 PENDING: dict[str, tuple[str, tuple[str, ...]]] = {
-    # Codes that arrived with issues 15-17 in this session and have no real-path test yet: each
-    # names why and the fake/injected test that holds its logic meanwhile. Listed here so that
-    # the gap is visible in one place; a code may leave this table only for REAL or RARE.
-    "AOT053": ("GPU code facts of a CUDA package: only a CUDA compile makes one (the gpu test in tests/binaries/test_real_packages.py reads its cubins but does not assert the finding)", ()),
-    "AOT520": ("the C++ harness failing to build against the installed torch: needs a broken toolchain", ()),
-    "AOT522": ("the C++ harness's load or run failing: only a fake harness produces it so far", ("tests/cpp/test_harness_records.py::test_run_phase_errors_and_concurrency_outcomes",)),
-    "AOT524": ("the C++ harness hanging: only a fake harness produces it so far", ("tests/cpp/test_harness_records.py::test_a_hang_is_killed_and_a_timeout",)),
-    "AOT525": ("C++ outputs that differ from Python's: only fake stages produce it so far", ("tests/cpp/test_stages_fake.py::test_cpp_outputs_that_differ_and_a_concurrent_crash",)),
-    "AOT526": ("concurrent C++ loaders crashing: only a fake harness produces it so far", ("tests/cpp/test_harness_records.py::test_run_phase_errors_and_concurrency_outcomes",)),
-    "AOT527": ("concurrent runs giving different outputs: only a fake harness produces it so far", ("tests/cpp/test_harness_records.py::test_run_phase_errors_and_concurrency_outcomes",)),
+    # Codes with no real-path test yet: each names why and the fake/injected test that holds its
+    # logic meanwhile. Listed here so that the gap is visible in one place; a code may leave
+    # this table only for REAL or RARE.
     "AOT511": ("the loader refusing the device: the device gate (AOT406, tests/gate/test_codes_real.py) answers first on every real path found; the load stage keeps the classification as a backstop", ("tests/runner/test_stages.py::test_load_failures",)),
     "AOT512": ("a CPU-only torch on a host with an NVIDIA driver: the device gate and the doctor report it; no such host here (a driverless host gets AOT401 first)", ("tests/runner/test_stages.py::test_load_failures", "tests/test_doctor.py::test_cuda_requested_with_a_cpu_only_torch")),
-    "AOT529": ("device-index check on a host with two GPUs: not run yet (no two-GPU run this session)", ()),
-    "AOT640": ("the CPU-ISA probe's cost: host- and cache-dependent timing, tested on injected numbers", ("tests/runner/test_perf.py::test_advice_on_the_probe_and_the_extraction",)),
-    "AOT641": ("the extraction cost: timing-dependent, tested on injected numbers", ("tests/runner/test_perf.py::test_advice_on_the_probe_and_the_extraction",)),
-    "AOT642": ("host memory growing call after call: tested on injected numbers", ("tests/runner/test_perf.py::test_leaks_need_steady_growth",)),
-    "AOT648": ("a GPU memory budget: needs a CUDA host", ()),
-    "AOT650": ("a load-time regression against --against: timing-dependent, tested on injected numbers", ("tests/runner/test_perf.py::test_regressions_need_the_tolerance_and_the_floor",)),
-    "AOT651": ("a latency regression against --against: timing-dependent, tested on injected numbers", ("tests/runner/test_perf.py::test_regressions_need_the_tolerance_and_the_floor",)),
-    "AOT652": ("a host-memory regression against --against: tested on injected numbers", ("tests/runner/test_perf.py::test_regressions_need_the_tolerance_and_the_floor",)),
-    "AOT653": ("a GPU-memory regression against --against: needs a CUDA host", ()),
+    "AOT641": ("the extraction cost (>= 0.5 s): about 2 GB/s on the 2-core VM, so a robust real case needs a package of several GB (a 1 GB one crossed it on 1 run of 5); tested on injected numbers", ("tests/runner/test_perf.py::test_advice_on_the_probe_and_the_extraction",)),
 }  # fmt: skip
 
 

@@ -2,7 +2,10 @@
 
 The files in tests/data/torch211/ were built by scripts/build_fixtures.py under torch
 2.11.0+cu130 and slimmed by scripts/slim_package.py (binaries replaced by a stub; every metadata
-member byte-identical), so they are for inspection only.
+member byte-identical), so they are for inspection only. multi_arch_cuda.pt2 is
+tests/binaries/build_packages.py's multi_arch package (the small MLP compiled with
+aot_inductor.emit_multi_arch_kernel=True), built on the H200 (torch 2.11.0+cu130) and slimmed
+with --keep-gpu-code: its two fatbins are the real GPU code, its .so a stub.
 """
 
 from __future__ import annotations
@@ -114,3 +117,18 @@ def test_stub_binaries_are_not_loadable() -> None:
     assert len(bad) == 4 and all("not an ELF file" in f.message or "neither" in f.message for f in bad)
     (cc,) = [f for f in report.findings if f.code == "AOT402"]
     assert "metadata" in cc.message
+
+
+def test_real_gpu_code_of_a_multi_arch_package() -> None:
+    """AOT053 from the real fatbins inductor wrote on the H200: SASS for sm_90a and PTX for
+    compute_90 (ISA 9.0), so it runs on that card and, through the PTX, on later ones; a
+    Volta fleet gets neither (AOT433)."""
+    pkg = DATA / "multi_arch_cuda.pt2"
+    report = check(pkg, CheckOptions(static_only=True, target="cuda,cc=9.0"))
+    (facts,) = [f for f in report.findings if f.code == "AOT053"]
+    assert facts.severity is Severity.INFO
+    assert facts.actual == ["compute_90", "sm_90a"]
+    assert "2 GPU code member(s) carry compute_90, sm_90a (PTX ISA 9.0)" in facts.message
+    assert not [f for f in report.findings if f.code in ("AOT433", "AOT434")], report.findings
+    volta = check(pkg, CheckOptions(static_only=True, target="cuda,cc=7.0"))
+    assert "AOT433" in {f.code for f in volta.findings}

@@ -92,6 +92,28 @@ def test_gpu_memory_is_the_driver_view_minus_before_the_load() -> None:
     assert rec.memory.gpu_peak == 500 * MB and rec.memory.gpu_max_allocated == 64 * MB
 
 
+def _cuda_record(after_load_mb: int) -> perf.PerfRecord:
+    load = copy.deepcopy(FAKE_LOAD)
+    load["memory_before"]["gpu"] = _gpu(500 * MB)
+    load["memory_after"]["gpu"] = _gpu((500 + after_load_mb) * MB)
+    run = copy.deepcopy(FAKE_RUN)
+    run["memory_after"]["gpu"] = _gpu((500 + after_load_mb) * MB, allocated=MB)
+    return record(load, run, device="cuda")
+
+
+def test_gpu_budget_and_gpu_regression_on_injected_numbers_fake() -> None:
+    """AOT648 and AOT653 on FAKE_* numbers (the gpu test in tests/gate/test_codes_perf_real.py
+    emits them on a CUDA host)."""
+    heavy, light = _cuda_record(300), _cuda_record(2)
+    found = {c: f for c, _, f in perf.budget_judgements(heavy, perf.Budgets(max_gpu_mb=64))}
+    assert found == {"AOT648": {"expected": 64, "actual": 300.0}}
+    assert perf.budget_judgements(light, perf.Budgets(max_gpu_mb=64)) == []
+    found = {c: f for c, _, f in perf.regression_judgements(heavy, light)}
+    assert found == {"AOT653": {"expected": 2.0, "actual": 300.0}}
+    # +20 MB is over the 20% tolerance but under the 32 MB floor
+    assert perf.regression_judgements(_cuda_record(22), light) == []
+
+
 def test_a_warm_worker_is_not_a_cold_start() -> None:
     load = dict(FAKE_LOAD, probe_cached=True)
     rec = record(load)

@@ -678,3 +678,28 @@ def test_how_layout_outputs_differ() -> None:
         "outputs that differ from the contiguous input's (output 1: 3 instead of 4; output 2: "
         "float32[2]; output 3: 2 of 4 values)"
     )
+
+
+def test_device_index_outputs_on_another_gpu_are_aot529_fake(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AOT529 with the fake worker on a pretended two-GPU host: the package loaded with
+    device_index=1 put its outputs on cuda:0, then failed to load there at all. (torch 2.11 to
+    2.14 load and run on cuda:1 correctly; no two-GPU host was lent for a real run.)"""
+    from aotipre.runner.stages import device_index
+
+    monkeypatch.setattr(device_index, "gpu_count", lambda: 2)
+    model = token_model(device="cuda")
+    on_0 = {"entry": {"outputs": [{"kind": "tensor", "dtype": "float32", "device": "cuda:0"}]}}
+    res, findings = run(model=model, script={"index_run": on_0}, probe=False)
+    (f,) = [f for f in findings if f.code == "AOT529"]
+    assert f.message == "loaded with device_index=1, the outputs live on cuda:0"
+    assert f.expected == "cuda:1" and res["device-index"].status is StageStatus.FAILED
+    err = {"error": {"type": "RuntimeError", "message": "invalid device"}}
+    res, findings = run(model=model, script={"index_run": err}, probe=False)
+    (f,) = [f for f in findings if f.code == "AOT529"]
+    assert "device_index=1) failed: RuntimeError: invalid device" in f.message
+    on_1 = {"entry": {"outputs": [{"kind": "tensor", "dtype": "float32", "device": "cuda:1"}]}}
+    res, findings = run(model=model, script={"index_run": on_1}, probe=False)
+    assert "AOT529" not in codes(findings)
+    assert res["device-index"].status is StageStatus.PASSED
