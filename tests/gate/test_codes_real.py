@@ -142,6 +142,43 @@ def test_a_cuda_package_on_a_host_without_a_gpu_is_refused_before_loading(
     assert res["load"].status is StageStatus.SKIPPED
 
 
+def test_aot512_a_cuda_package_and_a_cpu_only_torch_on_a_gpu_host(
+    dynamic: Dynamic, gate: Gate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same package with its metadata saying cuda, on a host whose nvidia-smi reports a GPU
+    # (a stand-in script on PATH: this VM has none), with this CPU-only torch. Plain torch, in
+    # a fresh process: `AssertionError: Torch not compiled with CUDA enabled`. aotipre's device
+    # gate knows it from the installed torch's build before starting any worker.
+    def cuda(name: str, data: bytes) -> bytes:
+        if name.endswith("wrapper_metadata.json"):
+            return json.dumps({**json.loads(data), "AOTI_DEVICE_KEY": "cuda"}).encode()
+        return data
+
+    import torch
+
+    if torch.cuda.is_available() or torch.version.cuda is not None:
+        pytest.skip("needs a CPU-only torch")
+    package = rewrite(gate("aoti.pt2"), tmp_path / "aoti.pt2", cuda)
+    plain = subprocess.run(
+        [sys.executable, "-c", "import sys, torch; torch._inductor.aoti_load_package(sys.argv[1])",
+         str(package)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert plain.returncode != 0 and "Torch not compiled with CUDA enabled" in plain.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 9.0\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert "cuda" in detect_local().device_types
+    res, findings = dynamic(str(package), "aoti_inputs")
+    assert codes(findings) == ["AOT512"], findings
+    assert f"the installed torch {torch.__version__} is a CPU-only build" in findings[0].message
+    assert "nothing was run" in findings[0].message
+    assert res["run"].status is StageStatus.SKIPPED
+
+
 def test_aot513_no_compiled_code_for_the_model(
     dynamic: Dynamic, gate: Gate, tmp_path: Path
 ) -> None:

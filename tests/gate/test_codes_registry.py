@@ -79,6 +79,7 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT502": (f"{G}/test_codes_real.py::test_aot502_compiler_process_crashed",),
     "AOT503": (f"{G}/test_codes_real.py::test_aot503_compile_timeout",),
     "AOT510": (f"{G}/test_codes_real.py::test_aot510_so_that_is_not_a_shared_library",),
+    "AOT512": (f"{G}/test_codes_real.py::test_aot512_a_cuda_package_and_a_cpu_only_torch_on_a_gpu_host",),
     "AOT513": (f"{G}/test_codes_real.py::test_aot513_no_compiled_code_for_the_model",),
     "AOT514": (f"{G}/test_codes_real.py::test_aot514_loading_crashes",),
     "AOT516": (f"{G}/test_codes_real.py::test_aot516_load_timeout",),
@@ -234,7 +235,6 @@ PENDING: dict[str, tuple[str, tuple[str, ...]]] = {
     # logic meanwhile. Listed here so that the gap is visible in one place; a code may leave
     # this table only for REAL or RARE.
     "AOT511": ("the loader refusing the device: the device gate (AOT406, tests/gate/test_codes_real.py) answers first on every real path found; the load stage keeps the classification as a backstop", ("tests/runner/test_stages.py::test_load_failures",)),
-    "AOT512": ("a CPU-only torch on a host with an NVIDIA driver: the device gate and the doctor report it; no such host here (a driverless host gets AOT401 first)", ("tests/runner/test_stages.py::test_load_failures", "tests/test_doctor.py::test_cuda_requested_with_a_cpu_only_torch")),
     "AOT641": ("the extraction cost (>= 0.5 s): about 2 GB/s on the 2-core VM, so a robust real case needs a package of several GB (a 1 GB one crossed it on 1 run of 5); tested on injected numbers", ("tests/runner/test_perf.py::test_advice_on_the_probe_and_the_extraction",)),
 }  # fmt: skip
 
