@@ -125,20 +125,25 @@ def sample_inputs_of(triage: TriageState, kernel: str) -> list[tuple[str, InputS
     """The model inputs the kernel reads as they were handed to the model: (graph name, input)
     for each of its pointer arguments that is a graph input no earlier call of run_impl takes
     (so nothing wrote it before the launch). Their statistics come from the sample itself,
-    without a recompile. Empty when the call sites cannot be read, or an earlier call hands
-    tensors over in an array (a custom op through the proxy executor)."""
+    without a recompile. Empty when the call sites cannot be read, the kernel is launched more
+    than once (which launch faulted is then unknown), or an earlier call hands tensors over in
+    an array (a custom op through the proxy executor)."""
     cache: dict[str, list[tuple[str, InputSpec]]] = triage.sample_inputs
     if kernel in cache:
         return cache[kernel]
     code = kernel_code(triage, kernel)
     out: list[tuple[str, InputSpec]] = []
     calls = parsers.kernel_call_order(code.wrapper)
-    if code.args and code.params and kernel in calls:
+    body = code.wrapper[max(0, code.wrapper.find("::run_impl(")) :]
+    launch = re.search(r"(?<![\w.])(?:call_)?" + re.escape(kernel) + r"\(", body)
+    if code.args and code.params and calls.count(kernel) == 1 and launch is not None:
         earlier: set[str] = set()
+        if "aoti_torch_proxy_executor_call_function(" in body[: launch.start()]:
+            earlier = set(code.args)  # a custom op's tensors go in an array: unseen here
         for name in calls[: calls.index(kernel)]:
             args = parsers.kernel_call_args(code.wrapper, name)
-            if args is None or name == "aoti_torch_proxy_executor_call_function":
-                earlier = set(code.args)  # cannot tell what it writes
+            if args is None:
+                earlier = set(code.args)  # cannot tell what it takes
                 break
             earlier.update(args)
         specs = {s.tensor_index: s for s in triage.crash.model.tensor_inputs}

@@ -229,6 +229,39 @@ def test_kernel_inputs_skip_a_kernel_whose_input_an_earlier_call_takes_fake(
     assert esc.diagnosis is not None and esc.diagnosis.kind == "index_out_of_range"
 
 
+@pytest.mark.parametrize(
+    "before",
+    [
+        # the kernel launched twice: which launch faulted is not known
+        "call_{kernel}(arg3_1, embed_weight, arg4_1, buf0, 8L, 8L, this->device_idx_, stream, "
+        "kernels, this->cubin_dir_);",
+        # a custom op through the proxy executor: its tensors go in an array, unseen
+        "aoti_torch_proxy_executor_call_function(proxy_executor, 0, 1, int_array_9, 2, "
+        "tensor_args_var_0);",
+    ],
+    ids=["launched twice", "proxy executor first"],
+)
+def test_kernel_inputs_do_not_apply_when_the_wrapper_cannot_tell_fake(
+    crash: Crash, before: str
+) -> None:
+    call = f"call_{C.KERNEL}(arg3_1,"
+    line = before.format(kernel=C.KERNEL)
+    wrapper = C.WRAPPER_CPP.replace(call, f"{line}\n    {call}", 1)
+    assert wrapper != C.WRAPPER_CPP
+    scenario = cuda_scenario(
+        wrapper=wrapper, input_stats={"stats": {"args[0]": IDS_STATS, "args[1]": MASK_STATS}}
+    )
+    _, _, run_crash = crash(scenario)
+    assert run_crash is not None
+    esc = escalate(run_crash, TriageOptions(parallel=3))
+    st = by_name(esc)
+    ki = st["triage:kernel-inputs"]
+    assert ki.status is StageStatus.SKIPPED, ki.detail
+    assert "reads no model input straight from the sample" in ki.detail
+    assert st["triage:printer-2"].status is StageStatus.PASSED
+    assert esc.diagnosis is not None and esc.diagnosis.kind == "index_out_of_range"
+
+
 def test_a_wrong_early_guess_is_discarded_and_rerun(crash: Crash) -> None:
     other = "triton_poi_fused_add_7"  # a kernel the wrapper does not call: no known producer
     scenario = cuda_scenario()
