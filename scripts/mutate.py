@@ -117,6 +117,12 @@ TARGETS: tuple[Target, ...] = (
         ("tensor_summary", "compare_outputs", "compare_leaf", "_unravel"),
         ("tests/gate/test_worker_compare.py",),
     ),
+    Target(
+        "aotipre/runner/perf.py",
+        ("budget_judgements", "regression_judgements", "_worse", "leak_judgements",
+         "_mostly_rising", "advice_judgements", "ColdStart.package_s"),
+        ("tests/runner/test_perf.py",),
+    ),
 )  # fmt: skip
 
 

@@ -306,11 +306,18 @@ def conclude(triage: TriageState) -> Concluded:
 
     ep_missing = not triage.facts.has_exported_program
     if ep_missing:
+        sample = triage.runs.get("kernel-inputs")
+        stats = (
+            "the statistics of the buffers and weights the faulting kernel reads (its model "
+            "inputs were read from the sample)"
+            if sample is not None and sample.stats
+            else "the faulting kernel's input statistics"
+        )
         add(
             "AOT806",
             f"crash triage could not recompile model '{model}' with the debug printer: "
             f"{triage.ep_note}; pass --exported-program FILE for the kernel launch order and "
-            "the faulting kernel's input statistics",
+            f"{stats}",
         )
     if kernel is None:
         why = _why_unnamed(triage)

@@ -576,6 +576,11 @@ def test_aot806_triage_of_an_aoti_only_package(gate: Gate, gate_cache: Path) -> 
     assert codes(report.findings) == ["AOT308", "AOT602", "AOT806", "AOT803", "AOT801"]
     f = next(f for f in report.findings if f.code == "AOT806")
     assert f.severity is Severity.WARNING
+    # the kernel's model inputs came from the sample (kernel-inputs); only the buffers and
+    # weights it reads need the recompile
+    assert "its model inputs were read from the sample" in f.message
+    st = {s.name: s for s in report.stages}
+    assert st["triage:kernel-inputs"].status is StageStatus.PASSED
     assert report.diagnosis[0].kernel.startswith("cpp_fused_")
     oob = next(f for f in report.findings if f.code == "AOT803")
     static = next(f for f in report.findings if f.code == "AOT308")

@@ -92,7 +92,7 @@ def test_gpu_memory_is_the_driver_view_minus_before_the_load() -> None:
     assert rec.memory.gpu_peak == 500 * MB and rec.memory.gpu_max_allocated == 64 * MB
 
 
-def _cuda_record(after_load_mb: int) -> perf.PerfRecord:
+def _cuda_record(after_load_mb: float) -> perf.PerfRecord:
     load = copy.deepcopy(FAKE_LOAD)
     load["memory_before"]["gpu"] = _gpu(500 * MB)
     load["memory_after"]["gpu"] = _gpu((500 + after_load_mb) * MB)
@@ -229,3 +229,176 @@ def test_summary_names_the_parts() -> None:
     text = perf.summary(record())
     assert text.startswith("load 7.50 s (ISA probe 5.00 s, extract 0.70 s, dlopen+constants")
     assert "first call 2.0 ms" in text and "p50 2.000 ms" in text and "peak RSS 1100 MB" in text
+
+
+def test_a_budget_is_met_exactly_at_its_limit() -> None:
+    rec = record()  # load 7.5 s, median 2.0 ms, peak RSS 1100 MB
+    at = perf.Budgets(max_load_s=7.5, max_latency_ms=2.0, max_rss_mb=1100)
+    assert perf.budget_judgements(rec, at) == []
+    past = perf.Budgets(max_load_s=7.25, max_latency_ms=1.75, max_rss_mb=1099.5)
+    found = {c: f for c, _, f in perf.budget_judgements(rec, past)}
+    assert found == {
+        "AOT645": {"expected": 7.25, "actual": 7.5},
+        "AOT646": {"expected": 1.75, "actual": 2.0},
+        "AOT647": {"expected": 1099.5, "actual": 1100.0},
+    }
+    assert perf.budget_judgements(_cuda_record(64), perf.Budgets(max_gpu_mb=64)) == []
+    found = {
+        c: f for c, _, f in perf.budget_judgements(_cuda_record(65), perf.Budgets(max_gpu_mb=64))
+    }
+    assert found == {"AOT648": {"expected": 64, "actual": 65.0}}
+
+
+def test_budget_findings_carry_the_rounded_measure() -> None:
+    load = dict(FAKE_LOAD, total_s=6.0123456)  # with the 1.5 s of imports: 7.5123456 s
+    latency = dict(FAKE_LATENCY, p50_ms=2.123456)
+    run = {"call_s": 0.002, "memory_after": {"host": {"peak_rss": 1100 * MB + 147456}}}
+    budgets = perf.Budgets(max_load_s=7.0, max_latency_ms=2.0, max_rss_mb=1000)
+    found = {c: (m, f) for c, m, f in perf.budget_judgements(record(load, run, latency), budgets)}
+    assert found["AOT645"][1] == {"expected": 7.0, "actual": 7.512}
+    assert found["AOT645"][0].startswith("loading took 7.51 s, the budget (max-load-s) is 7 s (")
+    assert found["AOT646"][1] == {"expected": 2.0, "actual": 2.1235}
+    assert found["AOT647"][1] == {"expected": 1000, "actual": 1100.1}  # 1100.140625 MB
+    gpu = perf.budget_judgements(_cuda_record(64.140625), perf.Budgets(max_gpu_mb=64))
+    assert [f for _, _, f in gpu] == [{"expected": 64, "actual": 64.1}]
+
+
+def _host_record(peak: int) -> perf.PerfRecord:
+    load = copy.deepcopy(FAKE_LOAD)
+    load["memory_after"]["host"]["peak_rss"] = peak
+    return record(load, {"call_s": 0.002, "memory_after": {"host": {"peak_rss": peak}}})
+
+
+def test_a_regression_is_beyond_the_tolerance_and_the_floor_not_at_them() -> None:
+    # exactly 20% more than the baseline (and 200 MB, well over the floor): not a regression
+    assert perf.regression_judgements(_host_record(1200 * MB), _host_record(1000 * MB)) == []
+    ((code, message, fields),) = perf.regression_judgements(
+        _host_record(1201 * MB), _host_record(1000 * MB)
+    )
+    assert (code, fields) == ("AOT652", {"expected": 1000.0, "actual": 1201.0})
+    assert message == (
+        "the peak host memory (RSS) is 1201 MB, the baseline package's 1000 MB "
+        "(+20%, tolerance 20%)"
+    )
+    # +32% but exactly the 32 MB floor more than the baseline: not a regression
+    assert perf.regression_judgements(_host_record(132 * MB), _host_record(100 * MB)) == []
+    found = perf.regression_judgements(_host_record(133 * MB), _host_record(100 * MB))
+    assert [(c, f) for c, _, f in found] == [("AOT652", {"expected": 100.0, "actual": 133.0})]
+    assert "(+33%, tolerance 20%)" in found[0][1]
+
+
+def test_loads_are_compared_only_between_the_same_kind_of_start() -> None:
+    slow_cold = record(dict(FAKE_LOAD, total_s=9.0))
+    warm = record(dict(FAKE_LOAD, probe_cached=True))
+    assert [c for c, _, _ in perf.regression_judgements(slow_cold, record())] == ["AOT650"]
+    assert perf.regression_judgements(slow_cold, warm) == []
+    assert (
+        perf.regression_judgements(
+            record(dict(FAKE_LOAD, total_s=9.0, probe_cached=True)), record()
+        )
+        == []
+    )
+    unmeasured = perf.record_from_worker("model", "cpu", None, FAKE_RUN, FAKE_LATENCY)
+    assert perf.regression_judgements(unmeasured, record()) == []
+
+
+def _leaking(series: list[int], per_run: float, runs: int | None = None) -> perf.PerfRecord:
+    memory = {"host_rss": series, "host_rss_growth_per_run": per_run}
+    return record(latency=dict(FAKE_LATENCY, runs=runs or len(series), memory=memory))
+
+
+def test_a_host_leak_message_says_the_growth_in_all() -> None:
+    rising = [1000 * MB + i * 8 * MB for i in range(10)]
+    ((code, message, fields),) = perf.leak_judgements(_leaking(rising, 8.0 * MB))
+    assert (code, fields) == ("AOT642", {"actual": 8 * MB})
+    assert message == (
+        "host memory grew by 8.0 MB per call over 10 calls (72 MB in all) with the outputs dropped"
+    )
+
+
+def test_a_leak_is_found_from_the_fewest_runs_and_exactly_at_the_threshold() -> None:
+    five = [1000 * MB + i * 4 * MB for i in range(5)]
+    ((code, message, _),) = perf.leak_judgements(_leaking(five, 4.0 * MB))
+    assert code == "AOT642" and "4.0 MB per call over 5 calls (16 MB in all)" in message
+    assert perf.leak_judgements(_leaking(five[:4], 4.0 * MB)) == []
+    # exactly 1 MiB a run is a leak, a page less is not
+    by_one = [1000 * MB + i * MB for i in range(10)]
+    ((code, message, fields),) = perf.leak_judgements(_leaking(by_one, 1.0 * MB))
+    assert (code, fields) == ("AOT642", {"actual": MB})
+    assert "1.0 MB per call over 10 calls (9 MB in all)" in message
+    assert perf.leak_judgements(_leaking(by_one, MB - 4096.0)) == []
+
+
+def _gpu_leaking(series: list[int], per_run: float) -> perf.PerfRecord:
+    memory = {
+        "host_rss": [1100 * MB] * len(series),
+        "host_rss_growth_per_run": 0.0,
+        "gpu_allocated": series,
+        "gpu_allocated_growth_per_run": per_run,
+    }
+    return record(latency=dict(FAKE_LATENCY, runs=len(series), memory=memory))
+
+
+def test_a_gpu_leak_is_found_exactly_at_64_kib_a_run() -> None:
+    series = [MB + i * 64 * 1024 for i in range(10)]
+    ((code, message, fields),) = perf.leak_judgements(_gpu_leaking(series, 64 * 1024.0))
+    assert (code, fields) == ("AOT643", {"actual": 64 * 1024})
+    assert message == (
+        "GPU memory (caching allocator) grew by 0.06 MB per call over 10 calls (0.6 MB in all) "
+        "with the outputs dropped"
+    )
+    assert perf.leak_judgements(_gpu_leaking(series, 63 * 1024.0)) == []
+
+
+def _steps(steps: list[int]) -> list[int]:
+    series = [1000 * MB]
+    for step in steps:
+        series.append(series[-1] + step)
+    return series
+
+
+def test_a_leak_grows_in_at_least_60_percent_of_the_steps() -> None:
+    up = 8 * MB
+    # 6 of 10 steps rising: a leak; 5 of 10 (every other step flat): not one
+    six = _steps([up, 0] * 4 + [up, up])
+    assert [c for c, _, _ in perf.leak_judgements(_leaking(six, 4.0 * MB))] == ["AOT642"]
+    five = _steps([up, 0] * 5)
+    assert perf.leak_judgements(_leaking(five, 4.0 * MB)) == []
+    # the steps are between consecutive runs: a sawtooth that rises every other run is not
+    saw = _steps([up, -up // 2] * 5)
+    assert perf.leak_judgements(_leaking(saw, 4.0 * MB)) == []
+    # a step counts as rising however little it grows
+    tiny = _steps([up, 0] * 4 + [up, 1])
+    assert [c for c, _, _ in perf.leak_judgements(_leaking(tiny, 4.0 * MB))] == ["AOT642"]
+
+
+def _advice(total_s: float, probe_s: float, extraction: dict | None = None) -> list[perf.Judgement]:
+    load = dict(FAKE_LOAD, total_s=total_s, extraction=extraction or {})
+    load["probe"] = dict(FAKE_LOAD["probe"], seconds=probe_s)
+    return perf.advice_judgements(record(load))
+
+
+def test_the_probe_is_worth_advice_from_one_second_and_a_fifth_of_the_load() -> None:
+    ((code, message, fields),) = _advice(4.0, 1.0)  # exactly 1 s, a quarter of the load
+    assert code == "AOT640" and fields["actual"] == 1.0
+    assert message.startswith("loading spent 1.00 s of 4.00 s in torch's CPU-ISA probe")
+    ((code, _, fields),) = _advice(10.0, 2.0)  # exactly a fifth of the load
+    assert code == "AOT640" and fields["actual"] == 2.0
+    assert _advice(8.0, 1.0) == []  # a second, but an eighth of the load
+    assert _advice(2.0, 0.5) == []  # a quarter of the load, but half a second
+    ((_, _, fields),) = _advice(6.0, 1.23456)
+    assert fields["actual"] == 1.235
+
+
+def test_the_extraction_is_worth_advice_from_half_a_second() -> None:
+    at = dict(FAKE_LOAD["extraction"], written_s=0.5)
+    ((code, message, fields),) = _advice(6.0, 0.0, at)
+    assert code == "AOT641" and fields["actual"] == 0.5
+    assert message == (
+        "every load extracts 700 MB (5 files) of the model into a temporary folder first: "
+        "0.50 s of 6.00 s"
+    )
+    assert _advice(6.0, 0.0, dict(at, written_s=0.25)) == []
+    ((_, message, fields),) = _advice(6.0, 0.0, dict(at, written_s=0.56789, bytes=None))
+    assert fields["actual"] == 0.568
+    assert message.startswith("every load extracts 0 MB (5 files) of the model")
