@@ -202,6 +202,28 @@ def _located(
     return None
 
 
+def _located_finding(
+    located: tuple[InputSpec, int, tuple[int, ...]],
+    kernel: str,
+    bound: IndexBound,
+    evidence: tuple[str, ...],
+) -> tuple[str, str, dict[str, Any]]:
+    """AOT803 naming the model input, its position, and the value past the bound and where."""
+    spec, value, at = located
+    message = (
+        f"the model input {spec.name} (position {spec.position}) holds {value} at {list(at)}, "
+        f"past the {bound.upper} entries kernel {kernel} indexes with it ({bound.line})"
+    )
+    fields = {
+        "input": spec.name,
+        "position": spec.position,
+        "expected": f"0 <= index < {bound.upper}",
+        "actual": value,
+        "evidence": (bound.line, *evidence),
+    }
+    return "AOT803", message, fields
+
+
 def _violation(bound: IndexBound, stats: list[TensorStats]) -> TensorStats | None:
     for s in stats:
         if s.name != bound.argument or s.max is None:
@@ -307,7 +329,7 @@ def conclude(triage: TriageState) -> Concluded:
     ep_missing = not triage.facts.has_exported_program
     if ep_missing:
         sample = triage.runs.get("kernel-inputs")
-        stats = (
+        wanted = (
             "the statistics of the buffers and weights the faulting kernel reads (its model "
             "inputs were read from the sample)"
             if sample is not None and sample.stats
@@ -317,7 +339,7 @@ def conclude(triage: TriageState) -> Concluded:
             "AOT806",
             f"crash triage could not recompile model '{model}' with the debug printer: "
             f"{triage.ep_note}; pass --exported-program FILE for the kernel launch order and "
-            f"{stats}",
+            f"{wanted}",
         )
     if kernel is None:
         why = _why_unnamed(triage)
@@ -367,18 +389,8 @@ def conclude(triage: TriageState) -> Concluded:
             f"calling the model{later}."
         )
         if located is not None:
-            spec, value, at = located
-            add(
-                "AOT803",
-                f"the model input {spec.name} (position {spec.position}) holds {value} at "
-                f"{list(at)}, past the {bound.upper} entries kernel {kernel} indexes with it "
-                f"({bound.line})",
-                input=spec.name,
-                position=spec.position,
-                expected=f"0 <= index < {bound.upper}",
-                actual=value,
-                evidence=(bound.line, bad.describe()),
-            )
+            code_, message, fields = _located_finding(located, kernel, bound, (bad.describe(),))
+            add(code_, message, **fields)
         else:
             add(
                 "AOT803",
@@ -422,17 +434,8 @@ def conclude(triage: TriageState) -> Concluded:
                     f"input spans {ext.min}..{ext.max}); validate or clamp {spec.name} before "
                     f"calling the model{later}."
                 )
-                add(
-                    "AOT803",
-                    f"the model input {spec.name} (position {spec.position}) holds {value} at "
-                    f"{list(at)}, past the {bound.upper} entries kernel {kernel} indexes with it "
-                    f"({bound.line})",
-                    input=spec.name,
-                    position=spec.position,
-                    expected=f"0 <= index < {bound.upper}",
-                    actual=value,
-                    evidence=(bound.line,),
-                )
+                code_, message, fields = _located_finding(found, kernel, bound, ())
+                add(code_, message, **fields)
             else:
                 verdict = verdict[: -len(f"; check the index inputs{later}.")] + (
                     f"; the kernel computes the index from {spec.name}, whose sample values span "

@@ -80,7 +80,8 @@ class TriageSteps(TriageState):
         run.logs = job.logs
         run.kernels = (kernel,)
         entry = job.entries.get("stats") or {}
-        records = entry.get("stats") if isinstance(entry.get("stats"), list) else []
+        given = entry.get("stats")
+        records: list[dict[str, Any]] = given if isinstance(given, list) else []
         if job.status("stats") != "ok" or len(records) != len(wanted):
             err = entry.get("error") or {}
             why = first_line(err.get("message")) or (
