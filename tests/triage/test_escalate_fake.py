@@ -164,16 +164,29 @@ MASK_STATS = {"dtype": "float32", "shape": [2, 5], "stride": [5, 1], "numel": 10
               "inf": 0, "min": 0.0, "max": 1.0, "mean": 0.8}  # fmt: skip
 
 
+def triage_with_sample(
+    crash: Crash, before: str | None = None, stats: dict[str, Any] | None = None
+) -> Escalation:
+    """The CUDA scenario whose kernel-inputs worker (fake) returns `stats` (default: both
+    inputs), with the line `before` put just before the faulting kernel's launch."""
+    wrapper = C.WRAPPER_CPP
+    if before is not None:
+        call = f"call_{C.KERNEL}(arg3_1,"
+        wrapper = wrapper.replace(call, f"{before}\n    {call}", 1)
+        assert wrapper != C.WRAPPER_CPP
+    given = stats if stats is not None else {"args[0]": IDS_STATS, "args[1]": MASK_STATS}
+    _, _, run_crash = crash(cuda_scenario(wrapper=wrapper, input_stats={"stats": given}))
+    assert run_crash is not None
+    return escalate(run_crash, TriageOptions(parallel=3))
+
+
 def test_kernel_inputs_read_from_the_sample_explain_without_a_recompile_fake(
     crash: Crash,
 ) -> None:
     """The embedding kernel reads input_ids (arg3_1) and attention_mask (arg4_1) before any
     other call: the kernel-inputs worker (fake) reads them from the sample, 600 is past the 500
     rows, and no printer build runs (none was even started early)."""
-    scenario = cuda_scenario(input_stats={"stats": {"args[0]": IDS_STATS, "args[1]": MASK_STATS}})
-    _, _, run_crash = crash(scenario)
-    assert run_crash is not None
-    esc = escalate(run_crash, TriageOptions(parallel=3))
+    esc = triage_with_sample(crash)
     st = by_name(esc)
     ki = st["triage:kernel-inputs"]
     assert ki.status is StageStatus.PASSED, ki.detail
@@ -195,10 +208,7 @@ def test_kernel_inputs_read_from_the_sample_explain_without_a_recompile_fake(
 def test_kernel_inputs_that_cannot_be_read_leave_it_to_printer_2_fake(crash: Crash) -> None:
     """The worker returns one of the two tensors: the step is an error with the reason, and the
     level-2 printer build runs as before and explains the fault."""
-    scenario = cuda_scenario(input_stats={"stats": {"args[0]": IDS_STATS}})
-    _, _, run_crash = crash(scenario)
-    assert run_crash is not None
-    esc = escalate(run_crash, TriageOptions(parallel=3))
+    esc = triage_with_sample(crash, stats={"args[0]": IDS_STATS})
     st = by_name(esc)
     assert st["triage:kernel-inputs"].status is StageStatus.ERROR
     assert "1 of 2 tensors read" in st["triage:kernel-inputs"].detail
@@ -211,15 +221,7 @@ def test_kernel_inputs_skip_a_kernel_whose_input_an_earlier_call_takes_fake(
 ) -> None:
     """A call before the kernel takes input_ids (it could write it): what the kernel read is no
     longer the sample's, so only the printer build can tell."""
-    call = f"call_{C.KERNEL}(arg3_1,"
-    wrapper = C.WRAPPER_CPP.replace(call, f"aoti_torch_cuda_fill_(arg3_1, 0);\n    {call}", 1)
-    assert wrapper != C.WRAPPER_CPP
-    scenario = cuda_scenario(
-        wrapper=wrapper, input_stats={"stats": {"args[0]": IDS_STATS, "args[1]": MASK_STATS}}
-    )
-    _, _, run_crash = crash(scenario)
-    assert run_crash is not None
-    esc = escalate(run_crash, TriageOptions(parallel=3))
+    esc = triage_with_sample(crash, before="aoti_torch_cuda_fill_(arg3_1, 0);")
     st = by_name(esc)
     ki = st["triage:kernel-inputs"]
     assert ki.status is StageStatus.PASSED, ki.detail
@@ -244,16 +246,7 @@ def test_kernel_inputs_skip_a_kernel_whose_input_an_earlier_call_takes_fake(
 def test_kernel_inputs_do_not_apply_when_the_wrapper_cannot_tell_fake(
     crash: Crash, before: str
 ) -> None:
-    call = f"call_{C.KERNEL}(arg3_1,"
-    line = before.format(kernel=C.KERNEL)
-    wrapper = C.WRAPPER_CPP.replace(call, f"{line}\n    {call}", 1)
-    assert wrapper != C.WRAPPER_CPP
-    scenario = cuda_scenario(
-        wrapper=wrapper, input_stats={"stats": {"args[0]": IDS_STATS, "args[1]": MASK_STATS}}
-    )
-    _, _, run_crash = crash(scenario)
-    assert run_crash is not None
-    esc = escalate(run_crash, TriageOptions(parallel=3))
+    esc = triage_with_sample(crash, before=before.format(kernel=C.KERNEL))
     st = by_name(esc)
     ki = st["triage:kernel-inputs"]
     assert ki.status is StageStatus.SKIPPED, ki.detail
