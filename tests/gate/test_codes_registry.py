@@ -234,7 +234,7 @@ PENDING: dict[str, tuple[str, tuple[str, ...]]] = {
     # Codes with no real-path test yet: each names why and the fake/injected test that holds its
     # logic meanwhile. Listed here so that the gap is visible in one place; a code may leave
     # this table only for REAL or RARE.
-    "AOT511": ("the loader refusing the device: the device gate (AOT406, tests/gate/test_codes_real.py) answers first on every real path found; the load stage keeps the classification as a backstop", ("tests/runner/test_stages.py::test_load_failures",)),
+    "AOT511": ("the loader refusing the device: the device gate (AOT406, AOT401, AOT512) answers first on every real path found, and on the H200 (torch 2.11) plain torch loads a CPU .so under metadata edited to say cuda with only a device-information warning; the load stage keeps the classification as a backstop", ("tests/runner/test_stages.py::test_load_failures",)),
     "AOT641": ("the extraction cost (>= 0.5 s): about 2 GB/s on the 2-core VM, so a robust real case needs a package of several GB (a 1 GB one crossed it on 1 run of 5); tested on injected numbers", ("tests/runner/test_perf.py::test_advice_on_the_probe_and_the_extraction",)),
 }  # fmt: skip
 
