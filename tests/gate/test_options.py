@@ -154,19 +154,29 @@ def test_no_escalate_skips_crash_triage(
 
 
 @pytest.mark.slow
-def test_exported_program_lets_triage_recompile_an_aoti_only_package(
+def test_exported_program_reaches_triage_for_an_aoti_only_package(
     capsys: pytest.CaptureFixture[str], gate: Gate, gate_cache: Path
 ) -> None:
     base = [str(gate("aoti.pt2")), "-i", str(gate("token_oob_nan")), "--no-probe",
             "--cache-dir", str(gate_cache)]  # fmt: skip
+    _, without, _ = cli(capsys, *base)
     _, data, _ = cli(capsys, *base, "--exported-program", str(gate("both.pt2")))
+    # without it: the recompiling steps are skipped for want of a program (AOT806)
+    assert "AOT806" in codes(without)
+    assert "--exported-program FILE" in stage(without, "triage:printer-2")["detail"]
     assert "AOT806" not in codes(data)
-    # the CPU kernel's exception names it, so level 3 is skipped; level 2 recompiles the code
-    # from the given ExportedProgram to print the kernel's inputs
+    # with it: the CPU kernel's exception names the kernel (level 3 skipped) and the ids it
+    # reads, read from the sample (kernel-inputs), explain the fault: level 2 could recompile
+    # from the given program and is skipped for that reason, not for want of a program
     assert stage(data, "triage:printer-3")["status"] == "skipped"
-    assert stage(data, "triage:printer-2")["status"] == "passed"
+    assert stage(data, "triage:kernel-inputs")["status"] == "passed"
+    p2 = stage(data, "triage:printer-2")
+    assert p2["status"] == "skipped" and "already explain the fault" in p2["detail"]
+    # the program's graph and stack traces name what the kernel fuses and the model's line
+    d, d0 = data["diagnosis"][0], without["diagnosis"][0]
+    assert d["kernel"].startswith("cpp_fused_") and d["kernel"] == d0["kernel"]
+    assert d["source_lines"] and not d0["source_lines"], (d["source_lines"], d0["source_lines"])
     assert "AOT801" in codes(data)
-    assert data["diagnosis"][0]["kernel"].startswith("cpp_fused_")
 
 
 @pytest.mark.slow
