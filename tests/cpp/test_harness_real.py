@@ -151,12 +151,15 @@ def test_concurrent_loaders_and_runners_agree(built: Path, cache_dir: str, tmp_p
     else:
         assert retry["status"] == "ok" and "--serial-construct" in retry["harness"]["argv"]
     for h in (loaders, runners, serial):
-        assert len((h.result or {})["per_thread"]) == (4 if h is runners else 6)
         if h is loaders and build["loader_race"]:
             again = cpp.HarnessRun.from_entry(retry, "loaders")
             if cpp.hit_the_known_race(h, again):
-                continue  # torch #194128 hit this run (measured: about 1 run in 15 on torch 2.13)
-        assert h.ok and (h.result or {}).get("identical") is True, (h.result, h.stderr_tail)
+                # torch #194128 hit this run (measured: about 1 run in 15 on torch 2.13); it may
+                # kill the harness by a signal before it writes any result (CI, session 8)
+                continue
+        why = (h.argv, h.signal, h.returncode, h.result, h.stderr_tail)
+        assert h.ok and (h.result or {}).get("identical") is True, why
+        assert len((h.result or {})["per_thread"]) == (4 if h is runners else 6), why
     assert (runners.result or {})["runners"] == 2
     # constructed one at a time (the workaround for torch #194128), then run at once
     assert (serial.result or {})["serial_construct"] is True
