@@ -741,7 +741,7 @@ ALL_CODES: tuple[Code, ...] = (
         "load-wrong-device",
         E,
         C.DEVICE,
-        "The loader refused the requested device (e.g. a device index for a cpu package).",
+        "The loader refused the requested device (a device index for a cpu package, a GPU the host lacks).",
         "load cpu packages without a device index; pass --device matching the package",
     ),
     Code(

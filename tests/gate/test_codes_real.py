@@ -522,6 +522,48 @@ def test_aot515_real_libstdcxx_mismatch_when_the_host_has_one(
 
 
 @pytest.mark.gpu
+def test_aot511_a_device_index_this_host_does_not_have(
+    cuda_fixture_dir: Path, gate_cache: Path
+) -> None:
+    # `--device cuda:N` where the host has N GPUs (numbered 0..N-1): the package is for cuda and
+    # the host has CUDA, so the device gate lets it through; the loader itself refuses the index.
+    # Plain torch in a fresh process first: what a deployment loading with that index gets.
+    package = str(cuda_fixture_dir / "aoti_cuda.pt2")
+    probe = (
+        "import json, sys, torch\n"
+        "n = torch.cuda.device_count()\n"
+        "try:\n"
+        "    torch._inductor.aoti_load_package(sys.argv[1], device_index=n)\n"
+        "    print(json.dumps({'n': n, 'error': None}))\n"
+        "except Exception as e:\n"
+        "    print(json.dumps({'n': n, 'error': f'{type(e).__name__}: {e}'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, package], capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    plain = json.loads(out.stdout.strip().splitlines()[-1])
+    assert plain["error"] is not None, "plain torch loaded the package on a GPU the host lacks"
+    report = check(
+        package,
+        CheckOptions(
+            inputs=str(cuda_fixture_dir / "aoti_inputs.pt"),
+            dynamic=DynamicOptions(
+                cache_dir=str(gate_cache), device=f"cuda:{plain['n']}", probe=False
+            ),
+            triage=TriageOptions(escalate=False),
+            canary=False,
+        ),
+    )
+    print(plain, [f.to_dict() for f in report.findings])
+    found = {f.code: f for f in without_facts(report.findings)}
+    assert "AOT511" in found, (plain, report.findings)
+    assert (found["AOT511"].expected, found["AOT511"].actual) == ("cuda", f"cuda:{plain['n']}")
+    st = {s.name: s for s in report.stages}
+    assert st["load"].status is StageStatus.FAILED and st["run"].status is StageStatus.SKIPPED
+    assert report.exit_code == 1
+
+
+@pytest.mark.gpu
 def test_aot608_cuda_device_side_assert(cuda_fixture_dir: Path, gate_cache: Path) -> None:
     # embedding_oob_cuda.pt2 with id 600: the Triton kernel's device-side assert
     report = check(

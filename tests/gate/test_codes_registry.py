@@ -216,6 +216,13 @@ RARE: dict[str, Rare] = {
         (f"{PERF}::test_aot648_aot653_gpu_memory_over_budget_and_against_a_light_baseline",),
         ("tests/runner/test_perf.py::test_gpu_budget_and_gpu_regression_on_injected_numbers_fake",),
     ),
+    "AOT511": Rare(
+        "the loader refusing the device: on a CPU host the device gate (AOT406, AOT401, AOT512) "
+        "answers first on every real path; a GPU index the host lacks (--device cuda:N on N "
+        "GPUs) reaches the loader, which refuses it (the H200, torch 2.11)",
+        (f"{G}/test_codes_real.py::test_aot511_a_device_index_this_host_does_not_have",),
+        ("tests/runner/test_stages.py::test_a_gpu_index_the_host_lacks_is_aot511_fake",),
+    ),
     "AOT529": Rare(
         "a package that leaves cuda:1 when loaded there: needs two GPUs, and torch 2.11-2.14 load "
         "and run on cuda:1 correctly (the two-GPU test in tests/cpp/test_gpu.py shows it where "
@@ -240,7 +247,6 @@ PENDING: dict[str, tuple[str, tuple[str, ...]]] = {
     # Codes with no real-path test yet: each names why and the fake/injected test that holds its
     # logic meanwhile. Listed here so that the gap is visible in one place; a code may leave
     # this table only for REAL or RARE.
-    "AOT511": ("the loader refusing the device: the device gate (AOT406, AOT401, AOT512) answers first on every real path found, and on the H200 (torch 2.11) plain torch loads a CPU .so under metadata edited to say cuda with only a device-information warning; the load stage keeps the classification as a backstop", ("tests/runner/test_stages.py::test_load_failures",)),
 }  # fmt: skip
 
 

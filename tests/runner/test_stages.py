@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from aotipre import codes as codes_mod
 from aotipre.errors import UsageError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
 from aotipre.pt2.spec import ModelInfo, PackageInfo
@@ -373,6 +374,29 @@ def test_load_failures(run: Run, message: str, code: str) -> None:
     for name in ("run", "compare", "probe"):
         assert res[name].status is StageStatus.SKIPPED
         assert "load stage did not succeed" in res[name].detail
+
+
+def test_a_gpu_index_the_host_lacks_is_aot511_fake(run: Run) -> None:
+    # the H200's words (torch 2.11, --device cuda:1 on one GPU: docs/evidence/h200-s9-aot511.log;
+    # the real test is tests/gate/test_codes_real.py::test_aot511_a_device_index_this_host_...)
+    message = (
+        "create_func_( &container_handle_, num_models, device_str.c_str(), cubin_dir.empty() ? "
+        "nullptr : cubin_dir.c_str()) API call failed at /pytorch/torch/csrc/inductor/"
+        "aoti_runner/model_container_runner.cpp, line 121"
+    )
+    script = {"load": {"error": {"type": "RuntimeError", "message": message},
+                       "log": "Error: CUDA error: invalid device ordinal\n"}}  # fmt: skip
+    res, findings = run(model=token_model(device="cuda"), script=script, device="cuda:1")
+    assert codes(findings) == ["AOT511"]
+    (f,) = findings
+    assert "on cuda:1 was refused: Error: CUDA error: invalid device ordinal" in f.message
+    assert (f.expected, f.actual) == ("cuda", "cuda:1")
+    assert f.hint is not None and "this host has no GPU cuda:1" in f.hint
+    assert res["run"].status is StageStatus.SKIPPED
+    # the code's own hint for the other refusal (a cpu .so asked for a device)
+    _, cpu = run(script={"load": {"error": {"type": "RuntimeError",
+                                            "message": "Incorrect device passed to aoti_runner_cpu"}}})  # fmt: skip
+    assert [f.hint for f in cpu] == [codes_mod.get("AOT511").hint]
 
 
 def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,6 +55,7 @@ class LoadStage(Stage):
                 f"loading {target} on {s.device} was refused: {fail.summary}",
                 expected=s.model.device_type,
                 actual=s.device,
+                hint=_wrong_device_hint(s.device, fail.summary),
             )
         elif fail.kind == "cuda_missing":
             found("AOT512", f"{target} needs CUDA, and this torch cannot use it: {fail.summary}")
@@ -96,3 +97,13 @@ class LoadStage(Stage):
         detail += f"; needed LD_PRELOAD={retry.libstdcxx}"
         recs = [r] if retry.earlier else [crash, r]
         return s.stage("load", StageStatus.FAILED, detail, recs)
+
+
+def _wrong_device_hint(device: str, summary: str) -> str | None:
+    """The code's own hint, unless the loader said the device index does not exist here."""
+    if "invalid device ordinal" not in summary:
+        return None
+    return (
+        f"this host has no GPU {device}: GPUs are numbered from 0 (`nvidia-smi -L` lists them; "
+        "CUDA_VISIBLE_DEVICES renumbers them); pass --device cuda:K for one of them"
+    )
