@@ -136,6 +136,8 @@ class HarnessRun:
     argv: tuple[str, ...]
     unset_env: tuple[str, ...] = ()
     """Environment variables the harness ran without (a libstdc++ preload only Python needed)."""
+    limit_s: float | None = None
+    """The harness process's own time limit (the step's, less the worker's margin)."""
 
     @classmethod
     def from_entry(cls, entry: dict[str, Any], mode: str = "run") -> HarnessRun | None:
@@ -156,6 +158,7 @@ class HarnessRun:
             duration_s=float(rec.get("duration_s") or 0.0),
             argv=argv,
             unset_env=tuple(str(v) for v in rec.get("unset_env") or ()),
+            limit_s=float(rec["limit_s"]) if isinstance(rec.get("limit_s"), (int, float)) else None,
         )
 
     @property
@@ -256,10 +259,11 @@ def harness_findings(
         serial = None  # not a serial retry
     fields: dict[str, Any] = {"model": model, "stage": stage, "evidence": run.evidence()}
     what = describe_mode(run)
+    within = _within(run, timeout_s)
     if run.mode in ("loaders", "runners"):
         code = "AOT526" if run.mode == "loaders" else "AOT527"
         if run.timed_out:
-            how = f"did not finish within {timeout_s:.0f} s ({run.where()})"
+            how = f"did not finish within {within} ({run.where()})"
         elif run.signal:
             how = f"crashed with {run.signal} during {run.where()}"
         elif run.error:
@@ -302,7 +306,7 @@ def harness_findings(
     if run.timed_out:
         return [
             codes.get("AOT524").finding(
-                f"the C++ harness did not finish within {timeout_s:.0f} s ({run.where()})",
+                f"the C++ harness did not finish within {within} ({run.where()})",
                 **fields,
             )
         ]
@@ -329,6 +333,14 @@ def harness_findings(
             **fields,
         )
     ]
+
+
+def _within(run: HarnessRun, timeout_s: float) -> str:
+    """The time the harness had: its own limit where recorded (the worker keeps a margin of the
+    step's limit to report it), else the step's."""
+    if run.limit_s is None or abs(run.limit_s - timeout_s) < 0.05:
+        return f"{timeout_s:g} s"
+    return f"{run.limit_s:.3g} s (of the step's {timeout_s:g} s limit)"
 
 
 def _first_line(error: dict[str, Any]) -> str:

@@ -1269,6 +1269,7 @@ def run_harness(step: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     if step.get("serial_construct"):
         argv.append("--serial-construct")
     rec: dict[str, Any] = {"argv": argv, "timed_out": False, "returncode": None, "signal": None}
+    rec["limit_s"] = timeout_s
     env = dict(os.environ)
     for name in step.get("unset_env") or ():  # e.g. a libstdc++ preload only Python needed
         env.pop(name, None)

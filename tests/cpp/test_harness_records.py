@@ -284,3 +284,18 @@ def test_the_concurrent_runs_are_planned_only_if_the_single_run_passed() -> None
     planned = ConcurrencyStage().plan(session)  # type: ignore[arg-type]
     assert [p.id for p in planned] == ["cpp_loaders", "cpp_loaders_serial", "cpp_runners"]
     assert all(p.body["only_if_passed"] == "cpp_run" for p in planned)
+
+
+def test_a_hang_says_the_time_the_harness_had() -> None:
+    # the worker gives the harness 0.9 x the step's limit less 1 s (it must report the hang
+    # before its own watchdog fires): the finding says that, not the step's limit
+    for mode, code in (("run", "AOT524"), ("loaders", "AOT526"), ("runners", "AOT527")):
+        rec = {"timed_out": True, "phase": "run", "limit_s": 12.5, "argv": ["h", "--mode", mode]}
+        hung = cpp.HarnessRun.from_entry({"harness": rec}, mode)
+        assert hung is not None and hung.limit_s == 12.5
+        (f,) = cpp.harness_findings(hung, model="m", stage="cpp-load", timeout_s=15)
+        assert f.code == code and "within 12.5 s (of the step's 15 s limit)" in f.message
+        older = cpp.HarnessRun.from_entry({"harness": {**rec, "limit_s": None}}, mode)
+        assert older is not None
+        (g,) = cpp.harness_findings(older, model="m", stage="cpp-load", timeout_s=15)
+        assert "within 15 s (" in g.message and "step's" not in g.message
