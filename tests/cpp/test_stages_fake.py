@@ -42,12 +42,19 @@ def test_cpp_stages_pass_on_good_records(run: Run) -> None:  # noqa: F811
     assert off["cpp-load"].status is StageStatus.SKIPPED and "--cpp" in off["cpp-load"].detail
 
 
+DIFFERS = {
+    "index": 0, "kind": "tensor", "dtype": "float32", "shape": [3, 4], "numel": 12,
+    "mismatches": 3, "max_abs": 0.5, "rtol": 1e-5, "atol": 1e-5, "worst_index": [1, 2],
+    "worst_aoti": 1.5, "worst_eager": 1.0,
+}  # fmt: skip
+
+
 def test_cpp_outputs_that_differ_and_a_concurrent_crash(run: Run) -> None:  # noqa: F811
     script = {
         **CPP_OK,
         "cpp_build": {"entry": {"binary": "/fake/aotipre_harness", "loader_race": True}},
         "cpp_compare": {
-            "entry": {"structure": None, "outputs": [{"mismatches": 3, "max_abs": 0.5}]}
+            "entry": {"structure": None, "outputs": [DIFFERS]}
         },
         "cpp_loaders": harness(
             None, returncode=-11, signal="SIGSEGV", phase="concurrent_construct"
@@ -56,6 +63,11 @@ def test_cpp_outputs_that_differ_and_a_concurrent_crash(run: Run) -> None:  # no
     res, findings = run(script=script, cpp=True, probe=False)
     assert codes(findings) == ["AOT525", "AOT528", "AOT526"]
     assert "largest absolute difference 0.5" in findings[0].message
+    # the output that differs, with its worst element on both sides, C++ first
+    assert findings[0].evidence == (
+        "output 0 (float32[3, 4]): 3 of 12 elements differ beyond rtol=1e-05, atol=1e-05; max "
+        "abs error 0.5; worst at (1, 2): 1.5 vs Python 1",
+    )
     assert "SIGSEGV during constructing the loaders concurrently" in findings[2].message
     assert "#194128" in findings[2].message
     assert res["concurrency"].status is StageStatus.FAILED

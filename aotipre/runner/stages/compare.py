@@ -212,23 +212,7 @@ def compare_findings(
         mism = int(o.get("mismatches") or 0)
         if not mism:
             continue
-        numel = o.get("numel")
-        parts = [
-            f"{mism} of {numel} elements differ beyond rtol={o.get('rtol'):g}, "
-            f"atol={o.get('atol'):g}"
-            if o.get("rtol") is not None
-            else f"{mism} of {numel} elements differ"
-        ]
-        if o.get("max_abs") is not None:
-            parts.append(f"max abs error {o['max_abs']:.3g}")
-        if o.get("max_rel") is not None:
-            parts.append(f"max rel error {o['max_rel']:.3g}")
-        if o.get("worst_index") is not None:
-            parts.append(
-                f"worst at {tuple(o['worst_index'])}: {o.get('worst_aoti'):.6g} vs "
-                f"{word} {o.get('worst_eager'):.6g}"
-            )
-        msg = f"output {i} ({o.get('dtype')}{o.get('shape')}){at}: " + "; ".join(parts)
+        msg = f"output {i} ({o.get('dtype')}{o.get('shape')}){at}: " + mismatch_text(o, word)
         s.add(
             "AOT701",
             msg + ref,
@@ -239,6 +223,27 @@ def compare_findings(
         )
         summaries.append(msg + ref)
     return summaries[0] if summaries else ""
+
+
+def mismatch_text(o: dict[str, Any], word: str) -> str:
+    """How one tensor output of a comparison record differs: how many elements, the largest
+    errors, the worst element on both sides (`word` names the reference side)."""
+    mism, numel = int(o.get("mismatches") or 0), o.get("numel")
+    parts = [
+        f"{mism} of {numel} elements differ beyond rtol={o.get('rtol'):g}, atol={o.get('atol'):g}"
+        if o.get("rtol") is not None
+        else f"{mism} of {numel} elements differ"
+    ]
+    if o.get("max_abs") is not None:
+        parts.append(f"max abs error {o['max_abs']:.3g}")
+    if o.get("max_rel") is not None:
+        parts.append(f"max rel error {o['max_rel']:.3g}")
+    if o.get("worst_index") is not None:
+        parts.append(
+            f"worst at {tuple(o['worst_index'])}: {o.get('worst_aoti'):.6g} vs "
+            f"{word} {o.get('worst_eager'):.6g}"
+        )
+    return "; ".join(parts)
 
 
 def _tolerance_text(entry: dict[str, Any]) -> str:

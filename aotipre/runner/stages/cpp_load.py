@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Any
 
 from aotipre import codes
 from aotipre.checks.custom_ops import Registration
 from aotipre.cpp import harness as cpp
 from aotipre.findings import StageResult, StageStatus
 from aotipre.runner.stages.base import PlannedStep, StepRecord, ok
+from aotipre.runner.stages.compare import mismatch_text
 from aotipre.runner.stages.session import Session, Stage
 
 CPP_OUTPUTS = "cpp_run.pt"
@@ -147,6 +149,7 @@ class CppLoadStage(Stage):
                 f"the C++ loader's outputs differ from the Python loader's: "
                 f"{c.entry.get('structure') or f'{len(bad)} output(s) beyond tolerance, largest absolute difference {worst:g}'}",
                 self.name,
+                evidence=tuple(_differs(o) for o in bad),
             )
             return s.stage(self.name, StageStatus.FAILED, f"{detail}; outputs differ", [r, c])
         same = "identical to" if c.entry.get("identical") else "within tolerance of"
@@ -193,3 +196,14 @@ def _why(r: StepRecord | None) -> str:
 def _timing(run: cpp.HarnessRun) -> str:
     r = run.result or {}
     return f"load {float(r.get('construct_s') or 0):.3f}s, run {float(r.get('run_s') or 0):.3f}s"
+
+
+def _differs(o: dict[str, Any]) -> str:
+    """One output of the C++/Python comparison that differs (the C++ side first)."""
+    head = f"output {o.get('index')}"
+    if o.get("structure"):
+        return (
+            f"{head}: the C++ loader returns {o.get('dtype')}{o.get('shape')}, the Python "
+            f"loader {o.get('eager_dtype')}{o.get('eager_shape')}"
+        )
+    return f"{head} ({o.get('dtype')}{o.get('shape')}): " + mismatch_text(o, "Python")
