@@ -94,7 +94,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "aotipre/runner/stages/compare.py",
-        ("compare_findings",),
+        ("compare_findings", "mismatch_text"),
         ("tests/gate/test_compare_findings.py",),
     ),
     Target(

@@ -228,7 +228,7 @@ def compare_findings(
 def mismatch_text(o: dict[str, Any], word: str) -> str:
     """How one tensor output of a comparison record differs: how many elements, the largest
     errors, the worst element on both sides (`word` names the reference side)."""
-    mism, numel = int(o.get("mismatches") or 0), o.get("numel")
+    mism, numel = o.get("mismatches"), o.get("numel")  # called for outputs that differ only
     parts = [
         f"{mism} of {numel} elements differ beyond rtol={o.get('rtol'):g}, atol={o.get('atol'):g}"
         if o.get("rtol") is not None
