@@ -1,6 +1,7 @@
 """Read the values of small integer sample tensors (token ids, indices) without torch.
 
-Only what a static check needs: the smallest and largest value and where they are. The storage
+Only what a static check (and crash triage) needs: the smallest and largest value and where they
+are, their count and sum. The storage
 member is read from the same torch.save zip the metadata came from, and only for integer
 dtypes up to MAX_VALUE_BYTES, so a large file costs nothing.
 """
@@ -33,6 +34,8 @@ class IntExtremes:
     max: int
     max_at: tuple[int, ...]
     count: int
+    total: int
+    """The sum of the values (their mean is total / count)."""
 
 
 def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
@@ -59,20 +62,21 @@ def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
     hi: int | None = None
     lo_at: tuple[int, ...] = ()
     hi_at: tuple[int, ...] = ()
-    count = 0
+    count = total = 0
     for index in itertools.product(*(range(n) for n in meta.shape)):
         pos = meta.storage_offset + sum(i * s for i, s in zip(index, meta.strides))
         if pos < 0 or pos >= len(flat):
             return None
         v = int(flat[pos])
         count += 1
+        total += v
         if lo is None or v < lo:
             lo, lo_at = v, index
         if hi is None or v > hi:
             hi, hi_at = v, index
     if lo is None or hi is None:
         return None
-    return IntExtremes(lo, lo_at, hi, hi_at, count)
+    return IntExtremes(lo, lo_at, hi, hi_at, count, total)
 
 
 def _storage_bytes(source: str | bytes, key: str, itemsize: int) -> tuple[bytes, str] | None:

@@ -194,7 +194,7 @@ def _located(
     values = sample_values(triage, source) if source else None
     if values is None or not parsers.plain_index_chain(code.source or "", bound.variable):
         return None
-    spec, ext = values
+    spec, _, ext = values
     if ext.min < 0:
         return spec, ext.min, ext.min_at
     if ext.max >= bound.upper:
@@ -233,10 +233,13 @@ def _violation(bound: IndexBound, stats: list[TensorStats]) -> TensorStats | Non
     return None
 
 
-def sample_values(triage: TriageState, input_name: str) -> tuple[InputSpec, IntExtremes] | None:
-    """The model input `input_name` and the extremes of its integer sample values (the inputs
-    file, or the sample stored in the archive), read without torch; None when the run used
-    synthesized inputs or the values cannot be read."""
+def sample_values(
+    triage: TriageState, input_name: str
+) -> tuple[InputSpec, TensorMeta, IntExtremes] | None:
+    """The model input `input_name`, its sample tensor's metadata and the extremes of its
+    integer values (the inputs file, or the sample stored in the archive), read without torch;
+    None when the run used synthesized inputs, the input is not an integer tensor, or the
+    values cannot be read."""
     crash = triage.crash
     spec = next((t for t in crash.model.tensor_inputs if t.name == input_name), None)
     where = crash.inputs
@@ -260,7 +263,7 @@ def sample_values(triage: TriageState, input_name: str) -> tuple[InputSpec, IntE
     if not found or not isinstance(meta, TensorMeta):
         return None
     ext = int_extremes(source, meta)
-    return (spec, ext) if ext is not None else None
+    return (spec, meta, ext) if ext is not None else None
 
 
 def explanation(triage: TriageState) -> tuple[str, IndexBound | None, TensorStats | None] | None:
@@ -422,7 +425,7 @@ def conclude(triage: TriageState) -> Concluded:
             f"is outside 0..{bound.upper - 1}; check the index inputs{later}."
         )
         if values is not None:
-            spec, ext = values
+            spec, _, ext = values
             found = _located(triage, code, bound, source)
             if found is not None:
                 _, value, at = found

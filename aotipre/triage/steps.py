@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from aotipre.findings import StageStatus
 from aotipre.pt2.reader import read_package
+from aotipre.pt2.spec import InputSpec
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner.classify import classify_run_failure, kernel_names
@@ -18,7 +20,7 @@ from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.sanitizer import memcheck_prefix
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage import parsers
-from aotipre.triage.conclude import sample_inputs_of
+from aotipre.triage.conclude import sample_inputs_of, sample_values
 from aotipre.triage.diagnosis import TensorStats
 from aotipre.triage.ladder import LadderStep, step_configs, step_env
 from aotipre.triage.state import StepRun, TriageState, first_line, read_log
@@ -71,6 +73,9 @@ class TriageSteps(TriageState):
         kernel = self.kernel()
         assert kernel is not None
         wanted = sample_inputs_of(self, kernel)
+        known = self._integer_stats(step, kernel, wanted)
+        if known is not None:
+            return known
         tensors = [{"name": graph, "path": spec.path} for graph, spec in wanted]
         job = self._run_job(
             step.id, [{"id": "stats", "op": "input_stats", "tensors": tensors}], env={}
@@ -120,6 +125,46 @@ class TriageSteps(TriageState):
         run.detail = (
             f"{len(run.stats)} model input(s) of {kernel} read from the sample, no recompile: "
             f"{shown}"
+        )
+        return run
+
+    def _integer_stats(
+        self, step: LadderStep, kernel: str, wanted: list[tuple[str, InputSpec]]
+    ) -> StepRun | None:
+        """The same statistics without a worker when every tensor wanted is an integer one the
+        sample file holds (token ids, indices: read as the static checks read them, without
+        torch, which has nothing to add for them: no NaN or Inf); None otherwise."""
+        started = time.monotonic()
+        read = [sample_values(self, spec.name) for _, spec in wanted]
+        if not wanted or any(r is None for r in read):
+            return None
+        run = StepRun(step, StageStatus.PASSED, "", kernels=(kernel,))
+        for (graph, spec), values in zip(wanted, read):
+            assert values is not None
+            _, meta, ext = values
+            run.stats.append(
+                TensorStats(
+                    name=graph,
+                    kernel=kernel,
+                    input=spec.name,
+                    dtype=meta.dtype,
+                    shape=meta.shape,
+                    stride=meta.strides,
+                    device=self.crash.device,
+                    numel=ext.count,
+                    min=float(ext.min),
+                    max=float(ext.max),
+                    mean=ext.total / ext.count,
+                    nan=0,
+                    inf=0,
+                    has_nonfinite=False,
+                )
+            )
+        run.duration_s = time.monotonic() - started
+        shown = ", ".join(f"{spec.name} ({g})" for g, spec in wanted)
+        run.detail = (
+            f"{len(run.stats)} integer model input(s) of {kernel} read from the sample without "
+            f"torch, no worker, no recompile: {shown}"
         )
         return run
 

@@ -48,8 +48,10 @@ def oob_report(pkg: Callable[[str], Path], triage_cache: Path) -> tuple[Report, 
 
 
 def test_out_of_range_embedding_is_named_with_its_index_statistics(
-    oob_report: tuple[Report, float],
+    oob_report: tuple[Report, float], pkg: Callable[[str], Path]
 ) -> None:
+    import torch
+
     report, _ = oob_report
     codes = [f.code for f in report.findings]
     assert "AOT602" in codes and "AOT801" in codes and "AOT803" in codes
@@ -58,13 +60,14 @@ def test_out_of_range_embedding_is_named_with_its_index_statistics(
     assert "synchronously" in st["triage:sync-rerun"].detail
     # the kernel's own exception names it (`Exception raised from cpp_fused_embedding_sum_0`):
     # no level-3 build; the kernel reads the model input `ids` (arg1_1) before any other call,
-    # so its statistics come from the sample in a worker that compiles nothing, and they
-    # explain the fault: no level-2 build either
+    # so its statistics come from the sample (integer ids: read as the static checks read them,
+    # without a worker), and they explain the fault: no level-2 build either
     assert st["triage:printer-3"].status is StageStatus.SKIPPED
     assert "the crash already names the faulting kernel" in st["triage:printer-3"].detail
     assert st["triage:kernel-inputs"].status is StageStatus.PASSED
-    assert st["triage:kernel-inputs"].command and st["triage:kernel-inputs"].duration_s > 0
+    assert st["triage:kernel-inputs"].command == () and st["triage:kernel-inputs"].duration_s > 0
     assert "ids (arg1_1)" in st["triage:kernel-inputs"].detail
+    assert "without torch, no worker" in st["triage:kernel-inputs"].detail
     assert st["triage:printer-2"].status is StageStatus.SKIPPED
     assert "already explain the fault" in st["triage:printer-2"].detail
     (d,) = report.diagnosis
@@ -73,6 +76,9 @@ def test_out_of_range_embedding_is_named_with_its_index_statistics(
     assert d.kind == "index_out_of_range"
     ids = next(t for t in d.inputs if t.input == "ids")
     assert (ids.dtype, ids.shape, ids.min, ids.max) == ("int64", (2, 5), 124, 600)
+    # what torch computes of the same sample (its mean too)
+    sample = torch.load(pkg("embedding_oob_inputs"), weights_only=True)[0][0]
+    assert (ids.stride, ids.numel, ids.mean) == (sample.stride(), 10, sample.double().mean().item())
     assert d.bound is not None and d.bound.upper == 500 and d.bound.argument == ids.name
     assert d.kernel_source is not None and d.kernel_source.startswith('extern "C"')
     assert set(d.fused_nodes) == {"embedding", "sum_1"}

@@ -1,0 +1,64 @@
+"""inputs/values.int_extremes: integer sample values read without torch, checked against what
+torch computes of the same saved tensors (views included: a transposed view, an offset slice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from aotipre.inputs.load import load_sample_inputs
+from aotipre.inputs.values import MAX_VALUE_BYTES, int_extremes
+
+
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for n in reversed(shape):
+        out.append(flat % n)
+        flat //= n
+    return tuple(reversed(out))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.tensor([[3, -7, 12], [12, 0, -7]], dtype=torch.int64),
+        lambda: torch.arange(24, dtype=torch.int32).reshape(4, 6).t()[1:, ::2] * 5 - 40,
+        lambda: torch.randint(-100, 100, (3, 5, 2), generator=torch.Generator().manual_seed(0)).to(
+            torch.int16
+        ),
+        lambda: torch.tensor(7, dtype=torch.uint8),
+    ],
+    ids=["int64", "int32 view", "int16", "uint8 scalar"],
+)
+def test_extremes_count_and_total_agree_with_torch(tmp_path: Path, make) -> None:  # type: ignore[no-untyped-def]
+    t = make()
+    path = tmp_path / "sample.pt"
+    torch.save(((t,), {}), path)
+    (meta,) = load_sample_inputs(path).args
+    ext = int_extremes(str(path), meta)
+    assert ext is not None
+    wide = t.to(torch.int64)
+    assert (ext.min, ext.max) == (int(wide.min()), int(wide.max()))
+    assert (ext.count, ext.total) == (t.numel(), int(wide.sum()))
+    # the first occurrence of each, in row-major order of the view
+    flat = wide.reshape(-1)
+    first_min = int((flat == wide.min()).nonzero()[0])
+    first_max = int((flat == wide.max()).nonzero()[0])
+    assert ext.min_at == unravel(first_min, tuple(t.shape))
+    assert ext.max_at == unravel(first_max, tuple(t.shape))
+    assert ext.total / ext.count == pytest.approx(float(wide.double().mean()))
+
+
+def test_floats_empty_and_oversized_storages_are_not_read(tmp_path: Path) -> None:
+    big = MAX_VALUE_BYTES // 8 + 1
+    for t in (
+        torch.ones(3),
+        torch.zeros(0, dtype=torch.int64),
+        torch.zeros(big, dtype=torch.int64),
+    ):
+        path = tmp_path / "sample.pt"
+        torch.save(((t,), {}), path)
+        (meta,) = load_sample_inputs(path).args
+        assert int_extremes(str(path), meta) is None, t.dtype
