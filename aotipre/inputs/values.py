@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import io
 import itertools
+import math
 import os
 import struct
 import sys
@@ -22,6 +23,8 @@ from aotipre.inputs.meta import TensorMeta
 
 MAX_VALUE_BYTES = 16 * 1024 * 1024
 """Storages larger than this are not read (2M int64 values: far more than token ids)."""
+MAX_VALUES = MAX_VALUE_BYTES // 8
+"""Views of more elements than this (after dims of stride 0) are not read (2M values)."""
 _FORMATS = {"int64": "q", "int32": "i", "int16": "h", "int8": "b", "uint8": "B"}
 
 
@@ -58,25 +61,58 @@ def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
     flat.frombytes(raw)
     if order != sys.byteorder:
         flat.byteswap()
-    lo: int | None = None
-    hi: int | None = None
+    # dims of stride 0 (an expanded tensor) repeat the same values: read one of each, scale
+    # the count and the sum; what is left is read only up to MAX_VALUES elements, so a file of
+    # a few bytes claiming 10**9 elements costs nothing
+    shape = tuple(1 if st == 0 else n for n, st in zip(meta.shape, meta.strides))
+    repeats = math.prod(meta.shape) // max(1, math.prod(shape))
+    n = math.prod(shape)
+    if n > MAX_VALUES or meta.storage_offset < 0:
+        return None
+    if _contiguous(shape, meta.strides):
+        values = flat[meta.storage_offset : meta.storage_offset + n]
+        if len(values) != n:
+            return None
+        lo, hi = min(values), max(values)
+        return IntExtremes(
+            lo, _unravel(values.index(lo), shape), hi, _unravel(values.index(hi), shape),
+            n * repeats, sum(values) * repeats,
+        )  # fmt: skip
+    lo_v: int | None = None
+    hi_v: int | None = None
     lo_at: tuple[int, ...] = ()
     hi_at: tuple[int, ...] = ()
-    count = total = 0
-    for index in itertools.product(*(range(n) for n in meta.shape)):
-        pos = meta.storage_offset + sum(i * s for i, s in zip(index, meta.strides))
+    total = 0
+    for index in itertools.product(*(range(k) for k in shape)):
+        pos = meta.storage_offset + sum(i * st for i, st in zip(index, meta.strides))
         if pos < 0 or pos >= len(flat):
             return None
         v = int(flat[pos])
-        count += 1
         total += v
-        if lo is None or v < lo:
-            lo, lo_at = v, index
-        if hi is None or v > hi:
-            hi, hi_at = v, index
-    if lo is None or hi is None:
+        if lo_v is None or v < lo_v:
+            lo_v, lo_at = v, index
+        if hi_v is None or v > hi_v:
+            hi_v, hi_at = v, index
+    if lo_v is None or hi_v is None:
         return None
-    return IntExtremes(lo, lo_at, hi, hi_at, count, total)
+    return IntExtremes(lo_v, lo_at, hi_v, hi_at, n * repeats, total * repeats)
+
+
+def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat //= size
+    return tuple(reversed(out))
 
 
 def _storage_bytes(source: str | bytes, key: str, itemsize: int) -> tuple[bytes, str] | None:

@@ -3,13 +3,17 @@ torch computes of the same saved tensors (views included: a transposed view, an 
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from aotipre.inputs import values
 from aotipre.inputs.load import load_sample_inputs
-from aotipre.inputs.values import MAX_VALUE_BYTES, int_extremes
+from aotipre.inputs.values import MAX_VALUE_BYTES, MAX_VALUES, int_extremes
 
 
 def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -29,8 +33,10 @@ def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
             torch.int16
         ),
         lambda: torch.tensor(7, dtype=torch.uint8),
+        lambda: torch.tensor([[4, -2, 9]]).expand(3, 3),
+        lambda: torch.arange(12).reshape(3, 4)[:, None, 1:3].expand(3, 2, 2),
     ],
-    ids=["int64", "int32 view", "int16", "uint8 scalar"],
+    ids=["int64", "int32 view", "int16", "uint8 scalar", "expanded", "expanded view"],
 )
 def test_extremes_count_and_total_agree_with_torch(tmp_path: Path, make) -> None:  # type: ignore[no-untyped-def]
     t = make()
@@ -62,3 +68,35 @@ def test_floats_empty_and_oversized_storages_are_not_read(tmp_path: Path) -> Non
         torch.save(((t,), {}), path)
         (meta,) = load_sample_inputs(path).args
         assert int_extremes(str(path), meta) is None, t.dtype
+
+
+def test_a_file_of_a_few_bytes_claiming_a_billion_values_costs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch.save keeps an expanded view as it is: a few KB that hold 10**9 token ids; a strided
+    # base makes it go through the element loop, whose reads are counted
+    read: list[tuple[int, ...]] = []
+
+    def product(*ranges: range) -> Iterator[tuple[int, ...]]:
+        for index in itertools.product(*ranges):
+            read.append(index)
+            assert len(read) <= 1000, "the expanded dims are read element by element"
+            yield index
+
+    monkeypatch.setattr(values, "itertools", SimpleNamespace(product=product))
+    path = tmp_path / "sample.pt"
+    base = torch.tensor([[5, 600, 7], [-3, 9, 600]]).t()  # (3, 2), strides (1, 3)
+    torch.save(((base[:, None, :].expand(3, 10**8 // 6 * 2, 2),), {}), path)
+    assert path.stat().st_size < 4096
+    (meta,) = load_sample_inputs(path).args
+    ext = int_extremes(str(path), meta)
+    assert ext is not None and len(read) == 6  # one per distinct element, not 10**8
+    assert (ext.min, ext.min_at, ext.max, ext.max_at) == (-3, (0, 0, 1), 600, (1, 0, 0))
+    repeats = 10**8 // 6 * 2
+    assert (ext.count, ext.total) == (6 * repeats, (5 + 600 + 7 - 3 + 9 + 600) * repeats)
+    # overlapping strides over a small storage claiming more than MAX_VALUES distinct reads
+    side = int(MAX_VALUES**0.5) + 1
+    torch.save(((torch.arange(2 * side).as_strided((side, side), (1, 1)),), {}), path)
+    (meta,) = load_sample_inputs(path).args
+    read.clear()
+    assert int_extremes(str(path), meta) is None and read == []
