@@ -67,6 +67,11 @@ TARGETS: tuple[Target, ...] = (
         ("tests/gate/test_boundaries_static.py", "tests/gate/test_static_structure.py"),
     ),
     Target(
+        "aotipre/inputs/meta.py",
+        ("is_contiguous",),
+        ("tests/gate/test_boundaries_static.py", "tests/gate/test_static_structure.py"),
+    ),
+    Target(
         "aotipre/checks/package.py",
         None,
         ("tests/gate/test_static_package.py",),

@@ -8,7 +8,7 @@ from typing import Any
 
 from aotipre import codes
 from aotipre.findings import Finding, Severity
-from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.inputs.meta import SampleInputs, TensorMeta, is_contiguous
 from aotipre.pt2 import symexpr
 from aotipre.pt2.spec import DimBound, InputSpec, ModelInfo, SymbolRange, TreeSpec
 
@@ -467,12 +467,7 @@ def _contiguous_strides(t: Any, env: dict[str, int]) -> bool:
     sizes = [d.value if d.is_static else _evaluate(d.expr or "", env) for d in t.shape]
     if None in strides or None in sizes:
         return False
-    expected = 1
-    for size, stride in zip(reversed(sizes), reversed(strides)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
+    return is_contiguous(sizes, strides)  # type: ignore[arg-type]  # no None left
 
 
 def _evaluate(expr: str, env: dict[str, int]) -> int | None:

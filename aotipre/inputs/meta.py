@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Row-major contiguous as torch judges it: dims of size 1 may have any stride."""
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 @dataclass(frozen=True)
@@ -24,12 +35,7 @@ class TensorMeta:
 
     @property
     def is_contiguous(self) -> bool:
-        expected = 1
-        for size, stride in zip(reversed(self.shape), reversed(self.strides), strict=False):
-            if size != 1 and stride != expected:
-                return False
-            expected *= size
-        return True
+        return is_contiguous(self.shape, self.strides)
 
     def numel(self) -> int:
         n = 1

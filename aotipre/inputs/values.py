@@ -19,7 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import IO
 
-from aotipre.inputs.meta import TensorMeta
+from aotipre.inputs.meta import TensorMeta, is_contiguous
 
 MAX_VALUE_BYTES = 16 * 1024 * 1024
 """Storages larger than this are not read (2M int64 values: far more than token ids)."""
@@ -69,7 +69,7 @@ def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
     n = math.prod(shape)
     if n > MAX_VALUES or meta.storage_offset < 0:
         return None
-    if _contiguous(shape, meta.strides):
+    if is_contiguous(shape, meta.strides):
         values = flat[meta.storage_offset : meta.storage_offset + n]
         if len(values) != n:
             return None
@@ -96,15 +96,6 @@ def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
     if lo_v is None or hi_v is None:
         return None
     return IntExtremes(lo_v, lo_at, hi_v, hi_at, n * repeats, total * repeats)
-
-
-def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    expected = 1
-    for size, stride in zip(reversed(shape), reversed(strides)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:

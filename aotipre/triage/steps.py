@@ -67,40 +67,51 @@ class TriageSteps(TriageState):
         return run
 
     def _sample_stats(self, step: LadderStep) -> StepRun:
-        """The faulting kernel's model inputs, read from the sample in a worker that loads no
-        model and compiles nothing (conclude.sample_inputs_of says which; nothing wrote them
-        before the launch, so they are what the kernel read)."""
+        """The faulting kernel's model inputs, read from the sample (conclude.sample_inputs_of
+        says which; nothing wrote them before the launch, so they are what the kernel read):
+        integer ones (token ids, indices) without torch, as the static checks read them (no
+        NaN or Inf to count), else in a worker that loads no model and compiles nothing."""
         kernel = self.kernel()
         assert kernel is not None
         wanted = sample_inputs_of(self, kernel)
-        known = self._integer_stats(step, kernel, wanted)
-        if known is not None:
-            return known
-        tensors = [{"name": graph, "path": spec.path} for graph, spec in wanted]
-        job = self._run_job(
-            step.id, [{"id": "stats", "op": "input_stats", "tensors": tensors}], env={}
-        )
-        run = StepRun(step, StageStatus.PASSED, "", argv=job.argv, env=job.shown_env, job=job.job)
-        run.duration_s = job.outcome.duration_s
-        run.logs = job.logs
-        run.kernels = (kernel,)
-        entry = job.entries.get("stats") or {}
-        given = entry.get("stats")
-        records: list[dict[str, Any]] = given if isinstance(given, list) else []
-        if job.status("stats") != "ok" or len(records) != len(wanted):
-            err = entry.get("error") or {}
-            why = first_line(err.get("message")) or (
-                f"{len(records)} of {len(wanted)} tensors read"
-                if job.status("stats") == "ok"
-                else job.outcome.summary
+        started = time.monotonic()
+        records = _integer_records(self, wanted)
+        if records is not None:
+            run = StepRun(step, StageStatus.PASSED, "", duration_s=time.monotonic() - started)
+            how = "integer model input(s) of {kernel} read from the sample without torch"
+        else:
+            tensors = [{"name": graph, "path": spec.path} for graph, spec in wanted]
+            job = self._run_job(
+                step.id, [{"id": "stats", "op": "input_stats", "tensors": tensors}], env={}
             )
-            run.status = StageStatus.ERROR
-            run.detail = (
-                f"the sample could not be read ({job.status('stats')}): {err.get('type', '')} {why}"
-            ).replace("  ", " ")
-            return run
+            run = StepRun(
+                step,
+                StageStatus.PASSED,
+                "",
+                duration_s=job.outcome.duration_s,
+                argv=job.argv,
+                env=job.shown_env,
+            )
+            run.job, run.logs = job.job, job.logs
+            how = "model input(s) of {kernel} read from the sample by a worker"
+            entry = job.entries.get("stats") or {}
+            given = entry.get("stats")
+            records = given if isinstance(given, list) else []
+            if job.status("stats") != "ok" or len(records) != len(wanted):
+                err = entry.get("error") or {}
+                why = first_line(err.get("message")) or (
+                    f"{len(records)} of {len(wanted)} tensors read"
+                    if job.status("stats") == "ok"
+                    else job.outcome.summary
+                )
+                run.status = StageStatus.ERROR
+                run.detail = (
+                    f"the sample could not be read ({job.status('stats')}): "
+                    f"{err.get('type', '')} {why}"
+                ).replace("  ", " ")
+                return run
+        run.kernels = (kernel,)
         names = {graph: spec.name for graph, spec in wanted}
-        device = self.crash.device
         for rec in records:
             nan, inf = int(rec.get("nan") or 0), int(rec.get("inf") or 0)
             run.stats.append(
@@ -111,7 +122,7 @@ class TriageSteps(TriageState):
                     dtype=rec.get("dtype"),
                     shape=tuple(rec.get("shape") or ()),
                     stride=tuple(rec.get("stride") or ()),
-                    device=device,
+                    device=self.crash.device,
                     numel=rec.get("numel"),
                     min=rec.get("min"),
                     max=rec.get("max"),
@@ -122,50 +133,7 @@ class TriageSteps(TriageState):
                 )
             )
         shown = ", ".join(f"{names[g]} ({g})" for g, _ in wanted)
-        run.detail = (
-            f"{len(run.stats)} model input(s) of {kernel} read from the sample, no recompile: "
-            f"{shown}"
-        )
-        return run
-
-    def _integer_stats(
-        self, step: LadderStep, kernel: str, wanted: list[tuple[str, InputSpec]]
-    ) -> StepRun | None:
-        """The same statistics without a worker when every tensor wanted is an integer one the
-        sample file holds (token ids, indices: read as the static checks read them, without
-        torch, which has nothing to add for them: no NaN or Inf); None otherwise."""
-        started = time.monotonic()
-        read = [sample_values(self, spec.name) for _, spec in wanted]
-        if not wanted or any(r is None for r in read):
-            return None
-        run = StepRun(step, StageStatus.PASSED, "", kernels=(kernel,))
-        for (graph, spec), values in zip(wanted, read):
-            assert values is not None
-            _, meta, ext = values
-            run.stats.append(
-                TensorStats(
-                    name=graph,
-                    kernel=kernel,
-                    input=spec.name,
-                    dtype=meta.dtype,
-                    shape=meta.shape,
-                    stride=meta.strides,
-                    device=self.crash.device,
-                    numel=ext.count,
-                    min=float(ext.min),
-                    max=float(ext.max),
-                    mean=ext.total / ext.count,
-                    nan=0,
-                    inf=0,
-                    has_nonfinite=False,
-                )
-            )
-        run.duration_s = time.monotonic() - started
-        shown = ", ".join(f"{spec.name} ({g})" for g, spec in wanted)
-        run.detail = (
-            f"{len(run.stats)} integer model input(s) of {kernel} read from the sample without "
-            f"torch, no worker, no recompile: {shown}"
-        )
+        run.detail = f"{len(run.stats)} {how.format(kernel=kernel)}, no recompile: {shown}"
         return run
 
     def _sanitizer(self, step: LadderStep) -> StepRun:
@@ -573,3 +541,31 @@ def _checkpoint_nodes(out_dir: str) -> list[int]:
 
 def _note(note: str) -> str:
     return f"; {note}" if note else ""
+
+
+def _integer_records(
+    triage: TriageState, wanted: list[tuple[str, InputSpec]]
+) -> list[dict[str, Any]] | None:
+    """What the input_stats worker would return for `wanted`, when every one is an integer
+    tensor whose values the sample holds (conclude.sample_values reads them without torch);
+    None otherwise (a float input, synthesized inputs, a value that cannot be read)."""
+    read = [sample_values(triage, spec.name) for _, spec in wanted]
+    if not wanted or any(r is None for r in read):
+        return None
+    records = []
+    for (graph, _), values in zip(wanted, read):
+        assert values is not None
+        _, meta, ext = values
+        records.append(
+            {
+                "name": graph,
+                "dtype": meta.dtype,
+                "shape": list(meta.shape),
+                "stride": list(meta.strides),
+                "numel": ext.count,
+                "min": float(ext.min),
+                "max": float(ext.max),
+                "mean": ext.total / ext.count,
+            }
+        )
+    return records

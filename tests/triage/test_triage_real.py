@@ -67,7 +67,7 @@ def test_out_of_range_embedding_is_named_with_its_index_statistics(
     assert st["triage:kernel-inputs"].status is StageStatus.PASSED
     assert st["triage:kernel-inputs"].command == () and st["triage:kernel-inputs"].duration_s > 0
     assert "ids (arg1_1)" in st["triage:kernel-inputs"].detail
-    assert "without torch, no worker" in st["triage:kernel-inputs"].detail
+    assert "read from the sample without torch" in st["triage:kernel-inputs"].detail
     assert st["triage:printer-2"].status is StageStatus.SKIPPED
     assert "already explain the fault" in st["triage:printer-2"].detail
     (d,) = report.diagnosis
