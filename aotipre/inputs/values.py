@@ -1,9 +1,8 @@
 """Read the values of small integer sample tensors (token ids, indices) without torch.
 
 Only what a static check (and crash triage) needs: the smallest and largest value and where they
-are, their count and sum. The storage
-member is read from the same torch.save zip the metadata came from, and only for integer
-dtypes up to MAX_VALUE_BYTES, so a large file costs nothing.
+are, their count and sum. The storage member is read from the same torch.save zip the metadata
+came from, and only for integer dtypes up to MAX_VALUE_BYTES, so a large file costs nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +46,8 @@ def int_extremes(source: str | bytes, meta: TensorMeta) -> IntExtremes | None:
     fmt = _FORMATS.get(meta.dtype)
     if fmt is None or meta.storage_key is None or meta.numel() == 0:
         return None
+    if len(meta.strides) != len(meta.shape) or min(meta.strides, default=0) < 0:
+        return None  # not a view torch can make
     itemsize = struct.calcsize(fmt)
     try:
         data = _storage_bytes(source, meta.storage_key, itemsize)

@@ -3,6 +3,7 @@ torch computes of the same saved tensors (views included: a transposed view, an 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,3 +101,14 @@ def test_a_file_of_a_few_bytes_claiming_a_billion_values_costs_nothing(
     (meta,) = load_sample_inputs(path).args
     read.clear()
     assert int_extremes(str(path), meta) is None and read == []
+
+
+def test_metadata_no_torch_view_has_is_not_read(tmp_path: Path) -> None:
+    # a hand-made file: strides that do not match the shape, or a negative stride
+    path = tmp_path / "sample.pt"
+    torch.save(((torch.arange(6).reshape(2, 3),), {}), path)
+    (meta,) = load_sample_inputs(path).args
+    assert int_extremes(str(path), meta) is not None
+    for strides in ((1,), (3, 1, 1), (-3, 1), (3, -1)):
+        assert int_extremes(str(path), dataclasses.replace(meta, strides=strides)) is None
+    assert int_extremes(str(path), dataclasses.replace(meta, storage_offset=4)) is None  # past
