@@ -150,9 +150,11 @@ def _diagnosis_lines(d: Diagnosis) -> list[str]:
     def field(label: str, values: Sequence[str]) -> None:
         first = True
         for value in values:
-            wrapped = textwrap.wrap(value, 96, break_long_words=False) or [""]
+            wrapped = textwrap.wrap(value, 96, break_long_words=False, break_on_hyphens=False) or [
+                ""
+            ]
             for part in wrapped:
-                lines.append(f"  {label if first else '':<13}{part}")
+                lines.append(f"  {label if first else '':<13} {part}")
                 first = False
 
     field("verdict", [d.verdict])

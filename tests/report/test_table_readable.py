@@ -20,7 +20,9 @@ def test_kernel_source_is_not_printed_in_the_table() -> None:
     )
     text = "\n".join(_diagnosis_lines(d))
     assert "line_0" not in text and "line_44" not in text
-    assert "45 lines from wrapper.cpp: in --format json and --artifacts DIR" in text
+    assert "  kernel source 45 lines from wrapper.cpp: in --format json and --artifacts DIR" in text
+    # every label stands apart from its value, in one column
+    assert "  verdict       an index is out of range" in text
     assert d.to_dict()["kernel_source"] == source
 
 
@@ -29,3 +31,16 @@ def test_counts_read_as_english() -> None:
 
     assert _count(1, "value") == "1 value"
     assert _count(3, "value") == "3 values"
+
+
+def test_paths_are_not_broken_at_their_hyphens() -> None:
+    path = (  # longer than a line, as a real package's kernel path is
+        "/work/main/.fixture-cache/torch-2.13.0+cpu/embedding_oob.pt2:embedding_oob/data/"
+        "aotinductor/model/cgzveyugwizqxt7um74rsuc63wq73uitxkr7hsszd4jd45ipdqoj.kernel.cpp"
+    )
+    d = Diagnosis(
+        model="m", kernel="k", identified_by="first-error", evidence=(), verdict="v",
+        kernel_source="x = 1", kernel_source_from=path,
+    )  # fmt: skip
+    text = "\n".join(_diagnosis_lines(d))
+    assert f"{path}:" in text, text  # whole on its line, not cut after "fixture-"
