@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,29 @@ _GAP = 2
 """Spaces between two columns of tabulate's "simple" format."""
 _NARROWEST = 12
 """A wrapped column never gets narrower than this, whatever the terminal."""
+
+
+_LONGEST_WORD = 300
+"""A run of non-space characters longer than this is shortened in a table cell (a sample's
+30 MB keyword name made tabulate's wrapping take minutes; the JSON report keeps it whole)."""
+_LONGEST_CELL = 4000
+_LONG_WORD = re.compile(r"\S{" + str(_LONGEST_WORD + 1) + ",}")
+
+
+def clip(text: str) -> str:
+    """`text` for a table cell: each word of more than _LONGEST_WORD characters and the cell
+    beyond _LONGEST_CELL characters shortened, saying by how much."""
+
+    def short(m: re.Match[str]) -> str:
+        word = m.group(0)
+        return f"{word[: _LONGEST_WORD // 2]}...(+{len(word) - _LONGEST_WORD // 2} chars)"
+
+    text = _LONG_WORD.sub(short, text)
+    if len(text) > _LONGEST_CELL:
+        text = (
+            f"{text[:_LONGEST_CELL]}...(+{len(text) - _LONGEST_CELL} chars; all of it in -f json)"
+        )
+    return text
 
 
 def terminal_width() -> int | None:
@@ -72,7 +96,12 @@ def findings_table(
     """Findings, most severe first, each message followed by its hint (`check` and `doctor`);
     fitted to `width` (default: the terminal's)."""
     rows = [
-        [f.code, f.severity.value, f.subject, f.message + (f"\nhint: {f.hint}" if f.hint else "")]
+        [
+            f.code,
+            f.severity.value,
+            clip(f.subject),
+            clip(f.message) + (f"\nhint: {clip(f.hint)}" if f.hint else ""),
+        ]
         for f in sorted(findings, key=lambda f: -f.severity.rank)
     ]
     headers = ["code", "severity", "subject", "message"]
@@ -108,7 +137,7 @@ def render_report(report: Report) -> str:
                 (s.model or "") + (f" [{s.runtime}]" if matrix and s.runtime else ""),
                 s.status.value,
                 f"{s.duration_s:.2f}s",
-                s.detail,
+                clip(s.detail),
             ]
             for s in report.stages
         ]
@@ -220,7 +249,7 @@ def targets_table(rows: Sequence[dict[str, Any]]) -> str:
     for target in dict.fromkeys(r["target"] for r in rows):
         mine = [r for r in rows if r["target"] == target]
         lines.append(f"target: {target}")
-        body = [[r["model"], r["status"], "\n".join(r["reasons"][:4]) or "-"] for r in mine]
+        body = [[r["model"], r["status"], clip("\n".join(r["reasons"][:4]) or "-")] for r in mine]
         lines.append(
             tabulate(body, headers=["model", "status", "why"], maxcolwidths=[None, 24, 80])
         )

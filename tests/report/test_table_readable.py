@@ -44,3 +44,21 @@ def test_paths_are_not_broken_at_their_hyphens() -> None:
     )  # fmt: skip
     text = "\n".join(_diagnosis_lines(d))
     assert f"{path}:" in text, text  # whole on its line, not cut after "fixture-"
+
+
+def test_a_huge_word_is_clipped_in_the_table_and_whole_in_the_json() -> None:
+    # a sample whose keyword name is 1M characters (30M took tabulate's wrapping minutes)
+    from aotipre import codes
+    from aotipre.report.table import findings_table
+
+    name = "k" * 1_000_000
+    f = codes.get("AOT103").finding(
+        f"unexpected keyword argument '{name}'", model="model", input=name
+    )
+    table = findings_table([f], width=120)
+    assert len(table) < 5000 and f"...(+{1_000_000 - 150}chars)" in "".join(table.split())
+    assert name in f.to_dict()["message"]
+    # many short words: the cell stops at 4000 characters, saying where the rest is
+    long = codes.get("AOT103").finding("word " * 100_000, model="model")
+    assert "chars;allofitin-fjson)" in "".join(findings_table([long], width=120).split())
+    assert len(findings_table([long], width=120)) < 20_000
