@@ -317,6 +317,20 @@ class _Archive:
                 if pt2
                 else "save sample inputs with torch.save(obj, path)",
             )
+        # PyTorchStreamReader's own rules (torch 2.11-2.14, measured): every member under the
+        # archive's folder, and a version record (`version` or `.data/version`)
+        stray = next((n for n in names if not n.startswith(self.prefix)), None)
+        if stray is not None:
+            raise InputsError(
+                f"{source}: member {_one_line(stray)[:200]!r} is outside the archive's folder "
+                f"{self.prefix}: torch.load refuses the file",
+                "re-save the sample inputs with torch.save",
+            )
+        if not any(self.prefix + v in self.infos for v in ("version", ".data/version")):
+            raise InputsError(
+                f"{source}: has no {self.prefix}version record: torch.load refuses the file",
+                "re-save the sample inputs with torch.save",
+            )
         byteorder = self.infos.get(self.prefix + "byteorder")
         if byteorder is not None:
             mark = self._read_small(byteorder, 16)

@@ -548,3 +548,43 @@ def test_package_never_imports_torch() -> None:
     names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not {n for n in names if n.split(".")[0] in ("torch", "numpy")}
     assert "torch" in sys.modules  # the tests themselves did import it
+
+
+def test_layouts_torch_load_refuses_are_refused(tmp_path: Path) -> None:
+    """A member outside the archive's folder, or no version record: torch.load (2.11-2.14)
+    refuses both, so the reader does too (it is a stricter subset); `.data/version` in place of
+    `version` is fine for both."""
+    import torch
+
+    good = tmp_path / "good.pt"
+    torch.save(((torch.arange(6),), {}), good)
+    with zipfile.ZipFile(good) as z:
+        members = [(n, z.read(n)) for n in z.namelist()]
+    prefix = members[0][0].split("/")[0]
+
+    def variant(name: str, keep: Any, extra: list[tuple[str, bytes]]) -> Path:
+        path = tmp_path / name
+        with zipfile.ZipFile(path, "w") as z:
+            for n, data in members:
+                if keep(n):
+                    z.writestr(n, data)
+            for n, data in extra:
+                z.writestr(n, data)
+        return path
+
+    def torch_refuses(path: Path) -> bool:
+        try:
+            torch.load(path, weights_only=True)
+        except Exception:
+            return True
+        return False
+
+    no_version = variant("nv.pt", lambda n: n != f"{prefix}/version", [])
+    stray = variant("stray.pt", lambda n: True, [("README", b"x")])
+    moved = variant(
+        "moved.pt", lambda n: n != f"{prefix}/version", [(f"{prefix}/.data/version", b"3\n")]
+    )
+    assert torch_refuses(no_version) and torch_refuses(stray) and not torch_refuses(moved)
+    refuse(no_version, f"has no {prefix}/version record: torch.load refuses the file")
+    refuse(stray, "member 'README' is outside the archive's folder", "torch.load refuses")
+    assert load_sample_inputs(moved).args[0].shape == (6,)
