@@ -24,6 +24,7 @@ from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.reader import OpenPackage, open_package
 from aotipre.pt2.spec import ModelInfo
+from aotipre.safeio import require_file
 
 EXPECTED_OUTPUTS_FORMAT = layout.EXPECTED_OUTPUTS_FORMAT
 """Not under `extra/`, which torch's loader reads as UTF-8 text: a binary member there makes
@@ -64,8 +65,8 @@ def write_bundle(
         ("--inputs", inputs),
         ("--expected", expected),
     ):
-        if path is not None and not os.path.isfile(path):
-            raise UsageError(f"{flag} {path}: no such file")
+        if path is not None:
+            require_file(path, f"{flag} {path}")
     if os.path.abspath(out) in {
         os.path.abspath(p) for p in (package, exported_program, inputs, expected) if p
     }:

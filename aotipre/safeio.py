@@ -31,14 +31,11 @@ MAX_BASELINE_BYTES = 64 * 1024 * 1024
 """Largest baseline file aotipre reads."""
 
 
-def read_text(path: str | os.PathLike[str], subject: str, limit: int) -> str:
-    """The UTF-8 text of a regular file of at most `limit` bytes; UsageError otherwise.
-
-    `subject` names the file in messages (e.g. `baseline ci/base.json`).
-    """
-    name = os.fspath(path)
+def require_file(path: str | os.PathLike[str], subject: str) -> os.stat_result:
+    """The stat of `path` when it is a regular file (links followed); else one UsageError line
+    saying what it is: missing, a directory, a pipe or device, a link loop, unreadable."""
     try:
-        st = os.stat(name)
+        st = os.stat(os.fspath(path))
     except FileNotFoundError:
         raise UsageError(f"{subject} does not exist") from None
     except OSError as exc:
@@ -47,6 +44,16 @@ def read_text(path: str | os.PathLike[str], subject: str, limit: int) -> str:
         raise UsageError(f"{subject} is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{subject} is not a regular file (a pipe or device?)")
+    return st
+
+
+def read_text(path: str | os.PathLike[str], subject: str, limit: int) -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes; UsageError otherwise.
+
+    `subject` names the file in messages (e.g. `baseline ci/base.json`).
+    """
+    name = os.fspath(path)
+    st = require_file(name, subject)
     if st.st_size > limit:
         raise UsageError(f"{subject} is {st.st_size} bytes, more than aotipre reads ({limit})")
     try:

@@ -67,8 +67,12 @@ def test_bad_reference_files_one_line_exit_2(pkg: Pkg, tmp_path: Path) -> None:
     """--exported-program and --expected are checked before any worker starts."""
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a zip")
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
     cases = [
-        (["--expected", str(tmp_path / "missing.pt")], "--expected", "no such file"),
+        (["--expected", str(tmp_path / "missing.pt")], "--expected", "does not exist"),
+        (["--expected", str(fifo)], "--expected", "is not a regular file"),
+        (["--exported-program", str(tmp_path)], "--exported-program", "is a directory"),
         (["--expected", str(garbage)], "--expected", "not outputs saved with torch.save"),
         (["--exported-program", str(garbage)], "--exported-program", "not a zip archive"),
         (["--exported-program", str(pkg("aoti"))], "--exported-program", "no ExportedProgram"),

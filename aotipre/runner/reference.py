@@ -12,6 +12,7 @@ from aotipre.errors import AotipreError, UsageError
 from aotipre.inputs.load import load_sample_inputs
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo
+from aotipre.safeio import require_file
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,7 @@ def check_reference_files(exported_program: str | None, expected: str | None) ->
     `--expected FILE` is not a torch.save file that torch.load(weights_only=True) would read
     (both read without torch, bounded)."""
     if exported_program:
-        if not os.path.isfile(exported_program):
-            raise UsageError(f"--exported-program {exported_program}: no such file")
+        require_file(exported_program, f"--exported-program {exported_program}")
         try:
             info = read_package(exported_program)
         except AotipreError as exc:
@@ -106,8 +106,7 @@ def check_reference_files(exported_program: str | None, expected: str | None) ->
                 "with torch.export.save(ep, path))"
             )
     if expected:
-        if not os.path.isfile(expected):
-            raise UsageError(f"--expected {expected}: no such file")
+        require_file(expected, f"--expected {expected}")
         try:
             load_sample_inputs(expected)
         except AotipreError as exc:
