@@ -303,6 +303,14 @@ def _check_central_directory(fh: IO[bytes], file_size: int) -> None:
             f"the zip directory ({cd_size} bytes before offset {cd_end}) does not fit in the "
             f"file ({file_size} bytes): truncated or forged end record",
         )
+    prefix = start - endrec[6]  # the directory's offset as written, against where it is
+    if prefix > 0:
+        raise ZipRefused(
+            "AOT002",
+            f"{prefix} bytes precede the zip archive (a concatenated or self-extracting file): "
+            "torch's zip reader refuses it ('invalid header or archive is corrupted')",
+            "deploy the archive torch wrote, without anything in front of it",
+        )
     fh.seek(start)
     records = fh.read(cd_size).count(_CENTRAL_RECORD)
     fh.seek(0)

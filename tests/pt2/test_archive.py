@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,23 @@ def test_corrupt_member_detected_by_crc(tmp_path: Path) -> None:
 def test_empty_pt2_has_no_models(tmp_path: Path) -> None:
     info = read_package(_pt2(tmp_path / "e.pt2", {}))
     assert info.kind == "empty" and info.models == ()
+
+
+def test_bytes_before_the_zip_are_refused_bytes_after_it_are_not(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    """Python's zipfile reads past bytes in front of a zip; torch's reader (miniz) refuses the
+    file (`invalid header or archive is corrupted`), so a static PASS would be wrong. Bytes
+    after it (a trailing comment's place) torch loads, and so does aotipre."""
+    import torch
+
+    data = pkg("aoti").read_bytes()
+    before, after = tmp_path / "before.pt2", tmp_path / "after.pt2"
+    before.write_bytes(b"J" * 1000 + data)
+    after.write_bytes(data + b"J" * 1000)
+    with pytest.raises(Exception, match="invalid header or archive is corrupted"):
+        torch._inductor.aoti_load_package(str(before))
+    torch._inductor.aoti_load_package(str(after))
+    err = _error(before)
+    assert err.code == "AOT002" and "1000 bytes precede the zip archive" in str(err)
+    assert read_package(after).models[0].has_aoti
