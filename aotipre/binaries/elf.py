@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from aotipre.binaries.source import Source, SourceError
 
 MAX_SECTIONS = 4096
+MAX_SEGMENTS = 4096
 MAX_SYMBOLS = 4_000_000
 """libtorch_cpu.so exports about 200,000 symbols; a package .so a few thousand."""
 MAX_TABLE_BYTES = 256 * 1024 * 1024
@@ -32,10 +33,12 @@ MACHINES = {EM_X86_64: "x86_64", EM_AARCH64: "aarch64", EM_CUDA: "cuda", 3: "i38
 SHT_SYMTAB, SHT_STRTAB, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 3, 6, 7, 8, 11
 SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 DT_NEEDED, DT_SONAME = 1, 14
+ET_DYN, PT_LOAD = 3, 1
 STB_WEAK = 2
 STT_FUNC = 2
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_PHDR = struct.Struct("<IIQQQQQQ")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
 _DYN = struct.Struct("<qQ")
@@ -102,8 +105,29 @@ class ElfFile:
         self.header = ElfHeader(
             machine=f[2], osabi=head[7], abi_version=head[8], elf_type=f[1], flags=f[7]
         )
+        self._check_segments(f[5], f[9], f[10])
         shoff, shentsize, shnum, shstrndx = f[6], f[11], f[12], f[13]
         self.sections = self._read_sections(shoff, shentsize, shnum, shstrndx)
+
+    def _check_segments(self, phoff: int, phentsize: int, phnum: int) -> None:
+        """What the dynamic loader reads first: the program headers, and the file bytes of each
+        loadable segment, inside the file (dlopen says `cannot read file data` otherwise)."""
+        if phnum == 0:
+            if self.header.elf_type == ET_DYN:
+                raise ElfError("a shared object without program headers: nothing to load")
+            return
+        if phentsize != _PHDR.size:
+            raise ElfError(f"program header size {phentsize}, expected {_PHDR.size}")
+        if phnum > MAX_SEGMENTS:
+            raise ElfError(f"{phnum} program headers, more than aotipre reads ({MAX_SEGMENTS})")
+        raw = _read(self.source, phoff, phnum * _PHDR.size, "the program header table")
+        for i, h in enumerate(_PHDR.iter_unpack(raw)):
+            kind, offset, filesz = h[0], h[2], h[5]
+            if kind == PT_LOAD and offset + filesz > self.source.size:
+                raise ElfError(
+                    f"loadable segment {i} ({offset}+{filesz} bytes) lies past the end of the "
+                    f"file ({self.source.size} bytes; truncated?)"
+                )
 
     # ---------------------------------------------------------------- sections
 

@@ -109,3 +109,37 @@ def test_source_bounds() -> None:
     src = BytesSource(b"abc")
     with pytest.raises(SourceError):
         src.read(2, 5)
+
+
+def test_program_headers_the_loader_cannot_read(so_bytes: bytes, tmp_path: Path) -> None:
+    """The dynamic loader reads the program headers and each loadable segment's bytes first;
+    when they lie past the end of the file dlopen refuses the .so (the ground truth here:
+    ctypes' dlopen on the same bytes), and the reader says so (AOT050) instead of passing it."""
+    import ctypes
+
+    cases = []
+    bad_phoff = bytearray(so_bytes)
+    bad_phoff[0x20:0x28] = (0xFFFFFFFFFFFF).to_bytes(8, "little")  # e_phoff past the end
+    cases.append((bytes(bad_phoff), "program header table lies past the end"))
+    no_phdrs = bytearray(so_bytes)
+    no_phdrs[0x38:0x3A] = (0).to_bytes(2, "little")  # e_phnum 0 in a shared object
+    cases.append((bytes(no_phdrs), "without program headers"))
+    assert ElfFile(BytesSource(so_bytes)).header.elf_type == 3  # a shared object
+    for i, (data, why) in enumerate(cases):
+        path = tmp_path / f"bad{i}.so"
+        path.write_bytes(data)
+        with pytest.raises(OSError):
+            ctypes.CDLL(str(path))
+        with pytest.raises(ElfError, match=why):
+            ElfFile(BytesSource(data))
+    # the last loadable segment's bytes cut off, its header intact (not dlopen'ed here: the
+    # mapping past the end would fault the test process on first touch)
+    phoff, phnum = int.from_bytes(so_bytes[0x20:0x28], "little"), so_bytes[0x38]
+    ends = [
+        int.from_bytes(so_bytes[h + 8 : h + 16], "little")
+        + int.from_bytes(so_bytes[h + 32 : h + 40], "little")
+        for h in range(phoff, phoff + 56 * phnum, 56)
+        if so_bytes[h] == 1  # PT_LOAD
+    ]
+    with pytest.raises(ElfError, match=r"loadable segment \d+ .* past the end"):
+        ElfFile(BytesSource(so_bytes[: max(ends) - 8]))
