@@ -241,7 +241,8 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.PACKAGE,
         "A compiled member (.so, .cubin, .fatbin) is not a readable ELF shared object, cubin or "
-        "fatbin (truncated, damaged, or not a binary): the loader fails on it.",
+        "fatbin (truncated, damaged, or not a binary), or the .so is missing with nothing to "
+        "build it from: the loader fails on it.",
         "rebuild the package; a copy or upload probably damaged it",
     ),
     Code(

@@ -160,10 +160,21 @@ def _export_vs_aoti_bounds(model: ModelInfo) -> list[Finding]:
 def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:
     """What the compiled members are: unreadable ones (the loader fails on them), the CPU target
     the .so was compiled for, the torch that produced it, the GPU code it carries."""
+    name = model.name
+    if not aoti.shared_objects and not _buildable_at_load(aoti):
+        return [
+            codes.get("AOT050").finding(
+                f"model '{name}': its AOTI code has no shared object (.so) in {aoti.directory}, "
+                "nor the compile and linker flags the C++ loader would build one from: "
+                "aoti_load_package cannot load it",
+                model=name,
+                stage="static",
+                hint="rebuild the package with aoti_compile_and_package; a member was lost",
+            )
+        ]
     facts = aoti.binaries
     if facts is None:
         return []
-    name = model.name
     out = []
     bad_members: list[SharedObject | GpuMember] = [
         *(s for s in facts.shared_objects if s.error),
@@ -233,3 +244,12 @@ def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:
             )
         )
     return out
+
+
+def _buildable_at_load(aoti: AotiPart) -> bool:
+    """A package written with aot_inductor.package_cpp_only: .cpp plus its compile and linker
+    flags, which the C++ loader compiles into the .so it loads (a compiler on the host)."""
+    flags = aoti.build_flags
+    return any(f.endswith("_compile_flags.json") for f in flags) and any(
+        f.endswith("_linker_flags.json") for f in flags
+    )

@@ -269,6 +269,9 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
         cubins=gpu,
         weights_on_disk=posixpath.join(directory, layout.AOTI_WEIGHTS_CONFIG) in archive.members,
         binaries=read_binary_facts(archive, shared, gpu),
+        build_flags=tuple(
+            sorted(n for n in files if n.endswith(("_compile_flags.json", "_linker_flags.json")))
+        ),
     )
 
 

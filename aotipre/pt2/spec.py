@@ -171,6 +171,9 @@ class AotiPart:
     """True when weights_config.json says the weights live outside the .so."""
     binaries: BinaryFacts | None = None
     """What the .so / cubin members need, read from them (aotipre.binaries.facts)."""
+    build_flags: tuple[str, ...] = ()
+    """`*_compile_flags.json` / `*_linker_flags.json` members: with them the C++ loader builds
+    a missing .so from the packaged .cpp at load (aot_inductor.package_cpp_only)."""
 
 
 SWAPPABLE_KINDS = ("Parameter", "Buffer")

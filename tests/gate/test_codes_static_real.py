@@ -1,5 +1,6 @@
 """Finding codes of the static path, each emitted through the real CLI on a real package with a
-real torch.save inputs file (tests/gate/build_gate.py): AOT010, AOT012, AOT014, AOT102-106,
+real torch.save inputs file (tests/gate/build_gate.py): AOT010, AOT012, AOT014, AOT050 (a lost
+.so), AOT102-106,
 AOT301, AOT404, AOT405. What plain torch does with the same inputs is noted where it
 matters (e.g. a different `scale` is silently ignored by the AOTI runner)."""
 
@@ -144,6 +145,53 @@ def test_aot012_aoti_package_without_its_wrapper_cpp(
                    lambda n, d: None if n.endswith("wrapper.cpp") else d)  # fmt: skip
     rc, data = cli(capsys, str(path), "-i", str(gate("aoti_inputs")))
     assert rc == 0 and codes(data) == [("AOT012", "warning")]
+
+
+LOAD = (
+    "import json, sys, torch\n"
+    "try:\n"
+    "    m = torch._inductor.aoti_load_package(sys.argv[1])\n"
+    "    print(json.dumps(float(m(torch.ones(3, 4)).sum())))\n"
+    "except Exception as e:\n"
+    "    print(json.dumps(str(e).splitlines()[0]))\n"
+)
+
+
+def test_aot050_aoti_code_without_its_shared_object(
+    capsys: pytest.CaptureFixture[str], gate: Gate, tmp_path: Path
+) -> None:
+    # the .so lost (a packaging script that filters binaries): the C++ loader then looks for
+    # the flags to build it from the .cpp, finds none, and fails; --static-only said PASS
+    path = rewrite(gate("aoti.pt2"), tmp_path / "aoti.pt2",
+                   lambda n, d: None if n.endswith(".so") else d)  # fmt: skip
+    said = plain_torch(LOAD, str(path))
+    assert "_compile_flags.json" in said, said
+    rc, data = cli(capsys, str(path))
+    assert rc == 1 and ("AOT050", "error") in codes(data), data["findings"]
+    assert "has no shared object (.so)" in finding(data, "AOT050")["message"]
+
+
+def test_a_cpp_only_package_builds_its_shared_object_at_load(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # aot_inductor.package_cpp_only: .cpp plus compile and linker flags, no .so; plain torch
+    # builds and loads it, so no AOT050
+    build = (
+        "import json, sys, torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x): return torch.relu(x) + 1\n"
+        "ep = torch.export.export(M(), (torch.randn(3, 4),))\n"
+        "torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[1],\n"
+        "    inductor_configs={'aot_inductor.package_cpp_only': True})\n"
+        "print(json.dumps('built'))\n"
+    )
+    path = tmp_path / "cpp_only.pt2"
+    assert plain_torch(build, str(path)) == "built"
+    with zipfile.ZipFile(path) as z:
+        assert not any(n.endswith(".so") for n in z.namelist())
+    assert plain_torch(LOAD, str(path)) == 24.0  # relu(1) + 1 over 12 elements
+    rc, data = cli(capsys, str(path))
+    assert rc == 0 and "AOT050" not in [c for c, _ in codes(data)], data["findings"]
 
 
 def test_aot014_unknown_device_type(
