@@ -20,6 +20,7 @@ from aotipre.pt2.spec import (
     TreeSpec,
 )
 from aotipre.runner import synth
+from aotipre.runner.stages import DynamicOptions
 from tests.fakes.specs import token_model, with_bounds, write_package
 
 
@@ -239,3 +240,15 @@ def test_opaque_shared_dims_of_torch_211_wrappers_follow_their_symbol(tmp_path: 
     # without sample inputs, the bounds decide
     plan_in = synth.synthesize(write_package(tmp_path / "p.pt2", model), model)
     assert plan_in.shapes == {0: (8, 8), 1: (8, 8)}
+
+
+def test_a_relative_cache_folder_is_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # workers, g++ and the C++ harness run in other folders: `--cache-dir dc` given from the
+    # user's folder must name that folder to all of them (the harness link and the doctor's
+    # canary failed with a relative one)
+    monkeypatch.chdir(tmp_path)
+    assert DynamicOptions(cache_dir="dc").cache_dir == str(tmp_path / "dc")
+    assert DynamicOptions(cache_dir=str(tmp_path / "x")).cache_dir == str(tmp_path / "x")
+    assert DynamicOptions().cache_dir is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,10 @@ class DynamicOptions:
                 parse(value, Path.cwd())
             except ValueError as exc:
                 raise UsageError(f"DynamicOptions.{name} = {value!r}: {exc}") from None
+        # workers, g++ and the C++ harness run in other folders: a relative cache folder would
+        # name another place to each of them (the harness build failed, the doctor's canary too)
+        if self.cache_dir:
+            object.__setattr__(self, "cache_dir", os.path.abspath(self.cache_dir))
 
 
 def parse_device(device: str) -> tuple[str, int]:
