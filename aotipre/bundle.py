@@ -71,6 +71,12 @@ def write_bundle(
         os.path.abspath(p) for p in (package, exported_program, inputs, expected) if p
     }:
         raise UsageError(f"--output {out}: would overwrite one of the bundle's own sources")
+    if os.path.isdir(out):
+        raise UsageError(f"--output {out}: is a directory; name the .pt2 file to write")
+    if os.path.lexists(out) and not os.path.islink(out) and not os.path.isfile(out):
+        raise UsageError(
+            f"--output {out}: is not a regular file (a device or pipe); the bundle would replace it"
+        )
     for flag, path in (("--inputs", inputs), ("--expected", expected)):
         if path is not None:
             try:
@@ -180,6 +186,12 @@ def _ep_members(
             f"--exported-program {ep_path}: no ExportedProgram for model '{m.name}' (it holds: "
             f"{names})"
         )
+    differs = _signature_difference(m, src)
+    if differs is not None:
+        raise UsageError(
+            f"--exported-program {ep_path}: not the program model '{m.name}' was compiled from "
+            f"({differs}); bundle the ExportedProgram of the same model"
+        )
     old, new = f"{ep.info.root}/", f"{pkg.info.root}/"
     renames = {
         f"{layout.MODELS_DIR}/{src.name}.json": f"{layout.MODELS_DIR}/{m.name}.json",
@@ -250,3 +262,24 @@ def _info(name: str) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
     info.compress_type = zipfile.ZIP_STORED
     return info
+
+
+def _signature_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:
+    """How the ExportedProgram's tensor inputs differ from those the AOTI code takes (its
+    wrapper's contract): count, dtype, rank. None when they agree, or when the AOTI code's
+    contract is unknown (no wrapper.cpp to read it from)."""
+    want, got = aoti.tensor_inputs, ep.tensor_inputs
+    if not want:
+        return None
+    if len(want) != len(got):
+        return f"{len(got)} tensor input(s), the AOTI code takes {len(want)}"
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w.tensor is not None and g.tensor is not None
+        if w.tensor.dtype != g.tensor.dtype:
+            return f"tensor input {i} is {g.tensor.dtype}, the AOTI code takes {w.tensor.dtype}"
+        if len(w.tensor.shape) != len(g.tensor.shape):
+            return (
+                f"tensor input {i} has {len(g.tensor.shape)} dims, the AOTI code takes "
+                f"{len(w.tensor.shape)}"
+            )
+    return None

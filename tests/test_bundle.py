@@ -4,6 +4,7 @@ use its references with no flags; a bad combination is one line and exit 2."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -114,6 +115,13 @@ def test_bad_combinations_are_one_line(pkg: Pkg, tmp_path: Path) -> None:
         (dict(package=pkg("both"), expected=garbage), "--expected"),
         (dict(package=pkg("both"), inputs=tmp_path / "missing.pt"), "--inputs"),
         (dict(package=tmp_path / "missing.pt2"), "package"),
+        # another model's program (TinyMLP's x for TokenModel's ids and mask): a bundle with it
+        # made `check` judge the inputs against the wrong contract
+        (
+            dict(package=pkg("aoti"), exported_program=pkg("ep_only")),
+            "not the program model 'model' was compiled from (1 tensor input(s), the AOTI code "
+            "takes 2)",
+        ),
     ]
     for kwargs, why in cases:
         package = str(kwargs.pop("package"))
@@ -124,6 +132,14 @@ def test_bad_combinations_are_one_line(pkg: Pkg, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [garbage]  # no temporary file left behind
     with pytest.raises(UsageError, match="would overwrite"):
         write_bundle(str(pkg("both")), str(pkg("both")))
+    # an output that is a folder, or a pipe (the bundle's rename would have replaced it)
+    with pytest.raises(UsageError, match="is a directory"):
+        write_bundle(str(pkg("both")), str(tmp_path))
+    fifo = tmp_path / "fifo.pt2"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="not a regular file"):
+        write_bundle(str(pkg("both")), str(fifo))
+    assert fifo.is_fifo()
 
 
 def test_the_bundle_keeps_every_member_and_adds_the_references(pkg: Pkg, tmp_path: Path) -> None:
