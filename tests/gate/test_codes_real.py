@@ -673,6 +673,38 @@ def test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline(
     assert {s.name: s for s in report.stages}["perf"].status is StageStatus.FAILED
 
 
+def test_aot654_a_baseline_that_cannot_run_these_inputs(pkg: Callable[[str], Path]) -> None:
+    # strides.pt2 takes one x [4, 8]; aoti.pt2's inputs are (ids, mask). Plain torch refuses
+    # them; the baseline then has no latency to compare with, which passed silently as "no
+    # regression" (found by a sweep)
+    said = plain_torch(
+        "import json, sys, torch\n"
+        "m = torch._inductor.aoti_load_package(sys.argv[1])\n"
+        "args, kwargs = torch.load(sys.argv[2])\n"
+        "try:\n"
+        "    m(*args, **kwargs); print(json.dumps('ran'))\n"
+        "except Exception as e:\n"
+        "    print(json.dumps(str(e).splitlines()[0]))\n",
+        str(pkg("strides")),
+        str(pkg("aoti_inputs")),
+    )
+    assert said != "ran", said
+    from aotipre.runner.stages import PerfOptions
+
+    report = check(
+        pkg("aoti"),
+        CheckOptions(
+            inputs=str(pkg("aoti_inputs")),
+            dynamic=DynamicOptions(
+                probe=False, perf=PerfOptions(runs=3, against=str(pkg("strides")))
+            ),
+        ),
+    )
+    (f,) = [f for f in report.findings if f.code == "AOT654"]
+    assert "strides.pt2 could not be measured (run:" in f.message, f.message
+    assert {s.name: s for s in report.stages}["perf"].status is StageStatus.FAILED
+
+
 def test_aot420_a_compile_cache_that_is_a_file(dynamic: Dynamic, tmp_path: Path) -> None:
     # ep_only.pt2 is compiled by the real worker; its cache path is a regular file: the check
     # goes on without the cache (an environment warning), the compile and the run still pass

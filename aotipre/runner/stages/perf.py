@@ -137,8 +137,18 @@ def measure_baseline(s: Session, path: str) -> perf.PerfRecord | None:
         results, findings = nested.execute()
     finally:
         nested.cleanup()
-    if stage.record is None:
-        failed = next((r for r in results if r.status is not StageStatus.PASSED), None)
+    # a baseline that loads but cannot run these inputs leaves a record without latencies:
+    # nothing to compare, which must not read as "no regression"
+    failed = next(
+        (
+            r
+            for r in results
+            if r.status in (StageStatus.FAILED, StageStatus.ERROR)
+            or (r.name in ("load", "run") and r.status is not StageStatus.PASSED)
+        ),
+        None,
+    )
+    if stage.record is None or failed is not None:
         why = f"{failed.name}: {failed.detail}" if failed is not None else "nothing measured"
         s.add("AOT654", f"the baseline package {path} could not be measured ({why})", "perf")
         return None
