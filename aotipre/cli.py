@@ -11,6 +11,8 @@ spelling) to typer, which runs the same command function.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import signal
 import sys
 import threading
@@ -99,6 +101,8 @@ def _usage_error(exc: Exception) -> int:
     from aotipre.commands import say_error
 
     message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    if not message:  # `aotipre` alone: click printed the help, there is nothing more to say
+        return int(ExitCode.CANNOT_CHECK)
     context = getattr(exc, "ctx", None)
     command = getattr(context, "command_path", "") or "aotipre"
     say_error(f"{message} (see '{command} --help')")
@@ -113,10 +117,19 @@ def _run_app(args: list[str]) -> int:
 
     command = typer.main.get_command(app)
     _plain_help_option(command)
+    # help goes to stdout through click and rich, which turn a reader that went away into exit
+    # 1 and a full disk into a traceback: off a terminal it is written through safeio instead,
+    # which never changes the exit code
+    helped = (not args or "--help" in args or "-h" in args) and not safeio.is_terminal(1)
+    captured = io.StringIO()
     try:
-        result = command.main(args=args, prog_name="aotipre", standalone_mode=False)
+        with contextlib.redirect_stdout(captured) if helped else contextlib.nullcontext():
+            result = command.main(args=args, prog_name="aotipre", standalone_mode=False)
     except typer.Exit as exc:
-        return int(exc.exit_code)
+        result = int(exc.exit_code)
+    finally:
+        if helped:
+            safeio.write_stdout(captured.getvalue())
     if result == 130:  # typer turns a Ctrl-C into a silent 130 (no command returns 130 itself)
         return _interrupted()
     return int(result) if isinstance(result, int) else 0

@@ -224,7 +224,7 @@ def write_stdout(text: str) -> bool:
     failure = _write(1, sys.stdout, text)
     if failure is not None and not isinstance(failure, BrokenPipeError):
         why = failure.strerror if isinstance(failure, OSError) and failure.strerror else failure
-        write_stderr(f"aotipre: note: the report could not be written to stdout ({why})\n")
+        write_stderr(f"aotipre: note: the output could not be written to stdout ({why})\n")
     return failure is None and 1 not in _silenced
 
 

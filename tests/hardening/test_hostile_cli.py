@@ -377,6 +377,23 @@ for _stream, _mode, _exit, _maker in (
     _streams.__name__ = f"c_{_stream}_{_mode}_exit_{_exit}"
     cli_case(13, f"{_stream} {_mode}; the check's own exit code {_exit}", _exit)(_streams)
 
+# help goes through click and rich: a reader that went away made it exit 1, a full disk a
+# traceback and exit 3 (found by a sweep); nothing about stdout changes an exit code
+for _mode, _args in (
+    ("full", ("--help",)),
+    ("broken", ("--help",)),
+    ("full", ("check", "--help")),
+    ("broken", ("doctor", "--help")),
+    ("closed", ("codes", "--help")),
+):
+
+    def _help(s: Setup, mode: str = _mode, args: tuple[str, ...] = _args) -> list[str]:
+        s.stdout = mode
+        return list(args)
+
+    _help.__name__ = f"c_help_{'_'.join(a.strip('-') for a in _args)}_stdout_{_mode}"
+    cli_case(13, f"{' '.join(_args)} with stdout {_mode}: exit 0", 0)(_help)
+
 
 # --- 14 and 15: non-UTF-8 bytes, control characters, bidi overrides --------------------------------
 
