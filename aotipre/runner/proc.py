@@ -57,6 +57,8 @@ _POLL_S = 0.05
 """Exit-polling interval, used only where pidfd_open is unavailable."""
 _DRAIN_AFTER_EXIT_S = 1.0
 """After the child exits: how long to keep reading pipes that a stray descendant still holds."""
+_INTERRUPT_GRACE_S = 1.0
+"""On an interrupt: how long the group gets between SIGTERM and SIGKILL (g++ cleans up at once)."""
 _REAP_AFTER_SIGKILL_S = 5.0
 """After SIGKILL: how long to wait for the exit before giving up (e.g. stuck in D state)."""
 _NSIG = getattr(_signal, "NSIG", 65)
@@ -476,6 +478,14 @@ def run_process(
         if splitter is not None:
             splitter.flush()
     except BaseException:
+        # Ctrl-C, a termination signal, a bug: SIGTERM first, so that a compiler in the group
+        # removes its temporary files from the user's TMPDIR (g++ does on SIGTERM, not on
+        # SIGKILL), then SIGKILL whatever is left
+        try:
+            _signal_group(child, _signal.SIGTERM)
+            _wait_exit(proc.pid, _INTERRUPT_GRACE_S)
+        except BaseException:  # noqa: S110 - a second Ctrl-C: kill at once, raise the first
+            pass
         _sweep(child)
         _signal_group(child, _signal.SIGKILL)
         _unregister(child)
@@ -631,6 +641,15 @@ def _reap(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         threading.Thread(target=proc.wait, name=f"aotipre-reap-{proc.pid}", daemon=True).start()
+
+
+def _wait_exit(pid: int, timeout_s: float) -> None:
+    """Wait (without reaping) up to `timeout_s` for `pid` to exit, and a moment more for the
+    rest of its group to finish what a SIGTERM makes them do."""
+    deadline = time.monotonic() + timeout_s
+    while not _has_exited(pid) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
 
 
 def _has_exited(pid: int) -> bool:

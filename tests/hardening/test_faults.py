@@ -347,3 +347,35 @@ def test_ctrl_c_during_a_compile_leaves_no_half_written_cache_entry(
     args = [str(pkg("ep_only")), "--cache-dir", str(cache), "--compile-at-deploy"]
     _interrupt(tmp_path, args, {"compile": {"hang_hard": True}}, workers=1)
     assert cache.is_dir() and list(cache.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_real_compile_leaves_no_compiler_temporary_file(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    # A compile runs with the user's TMPDIR, where g++ keeps its temporary files (cc*.s, cc*.o);
+    # g++ removes them on SIGTERM, not on SIGKILL: an interrupted check SIGKILLed the group and
+    # left them behind (found by a sweep). The real worker and g++, interrupted mid-compile.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "aotipre", "check", str(pkg("ep_only")), "--no-cache",
+         "--compile-at-deploy", "--no-config"],
+        env=dict(os.environ, TMPDIR=str(tmp)), cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not list(tmp.glob("cc*")):  # g++ is compiling the model
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no compile started"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130 and err.endswith("aotipre: interrupted\n"), err
+    left = [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert left == [], left
