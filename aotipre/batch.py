@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -168,8 +171,12 @@ def run(jobs: Sequence[PackageJob], workers: int = 1) -> list[Report]:
     except BaseException:
         # Ctrl-C (or a bug) here: stop the workers the other threads wait on and start no more,
         # or shutting the pool down would wait for them (for a hung worker: its whole timeout)
-        kill_all_children(refuse_new=True)
+        # (SIGTERM first, so that a compiler removes its temporary files: proc.run_process)
         refused = True
+        if kill_all_children(signal.SIGTERM, refuse_new=True):
+            with contextlib.suppress(BaseException):  # a second Ctrl-C: kill at once
+                time.sleep(1.0)
+        kill_all_children()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
