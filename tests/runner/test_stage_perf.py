@@ -93,6 +93,10 @@ def test_against_a_faster_baseline_is_a_regression(
     assert codes(findings) == ["AOT650", "AOT651", "AOT652"]
     assert res["perf"].status is StageStatus.FAILED
     assert "against: load 1.00 s" in res["perf"].detail
+    # a budget the baseline misses too does not make it unmeasurable: still compared
+    over = PerfOptions(against=str(old), tolerance=0.2, budgets=Budgets(max_load_s=0.5))
+    res, findings, _ = fake_run(tmp_path / "budget", over, script, new)
+    assert codes(findings) == ["AOT645", "AOT650", "AOT651", "AOT652"], findings
     ((rec, base),) = records
     assert base is not None and base.package.endswith("old.pt2")
     assert rec.cold.total_s == 2.5 and base.cold.total_s == 1.0
