@@ -53,9 +53,7 @@ def test_cpp_outputs_that_differ_and_a_concurrent_crash(run: Run) -> None:  # no
     script = {
         **CPP_OK,
         "cpp_build": {"entry": {"binary": "/fake/aotipre_harness", "loader_race": True}},
-        "cpp_compare": {
-            "entry": {"structure": None, "outputs": [DIFFERS]}
-        },
+        "cpp_compare": {"entry": {"structure": None, "outputs": [DIFFERS]}},
         "cpp_loaders": harness(
             None, returncode=-11, signal="SIGSEGV", phase="concurrent_construct"
         ),
