@@ -240,6 +240,15 @@ def sample_values(
     integer values (the inputs file, or the sample stored in the archive), read without torch;
     None when the run used synthesized inputs, the input is not an integer tensor, or the
     values cannot be read."""
+    cache: dict[str, tuple[InputSpec, TensorMeta, IntExtremes] | None] = triage.sample_values
+    if input_name not in cache:
+        cache[input_name] = _read_sample_values(triage, input_name)
+    return cache[input_name]
+
+
+def _read_sample_values(
+    triage: TriageState, input_name: str
+) -> tuple[InputSpec, TensorMeta, IntExtremes] | None:
     crash = triage.crash
     spec = next((t for t in crash.model.tensor_inputs if t.name == input_name), None)
     where = crash.inputs

@@ -101,6 +101,9 @@ class TriageState:
         """conclude.KernelCode per kernel, once its source was found."""
         self.sample_inputs: dict[str, Any] = {}
         """conclude.sample_inputs_of per kernel."""
+        self.sample_values: dict[str, Any] = {}
+        """conclude.sample_values per model input (kernel-inputs, the verdict and AOT803 all
+        ask for the same values: the sample is read once)."""
         self._guesses: list[str] | None = None
         self._original_code: dict[str, str] | None = None
         rec = crash.record
