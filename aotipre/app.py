@@ -238,6 +238,14 @@ def check(
         rich_help_panel="Dynamic stages",
         metavar="N",
     ),
+    state_calls: int | None = typer.Option(
+        None,
+        "--state-calls",
+        help="Calls of one copy of a model that mutates buffers, compared call by call with "
+        "the ExportedProgram's (0: off). (default: 3)",
+        rich_help_panel="Dynamic stages",
+        metavar="N",
+    ),
     seed: int | None = typer.Option(
         None,
         "--seed",
@@ -396,6 +404,15 @@ def check(
         show_default=False,
         metavar="",
     ),
+    deployment_checks_inputs: bool | None = typer.Option(
+        None,
+        "--deployment-checks-inputs/--no-deployment-checks-inputs",
+        help="The serving process sets AOTI_RUNTIME_CHECK_INPUTS=1: inputs the runtime check "
+        "refuses are not run again without it, and AOT613 is not reported. (default: no)",
+        show_default=False,
+        rich_help_panel="Dynamic stages",
+        metavar="",
+    ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""
     flags = {
@@ -412,6 +429,7 @@ def check(
         "atol": atol,
         "probe": probe,
         "probe-budget": probe_budget,
+        "state-calls": state_calls,
         "seed": seed,
         "cache": cache,
         "cache-dir": None if cache_dir is None else str(cache_dir),
@@ -436,6 +454,7 @@ def check(
         "import": imports or None,
         "library": [str(p) for p in libraries] if libraries else None,
         "cpp": cpp,
+        "deployment-checks-inputs": deployment_checks_inputs,
     }
     raise typer.Exit(
         commands.check(

@@ -59,5 +59,6 @@ RUN_NUMBERS: dict[str, tuple[str, Parser]] = {
     "atol": ("atol", number(0, inclusive=True)),
     "probe-budget": ("probe_budget", integer(1, 1 << 40)),
     "seed": ("seed", integer(0, 2**63 - 1)),
+    "state-calls": ("state_calls", integer(0, 100)),
 }
 """The dynamic stages' numbers: configuration key -> (DynamicOptions field, parser)."""

@@ -199,6 +199,18 @@ ALL_CODES: tuple[Code, ...] = (
         "load the others with torch._inductor.package.load_package(path, model_name=NAME)",
     ),
     Code(
+        "AOT018",
+        "exported-program-disagrees-with-code",
+        W,
+        C.PACKAGE,
+        "The archive's ExportedProgram and its compiled AOTI code take different inputs (a "
+        "dtype, a static size, a rank): the AOTI code is what a deployment runs, so its contract "
+        "is the one checked; the ExportedProgram no longer describes it (compiled from another "
+        "program, e.g. the model cast to bfloat16).",
+        "package the ExportedProgram the AOTI code was compiled from, or recompile the AOTI "
+        "code from this one",
+    ),
+    Code(
         "AOT020",
         "inputs-unreadable",
         E,
@@ -234,6 +246,30 @@ ALL_CODES: tuple[Code, ...] = (
         "are accepted); it is refused before anything is inflated (a sample-inputs file that "
         "does is AOT020).",
         "re-write the file with torch (torch.save, torch.export.save, aoti_compile_and_package)",
+    ),
+    Code(
+        "AOT031",
+        "kernel-metadata-unreadable",
+        E,
+        C.PACKAGE,
+        "A metadata member the C++ loader parses at load (`<hash>.kernel_metadata.json`) is "
+        "empty or not JSON: aoti_load_package fails with `[json.exception.parse_error.101] ... "
+        "attempting to parse an empty input` (reported for torch 2.13 binary_blob packages).",
+        "rebuild the package; if it comes out empty again, copy the model's "
+        "wrapper_metadata.json over the empty member",
+    ),
+    Code(
+        "AOT032",
+        "compiled-at-load",
+        W,
+        C.LOAD,
+        "The package holds C++ sources and build flags but no .so (aot_inductor.package_cpp_only): "
+        "aoti_load_package compiles it in every fresh process, so the deployment host needs a "
+        "C++ toolchain (g++ and the torch headers) and every cold start pays the compile "
+        "(12-14 s for a one-layer model on 2 CPU cores with torch 2.13, 2 s for the same model "
+        "with its .so; without g++: `Failed to compile cpp file.`).",
+        "deploy a package compiled with its .so (drop package_cpp_only), or build the .so once "
+        "with the packaged CMakeLists.txt and ship that",
     ),
     Code(
         "AOT050",
@@ -363,6 +399,17 @@ ALL_CODES: tuple[Code, ...] = (
         "The sample-inputs file holds a state_dict or training checkpoint (parameter tensors by "
         "name), not the model's inputs.",
         "save the inputs themselves: torch.save(((x,), {'mask': m}), 'sample.pt')",
+    ),
+    Code(
+        "AOT110",
+        "export-guard-failed",
+        E,
+        C.STRUCTURE,
+        "The ExportedProgram refuses the inputs with one of the guards export recorded (`Guard "
+        "failed: alpha == 0.5`, a size relation): the compiled model does not check those "
+        "guards, so it runs such inputs and computes with what it was exported for.",
+        "pass inputs that satisfy the guard (the message quotes it); a value that must vary "
+        "needs a re-export with it as a tensor or a dynamic dim",
     ),
     Code(
         "AOT120",
@@ -1005,8 +1052,9 @@ ALL_CODES: tuple[Code, ...] = (
         "layout) is refused only because aotipre sets AOTI_RUNTIME_CHECK_INPUTS=1: a default "
         "deployment, without it, ran it silently (outputs computed outside the compiled range, "
         "or from memory read with the wrong strides) or crashed.",
-        "set AOTI_RUNTIME_CHECK_INPUTS=1 in the serving process, or validate input sizes "
-        "against the dynamic range and pass contiguous tensors",
+        "set AOTI_RUNTIME_CHECK_INPUTS=1 in the serving process (then say so: "
+        "--deployment-checks-inputs, config deployment-checks-inputs = true), or validate "
+        "input sizes against the dynamic range and pass contiguous tensors",
     ),
     Code(
         "AOT614",
@@ -1018,6 +1066,18 @@ ALL_CODES: tuple[Code, ...] = (
         "for the contiguous input, failed or crashed.",
         "pass contiguous tensors (.contiguous()) and report the package's compile to PyTorch: "
         "the runtime check should refuse strides the code was not compiled for",
+    ),
+    Code(
+        "AOT615",
+        "data-dependent-bound",
+        E,
+        C.DYNAMIC_RANGE,
+        "The compiled model refused the inputs at one of the model's own data-dependent bounds "
+        "(a torch._check on a value read from an input, e.g. `n = idx.item()`): `Expected u0 <= "
+        "16 but received 20`. The input's value is outside what the model allows; no kernel "
+        "crashed.",
+        "pass inputs whose values satisfy the bound the message quotes (validate them in the "
+        "serving process), or re-export with a wider torch._check if the model supports it",
     ),
     # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
     Code(
@@ -1182,6 +1242,31 @@ ALL_CODES: tuple[Code, ...] = (
         "(masked logits, log-probabilities of impossible events): reported, not failed.",
         "nothing if the Inf is intended; else fix the model or its inputs",
         ((W, "no reference to tell whether the Inf is intended"),),
+    ),
+    Code(
+        "AOT706",
+        "state-not-carried",
+        E,
+        C.ACCURACY,
+        "The model mutates buffers in forward (a counter, running statistics, a cache), and "
+        "several calls of one loaded copy with the same inputs return another sequence than the "
+        "ExportedProgram's calls, or a buffer holds another value after a call: the compiled code "
+        "dropped or folded a state update (torch #185077), so every call after the first "
+        "computes with stale state.",
+        "recompile with a torch that carries the update (check the buffer named), keep the "
+        "state outside the model (pass it as an input and return the new value), or reset it "
+        "per call if the deployment must not carry it",
+    ),
+    Code(
+        "AOT707",
+        "state-not-compared",
+        I,
+        C.ACCURACY,
+        "The model mutates buffers in forward; its calls in one loaded copy were run and their "
+        "outputs and buffers reported, but there is no ExportedProgram to compare the sequence "
+        "with.",
+        "pass --exported-program FILE (the program the package was compiled from) to compare "
+        "the calls with eager's",
     ),
     # 8: crash triage (the escalation ladder after a crashed run; aotipre.triage)
     Code(

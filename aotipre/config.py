@@ -59,6 +59,8 @@ class Settings:
     atol: float | None = None
     probe: bool = True
     probe_budget: int = 1 << 22
+    state_calls: int = 3
+    """Calls of one copy of a model that mutates buffers (the state stage); 0/1: off."""
     seed: int = 0
     cache: bool = True
     cache_dir: str | None = None
@@ -94,6 +96,8 @@ class Settings:
     """Shared libraries loaded in every worker (torch.ops.load_library) and the C++ harness."""
     cpp: bool = False
     """The package is deployed with the C++ loader (AOTIModelPackageLoader)."""
+    deployment_checks_inputs: bool = False
+    """The serving process sets AOTI_RUNTIME_CHECK_INPUTS (the probe stage judges by it)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -162,6 +166,7 @@ class Settings:
                 atol=self.atol,
                 probe=self.probe,
                 probe_budget=self.probe_budget,
+                state_calls=self.state_calls,
                 seed=self.seed,
                 cache_dir=self.cache_dir,
                 use_cache=self.cache,
@@ -169,6 +174,7 @@ class Settings:
                 python=self.python[0] if len(self.python) == 1 else None,
                 extra_env=registration.env(),
                 cpp=self.cpp,
+                deployment_checks_inputs=self.deployment_checks_inputs,
                 exported_program=self.exported_program,
                 expected=self.expected,
             )
@@ -375,6 +381,12 @@ KEYS: tuple[Key, ...] = (
         "most elements of an input in a probe run",
     ),
     Key("seed", "seed", RUN_NUMBERS["seed"][1], "seed of synthesized and probe inputs"),
+    Key(
+        "state-calls",
+        "state_calls",
+        RUN_NUMBERS["state-calls"][1],
+        "calls of a model that mutates buffers, compared with eager's (0: off)",
+    ),
     Key("cache", "cache", _bool, "use the compile cache"),
     Key("cache-dir", "cache_dir", _path, "compile cache folder"),
     Key("baseline", "baseline", _path, "baseline file of accepted findings", per_package=False),
@@ -430,6 +442,12 @@ KEYS: tuple[Key, ...] = (
     Key("library", "libraries", _libraries, "op libraries loaded in every worker and in C++"),
     Key(
         "cpp", "cpp", _bool, "the package is deployed with the C++ loader (AOTIModelPackageLoader)"
+    ),
+    Key(
+        "deployment-checks-inputs",
+        "deployment_checks_inputs",
+        _bool,
+        "the serving process sets AOTI_RUNTIME_CHECK_INPUTS=1 (no AOT613)",
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

@@ -13,7 +13,7 @@ from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
 from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
-from aotipre.pt2.wrapper_contract import contract_from_wrapper
+from aotipre.pt2.wrapper_contract import WrapperView, contract_from_wrapper
 from aotipre.versions import SUPPORTED_TEXT
 
 SUPPORTED_ARCHIVE_VERSIONS = ("0",)
@@ -186,6 +186,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         weights_location=_weights_location(aoti, has_ep),
         notes=tuple(wrapper.notes) if wrapper is not None else (),
         constants=wrapper.constants if wrapper is not None else (),
+        mutated_buffers=_mutated(contract, wrapper),
     )
     if contract is not None:
         model = replace(
@@ -213,6 +214,12 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
     return replace(model, notes=notes)
 
 
+def _mutated(contract: ExportedContract | None, wrapper: WrapperView | None) -> tuple[str, ...]:
+    """The buffers the program mutates and those the compiled code writes, program first."""
+    names = (*(contract.mutated_buffers if contract else ()), *(wrapper.written if wrapper else ()))
+    return tuple(dict.fromkeys(names))
+
+
 def _read_exported(archive: Archive, member: str) -> ExportedContract:
     try:
         return parse_exported(_load_json(archive, member))
@@ -224,20 +231,57 @@ def _read_exported(archive: Archive, member: str) -> ExportedContract:
 
 def _weights_location(aoti: AotiPart | None, has_ep: bool) -> str:
     if aoti is not None:
-        return "on_disk" if aoti.weights_on_disk else "in_so"
+        if aoti.weights_on_disk:
+            return "on_disk"
+        return "binary_blob" if aoti.weights_blob else "in_so"
     return "exported_program" if has_ep else "none"
 
 
+def with_reference_values(model: ModelInfo, reference: ModelInfo) -> ModelInfo:
+    """An AOTI-only model's non-tensor arguments with the values (and the names) that the
+    ExportedProgram it was compiled from (`--exported-program`) specialized them to: the
+    compiled code computes with those values and ignores whatever is passed, and only the
+    program records them. Matched by their place in the call (`args[1]`)."""
+    by_path = {i.path: i for i in reference.inputs if i.tensor is None}
+    merged = []
+    for inp in model.inputs:
+        ref = by_path.get(inp.path) if inp.tensor is None else None
+        if ref is not None and ref.value is not None and inp.value is None:
+            inp = replace(inp, name=ref.name, kind=ref.kind, value=ref.value)
+        merged.append(inp)
+    return replace(model, inputs=tuple(merged))
+
+
 def merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:
-    """Attach the AOTI wrapper's per-dim bounds to the ExportedProgram's tensor specs."""
+    """Attach the AOTI wrapper's per-dim bounds to the ExportedProgram's tensor specs. Where the
+    two disagree on a dtype or a static size, the compiled code is what deploys: its value
+    wins, and the disagreement is kept in `contract_conflicts` (a finding, AOT018)."""
     by_index = {w.tensor_index: w for w in wrapper_inputs if w.tensor is not None}
     merged = []
+    conflicts: list[str] = []
     for inp in model.inputs:
         w = by_index.get(inp.tensor_index) if inp.tensor is not None else None
         if w is not None and inp.tensor is not None and w.tensor is not None:
-            inp = replace(inp, tensor=replace(inp.tensor, bounds=w.tensor.bounds))
+            tensor = replace(inp.tensor, bounds=w.tensor.bounds)
+            said = []
+            if w.tensor.dtype and w.tensor.dtype != tensor.dtype:
+                said.append(f"dtype {tensor.dtype}, the compiled code {w.tensor.dtype}")
+                tensor = replace(tensor, dtype=w.tensor.dtype)
+            if len(w.tensor.shape) == len(tensor.shape):
+                shape = list(tensor.shape)
+                for d, (mine, theirs) in enumerate(zip(tensor.shape, w.tensor.shape)):
+                    if mine.is_static and theirs.is_static and mine.value != theirs.value:
+                        said.append(f"dim {d} {mine.value}, the compiled code {theirs.value}")
+                        shape[d] = theirs
+                tensor = replace(tensor, shape=tuple(shape))
+            elif w.tensor.shape:
+                said.append(f"rank {len(tensor.shape)}, the compiled code {len(w.tensor.shape)}")
+                tensor = replace(tensor, shape=w.tensor.shape, strides=w.tensor.strides)
+            if said:
+                conflicts.append(f"input '{inp.name}': the ExportedProgram says {'; '.join(said)}")
+            inp = replace(inp, tensor=tensor)
         merged.append(inp)
-    return replace(model, inputs=tuple(merged))
+    return replace(model, inputs=tuple(merged), contract_conflicts=tuple(conflicts))
 
 
 def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
@@ -272,7 +316,37 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
         build_flags=tuple(
             sorted(n for n in files if n.endswith(("_compile_flags.json", "_linker_flags.json")))
         ),
+        weights_blob=next(
+            (n for n in sorted(files) if n.endswith(layout.WEIGHTS_BLOB_SUFFIX)), None
+        ),
+        metadata_unreadable=_unreadable_metadata(archive, files),
     )
+
+
+def _unreadable_metadata(archive: Archive, files: list[str]) -> tuple[tuple[str, str], ...]:
+    """Each `*_metadata.json` of a packaged .cpp, other than the wrapper's (read above), that
+    the C++ loader cannot parse into a map of strings: torch 2.13 reads the kernel's
+    (`<hash>.kernel_metadata.json`) and fails on an empty one with nlohmann's parse_error.101."""
+    out = []
+    for member in sorted(files):
+        if not member.endswith(layout.METADATA_SUFFIX) or member.endswith(
+            layout.WRAPPER_METADATA_SUFFIX
+        ):
+            continue
+        if member[: -len(layout.METADATA_SUFFIX)] + ".cpp" not in files:
+            continue
+        text = archive.read(member)
+        if not text.strip():
+            out.append((member, f"empty ({len(text)} bytes)"))
+            continue
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError):
+            out.append((member, "not valid JSON"))
+            continue
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            out.append((member, "not a JSON object of strings"))
+    return tuple(out)
 
 
 def _load_json(archive: Archive, member: str) -> object:

@@ -174,6 +174,24 @@ class AotiPart:
     build_flags: tuple[str, ...] = ()
     """`*_compile_flags.json` / `*_linker_flags.json` members: with them the C++ loader builds
     a missing .so from the packaged .cpp at load (aot_inductor.package_cpp_only)."""
+    weights_blob: str | None = None
+    """The `<hash>.wrapper_weights.blob` member: the weights, outside the .so, of a package
+    compiled with package_constants_on_disk_format="binary_blob"."""
+    metadata_unreadable: tuple[tuple[str, str], ...] = ()
+    """(member, why) for each `*_metadata.json` beside a packaged .cpp other than the wrapper's
+    (kernel_metadata.json) that is empty, not JSON, or not an object of strings: the C++
+    loader reads it and fails (`parse_error.101 ... empty input` on an empty one)."""
+
+    @property
+    def compiled_at_load(self) -> bool:
+        """A package written with aot_inductor.package_cpp_only: .cpp plus its compile and
+        linker flags and no .so; the C++ loader compiles the .so it loads (a compiler on the
+        host, at every cold start)."""
+        return (
+            not self.shared_objects
+            and any(f.endswith("_compile_flags.json") for f in self.build_flags)
+            and any(f.endswith("_linker_flags.json") for f in self.build_flags)
+        )
 
 
 SWAPPABLE_KINDS = ("Parameter", "Buffer")
@@ -239,7 +257,8 @@ class ModelInfo:
     export_device: str | None = None
     """Device type of the ExportedProgram's tensors (cpu/cuda), when it has any."""
     weights_location: str = "none"
-    """in_so, on_disk, exported_program, none."""
+    """in_so, on_disk (weights_config.json), binary_blob (a wrapper_weights.blob member),
+    exported_program, none."""
     notes: tuple[str, ...] = ()
     """Things the reader noticed (e.g. export and AOTI bounds differ)."""
     call_leaves: tuple[tuple[str, str], ...] = ()
@@ -248,6 +267,13 @@ class ModelInfo:
     could be placed are inputs of kind `constant` instead."""
     constants: tuple[ConstantSpec, ...] = ()
     """The compiled model's constants, from its wrapper.cpp (none without one)."""
+    contract_conflicts: tuple[str, ...] = ()
+    """Where the packaged ExportedProgram and the AOTI code that deploys disagree on an input
+    (dtype, static size, rank): the compiled code's side is in `inputs`."""
+    mutated_buffers: tuple[str, ...] = ()
+    """Buffers (fqn) a call writes, from the ExportedProgram's graph and the compiled code's
+    writes: state carried from one call to the next (the state stage calls such a model
+    several times)."""
 
     @property
     def has_aoti(self) -> bool:
@@ -321,12 +347,19 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
             "shared_objects": list(aoti.shared_objects),
             "cubins": len(aoti.cubins),
             "weights_on_disk": aoti.weights_on_disk,
+            "weights_blob": aoti.weights_blob,
+            "compiled_at_load": aoti.compiled_at_load,
+            "metadata_unreadable": [
+                {"member": m, "why": why} for m, why in aoti.metadata_unreadable
+            ],
             "binaries": None if aoti.binaries is None else aoti.binaries.to_dict(),
         },
         "inputs": [i.to_dict() for i in model.inputs],
         "outputs": [o.to_dict() if o is not None else None for o in model.outputs],
         "dynamic_dims": [s.to_dict() for s in model.symbols],
         "constants": [c.to_dict() for c in model.constants],
+        "mutated_buffers": list(model.mutated_buffers),
+        "contract_conflicts": list(model.contract_conflicts),
         "kwargs": [k for k, _ in model.signature.kwargs] if model.signature else None,
         "notes": list(model.notes),
     }

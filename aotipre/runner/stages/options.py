@@ -62,6 +62,12 @@ class DynamicOptions:
     """Interpreter for the workers; None: the running one (sys.executable)."""
     cpp: bool = False
     """Also load and run the package with the C++ loader (cpp-load, concurrency stages)."""
+    deployment_checks_inputs: bool = False
+    """The serving process sets AOTI_RUNTIME_CHECK_INPUTS (--deployment-checks-inputs): what
+    the runtime check refuses is not run again without it, and AOT613 is not reported."""
+    state_calls: int = 3
+    """Calls of one fresh copy of a model that mutates buffers, compared call by call with the
+    ExportedProgram's (the state stage); 0 or 1: not checked."""
     compile_fault_rerun: bool = True
     """A compile that faults on CUDA runs once more with synchronous launches, to name the
     kernel (crash triage's first rung for the compile step; off with --no-escalate)."""
