@@ -29,6 +29,10 @@ class ExportedContract:
     symbols: tuple[SymbolRange, ...]
     signature: CallSignature | None
     device: str | None
+    mutated_buffers: tuple[str, ...] = ()
+    """Buffers (their fqn) the program writes: BUFFER_MUTATION outputs of a functional graph,
+    or in-place ops (`aten.add_`, `aten.copy_`, ...) on a buffer input of a non-functional
+    one. Such a model carries state from one call to the next."""
 
 
 def parse_treespec(text: str) -> TreeSpec:
@@ -219,7 +223,41 @@ def _parse_exported(data: Any) -> ExportedContract:
         symbols=_symbols(data.get("range_constraints") or {}),
         signature=sig,
         device=sorted(devices)[0] if len(devices) == 1 else (",".join(sorted(devices)) or None),
+        mutated_buffers=_mutated_buffers(graph, input_specs, output_specs),
     )
+
+
+def _mutated_buffers(
+    graph: dict[str, Any], input_specs: list[Any], output_specs: list[Any]
+) -> tuple[str, ...]:
+    """ExportedContract.mutated_buffers, in the graph's order."""
+    found: dict[str, None] = {}
+    for spec in output_specs:
+        body = spec.get("buffer_mutation") if isinstance(spec, dict) else None
+        if isinstance(body, dict) and body.get("buffer_name"):
+            found.setdefault(str(body["buffer_name"]), None)
+    buffers: dict[str, str] = {}  # graph input name -> buffer fqn
+    for spec in input_specs:
+        body = spec.get("buffer") if isinstance(spec, dict) else None
+        if isinstance(body, dict) and isinstance(body.get("arg"), dict):
+            buffers[str(body["arg"].get("name"))] = str(body.get("buffer_name"))
+    for node in graph.get("nodes") or []:
+        target = node.get("target") if isinstance(node, dict) else None
+        if not isinstance(target, str) or not _in_place(target):
+            continue
+        first = next(iter(node.get("inputs") or []), None)
+        arg = first.get("arg") if isinstance(first, dict) else None
+        tensor = arg.get("as_tensor") if isinstance(arg, dict) else None
+        name = tensor.get("name") if isinstance(tensor, dict) else None
+        if name in buffers:
+            found.setdefault(buffers[name], None)
+    return tuple(found)
+
+
+def _in_place(target: str) -> bool:
+    """`torch.ops.aten.add_.Tensor`: an op whose name ends in `_` writes its first argument."""
+    parts = target.split(".")
+    return len(parts) >= 4 and parts[-2].endswith("_") and not parts[-2].startswith("_")
 
 
 def _obj(parent: dict[str, Any], key: str) -> dict[str, Any]:

@@ -322,6 +322,11 @@ class WrapperContract:
     debug_compile builds); None: no checks."""
     asserts_present: bool = False
     """True when run_impl has `assert_size_stride(<input>, ..., "input")` (torch >= 2.13)."""
+    written_constants: tuple[str, ...] = ()
+    """Constants (their compiled names) that run_impl writes: a kernel's non-const pointer on
+    the CPU, an `out_ptr`/`in_out_ptr` argument of a Triton launcher, the first argument of
+    an in-place or `_out` shim call. A buffer among them is state the model carries across
+    calls."""
     recognized: bool = False
     """False when the text has none of the markers of an AOTI wrapper.cpp."""
     warnings: tuple[str, ...] = ()
@@ -436,6 +441,7 @@ def parse_wrapper_cpp(text: str | bytes | None) -> WrapperContract:
     aliases: dict[str, str] = {}
     no_bindings: tuple[tuple[SymbolBinding, ...], dict[str, str]] = ((), {})
     asserts = False
+    written: tuple[str, ...] = ()
     if run_impl is not None:
         body = text[run_impl[0] : run_impl[1]]
         symbols, aliases = guard(
@@ -444,6 +450,8 @@ def parse_wrapper_cpp(text: str | bytes | None) -> WrapperContract:
         asserts = guard("assert_size_stride", lambda: _parse_asserts(body, drafts, w), False)
         guard("kernel calls", lambda: _parse_kernel_casts(body, drafts, w), None)
         guard("alignment checks", lambda: _parse_alignment(body, drafts), None)
+        names = tuple(c.name for c in constants)
+        written = guard("written constants", lambda: written_names(text, body, names), ())
 
     guard(
         "consistency",
@@ -479,6 +487,7 @@ def parse_wrapper_cpp(text: str | bytes | None) -> WrapperContract:
         check_style=style,
         checks_env_gated=gated,
         asserts_present=asserts,
+        written_constants=written,
         recognized=recognized,
         warnings=w.result(),
     )
@@ -615,6 +624,41 @@ def _parse_spec(text: str, which: str, w: _Warnings) -> str | None:
     except ValueError:
         w.add(f"{which}_spec_ is not valid JSON (length {len(value)})")
     return value
+
+
+_CPU_CAST_RE = re.compile(r"\(\s*(const\s+)?[\w:]{1,80}\s*\*\s*\)\s*\(\s*(\w{1,200})\.data_ptr\(\)")
+"""`(float*)(acc.data_ptr())`: a kernel argument on the CPU; `const` marks a read."""
+_TRITON_DEF_RE = re.compile(r"static\s+inline\s+void\s+(call_triton_\w{1,300})\(([^)]{0,20000})\)")
+_CALL_RE = re.compile(r"\b(call_triton_\w{1,300}|aoti_torch_\w{1,200})\(([^;]{0,20000})\);")
+
+
+def written_names(text: str, run_impl: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Which of `names` (constants) run_impl's calls write (WrapperContract.written_constants)."""
+    wanted = set(names)
+    written: dict[str, None] = {}
+    for m in _CPU_CAST_RE.finditer(run_impl):
+        if m.group(2) in wanted and not m.group(1):
+            written.setdefault(m.group(2), None)
+    launchers = {
+        m.group(1): [p.strip().split()[-1].lstrip("&*") for p in m.group(2).split(",") if p.strip()]
+        for m in _TRITON_DEF_RE.finditer(text)
+    }
+    for m in _CALL_RE.finditer(run_impl):
+        fn, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
+        if fn in launchers:
+            params = launchers[fn]
+            hits = [
+                a
+                for a, p in zip(args, params)
+                if a in wanted and p.startswith(("out_ptr", "in_out_ptr"))
+            ]
+        elif fn.endswith(("_", "_out")) and args:  # in-place shim, or an _out op's output
+            hits = [args[0]] if args[0] in wanted else []
+        else:
+            hits = []
+        for name in hits:
+            written.setdefault(name, None)
+    return tuple(written)
 
 
 def _find_run_impl(text: str, w: _Warnings) -> tuple[int, int] | None:

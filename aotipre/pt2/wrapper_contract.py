@@ -34,6 +34,8 @@ class WrapperView:
     could not be told (then inputs are matched by tensor order and signature is None)."""
     constants: tuple[ConstantSpec, ...] = ()
     """constants_info_, in the wrapper's order."""
+    written: tuple[str, ...] = ()
+    """The constants (fqn) that run_impl writes, folded ones left out: state kept across calls."""
 
 
 def contract_from_wrapper(text: str) -> WrapperView:
@@ -85,6 +87,11 @@ def contract_from_wrapper(text: str) -> WrapperView:
                 data_size=c.data_size,
             )
             for c in contract.constants
+        ),
+        written=tuple(
+            c.original_fqn or c.name
+            for c in contract.constants
+            if c.name in contract.written_constants and c.from_folded is not True
         ),
     )
 

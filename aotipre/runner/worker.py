@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 import zipfile
@@ -530,6 +531,44 @@ def load_package_like_torch(
         except TypeError:  # another constructor signature: let torch's own fallback decide
             return public()
         return AOTICompiledModel(loader), None, "AOTIModelPackageLoader"
+
+
+class StateRunner:
+    """A fresh copy of a compiled model whose constants can be read after each call: the
+    model's .so run by torch's container runner (what AOTIModelPackageLoader wraps), so
+    extract_constants_map shows the buffers as the compiled code left them."""
+
+    def __init__(self, package: str, model: str, device: str, workdir: str) -> None:
+        folder = tempfile.mkdtemp(prefix="state-", dir=workdir)
+        prefix = None
+        with zipfile.ZipFile(package) as zf:
+            for info in zf.infolist():
+                parts = info.filename.split("/")
+                if len(parts) > 4 and parts[1:4] == ["data", "aotinductor", model]:
+                    prefix = "/".join(parts[:4]) + "/"
+                    if not info.is_dir():
+                        target = os.path.join(folder, *parts[4:])
+                        os.makedirs(os.path.dirname(target), exist_ok=True)
+                        with zf.open(info) as src, open(target, "wb") as dst:
+                            shutil.copyfileobj(src, dst, 1 << 20)
+        sos = [f for f in os.listdir(folder) if f.endswith(".so")] if prefix else []
+        if len(sos) != 1:
+            raise StepError(f"expected one .so for model {model!r}, found {len(sos)}")
+        so = os.path.join(folder, sos[0])
+        if device.startswith("cuda"):
+            self.runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, device, folder)
+        else:
+            self.runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)
+        self.fqns = dict(self.runner.get_constant_names_to_original_fqns())
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        flat = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        return list(self.runner.run(flat))
+
+    def buffers(self, names: list[str]) -> dict[str, Any]:
+        live = self.runner.extract_constants_map(False)
+        by_fqn = {self.fqns.get(k) or k: v for k, v in live.items()}
+        return {n: by_fqn[n].detach().cpu().clone() for n in names if n in by_fqn}
 
 
 class DirectModel:
@@ -1704,6 +1743,75 @@ class Worker:
         out = self._call(contents.aoti_runners[model], args, kwargs)
         entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
 
+    def op_state(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """State across calls: a fresh copy of the compiled model called `calls` times with the
+        same inputs, its mutated buffers read after each call, and (with a reference) a fresh
+        ExportedProgram module called the same way; each call's outputs and buffers compared."""
+        if self.loaded is None:
+            raise StepError("the model is not loaded (the load step did not succeed)")
+        n = int(step.get("calls") or 3)
+        names = [str(b) for b in step.get("buffers") or []]
+        args, kwargs = self.get_inputs(entry)
+        kwargs = self.ordered_kwargs(kwargs)
+        self.phase(entry, "load")
+        try:
+            fresh: Any = StateRunner(*self.loaded, self.device, self.workdir)
+            entry["how"] = "container runner"
+        except Exception as exc:  # outputs still tell, the buffers do not
+            fresh = None
+            entry["buffers_unreadable"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            direct = load_direct(*self.loaded, self.index)
+        aoti: list[tuple[Any, dict[str, Any]]] = []
+        for i in range(n):
+            self.phase(entry, f"call {i + 1}")
+            if fresh is not None:
+                out: Any = fresh(args, kwargs)
+                state = fresh.buffers(names)
+            else:
+                out, state = self._call(direct, args, kwargs), {}
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            aoti.append((_detached(out), state))
+        calls = [
+            {
+                "call": i + 1,
+                "outputs": [_state_summary(t) for t in flat_tensors(out)],
+                "buffers": {k: _state_summary(v) for k, v in state.items()},
+            }
+            for i, (out, state) in enumerate(aoti)
+        ]
+        entry["calls"] = calls
+        if not step.get("reference"):
+            return
+        self.phase(entry, "load_exported_program")
+        source = self.job.get("ep_package") or self.job["source_package"]
+        ep = self.move_ep(
+            load_exported_program(
+                as_archive(source, self.workdir), self.job.get("ep_model") or self.job["model"]
+            )
+        )
+        module = ep.module()
+        own = dict(module.named_buffers())
+        rtol, atol = self.job.get("rtol"), self.job.get("atol")
+        for i, record in enumerate(calls):
+            self.phase(entry, f"eager call {i + 1}")
+            with torch.no_grad():
+                out = module(*args, **kwargs)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            got, state = aoti[i]
+            eager = [t for t in pytree.tree_leaves(_detached(out)) if isinstance(t, torch.Tensor)]
+            mine = [t for t in pytree.tree_leaves(got) if isinstance(t, torch.Tensor)]
+            record["compare"] = compare_outputs(mine, eager, rtol, atol)
+            record["buffers_compare"] = {
+                name: compare_leaf(0, state[name], own[name].detach().cpu(), rtol, atol)
+                for name in names
+                if name in state and name in own
+            }
+            record["eager_buffers"] = {
+                name: _state_summary(own[name].detach().cpu()) for name in names if name in own
+            }
+
     def op_latency(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Run latency and memory growth over repeated calls (see latency_runs)."""
         args, kwargs = self.get_inputs(entry)
@@ -2063,6 +2171,23 @@ def _loaded_runtime_libraries() -> list[str]:
             if name.startswith(("libstdc++.so", "libgcc_s.so", "libc++.so")) and path not in found:
                 found.append(path)
     return found
+
+
+def _state_summary(t: Any) -> dict[str, Any]:
+    """tensor_summary with the element count and the first 4 values (a counter's value)."""
+    out = tensor_summary(t)
+    if isinstance(t, torch.Tensor):
+        out["numel"] = t.numel()
+        first = t.detach().reshape(-1)[:4].cpu().tolist()
+        out["first"] = [str(v) if isinstance(v, complex) else v for v in first]
+    return out
+
+
+def _detached(tree: Any) -> Any:
+    """A copy of a call's outputs on the CPU (the next call may reuse their memory)."""
+    return pytree.tree_map(
+        lambda x: x.detach().cpu().clone() if isinstance(x, torch.Tensor) else x, tree
+    )
 
 
 def _has_leaves(tree: Any) -> bool:

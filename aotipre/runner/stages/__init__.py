@@ -13,8 +13,8 @@ Layout (one stage, one module; data flows down the list):
 - jobs.py: one worker process over a list of steps, and the record of the step it died in.
 - inputs.py: which inputs the workers get (file, archive member, synthesized) and their shapes.
 - libstdcxx.py: the retry of a crashing load with a libstdc++ preloaded (AOT515).
-- compile.py, load.py, custom_ops.py, run.py, perf.py, compare.py, probe.py, cpp_load.py,
-  concurrency.py, device_index.py: the stages, in the order of PIPELINE (custom-ops reads the
+- compile.py, load.py, custom_ops.py, run.py, perf.py, compare.py, state.py, probe.py,
+  cpp_load.py, concurrency.py, device_index.py: the stages, in the order of PIPELINE (custom-ops reads the
   compile and load steps; perf right after run: its timed calls run in the same worker, before
   the eager run and the probes change what the process holds; cpp-load and concurrency run
   the C++ harness with --cpp; device-index needs a CUDA package and two GPUs).
@@ -46,6 +46,7 @@ from aotipre.runner.stages.perf import PerfStage
 from aotipre.runner.stages.probe import ProbeStage
 from aotipre.runner.stages.run import RunStage
 from aotipre.runner.stages.session import Session, Stage
+from aotipre.runner.stages.state import StateStage
 
 __all__ = [
     "PIPELINE",
@@ -70,6 +71,7 @@ PIPELINE: tuple[type[Stage], ...] = (
     RunStage,
     PerfStage,
     CompareStage,
+    StateStage,
     ProbeStage,
     CppLoadStage,
     ConcurrencyStage,
