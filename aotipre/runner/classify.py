@@ -153,7 +153,7 @@ class Failure:
     """What went wrong in one worker step, distilled from the exception, the log and the exit."""
 
     kind: str
-    """input_check, kernel_check, device_fault, unregistered_pytree, exception, abort, segfault, illegal_instruction,
+    """input_check, data_bound, kernel_check, device_fault, unregistered_pytree, exception, abort, segfault, illegal_instruction,
     killed, signal, timeout (run); and the load/compile kinds of the classify_* functions."""
     summary: str
     """One line: the most telling message."""
@@ -378,6 +378,13 @@ _SIGNAL_KINDS = {
 }
 
 
+_DATA_BOUND = re.compile(
+    r"Expected ([us]\d{1,9}) (<=|>=|<|>|==|!=) (-?\d{1,30}) but received (-?\d{1,30})"
+)
+"""The compiled model's check of a data-dependent bound (`torch._check(n <= 16)` on
+`n = idx.item()`): `Expected u0 <= 16 but received 20` (torch 2.13)."""
+
+
 def classify_run_failure(
     *,
     exc_type: str | None = None,
@@ -428,6 +435,23 @@ def classify_run_failure(
             evidence = tuple(decisive_lines(log))
     if checks:
         return Failure("input_check", checks[0].line, kernel, checks, evidence)
+    bound = _DATA_BOUND.search(text)
+    if bound:
+        # the model's own torch._check on a value read from its inputs (`x.item()`), which
+        # the compiled code enforces at every call: the input's value, not a kernel, is at fault
+        return Failure(
+            "data_bound",
+            bound.group(0),
+            None,
+            (),
+            evidence,
+            extra={
+                "symbol": bound.group(1),
+                "relation": bound.group(2),
+                "bound": int(bound.group(3)),
+                "value": int(bound.group(4)),
+            },
+        )
     unregistered = _UNREGISTERED_PYTREE.search(text)
     if unregistered:
         # Python-side: the package's call spec names a pytree type this process never

@@ -74,7 +74,7 @@ class RunStage(Stage):
         return s.stage("run", StageStatus.FAILED, f"{detail_inputs}; {fail.summary}", [r])
 
 
-_NOT_A_CRASH = ("input_check", "timeout", "unregistered_pytree")
+_NOT_A_CRASH = ("input_check", "timeout", "unregistered_pytree", "data_bound")
 """Failures that triage cannot explain: no kernel is at fault."""
 
 
@@ -140,6 +140,19 @@ def _failure_findings(
                 _check_finding(s, check, stage, fail.evidence)
         if guards:
             _size_stride_finding(s, guards, stage, fail.evidence)
+    elif fail.kind == "data_bound":
+        x = fail.extra
+        s.add(
+            "AOT615",
+            f"{doing} stopped at the model's own data-dependent bound: a value read from the "
+            f"inputs ({x['symbol']}, e.g. a tensor's .item()) must be {x['relation']} "
+            f"{x['bound']} and was {x['value']} (a torch._check in the model, enforced by the "
+            f"compiled code at every call){note}",
+            stage,
+            expected=f"{x['symbol']} {x['relation']} {x['bound']}",
+            actual=x["value"],
+            evidence=fail.evidence,
+        )
     elif fail.kind == "unregistered_pytree":
         _unregistered_pytree_finding(s, fail, stage, doing)
     elif fail.kind == "device_fault":
