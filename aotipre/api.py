@@ -23,7 +23,7 @@ from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.program import is_path, write_program
 from aotipre.pt2.archive import Archive
-from aotipre.pt2.reader import OpenPackage, open_package, read_package
+from aotipre.pt2.reader import OpenPackage, open_package, read_package, with_reference_values
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
@@ -188,6 +188,11 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
 
     try:
         models = _select_models(package, opts)
+        references = _reference_models(package, models, _exported_program(opts))
+        models = [
+            with_reference_values(m, references[m.name][0]) if m.name in references else m
+            for m in models
+        ]
         hosts = resolve_hosts(opts, models)
     except _SelectionError as exc:
         _cannot_check(report, exc, exc.code)
@@ -225,7 +230,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     findings += check_custom_ops(
         package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
     )
-    findings += _reference_bounds(package, models, _exported_program(opts))
+    findings += _reference_bounds(models, references)
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
@@ -255,14 +260,14 @@ def _exported_program(opts: CheckOptions) -> str | None:
     return None
 
 
-def _reference_bounds(
+def _reference_models(
     package: PackageInfo, models: list[ModelInfo], ep_path: str | None
-) -> list[Finding]:
-    """AOT013 for AOTI-only models against the ExportedProgram of `ep_path`: its dynamic
-    ranges where the compiled code checks narrower bounds (what a "both" archive gets)."""
+) -> dict[str, tuple[ModelInfo, str]]:
+    """The ExportedProgram of `--exported-program` for each AOTI-only model it matches, with
+    how findings name it."""
     from aotipre.runner.reference import exported_program_for
 
-    out: list[Finding] = []
+    out: dict[str, tuple[ModelInfo, str]] = {}
     for model in models:
         if ep_path is None or model.has_exported_program or model.aoti is None:
             continue
@@ -271,7 +276,20 @@ def _reference_bounds(
             continue
         ep_model = read_package(ref.path).model(ref.model)
         if ep_model is not None:
-            out += export_vs_compiled_bounds(model, ep_model, ref.label)
+            out[model.name] = (ep_model, ref.label)
+    return out
+
+
+def _reference_bounds(
+    models: list[ModelInfo], references: dict[str, tuple[ModelInfo, str]]
+) -> list[Finding]:
+    """AOT013 for AOTI-only models against their --exported-program: its dynamic ranges where
+    the compiled code checks narrower bounds (what a "both" archive gets)."""
+    out: list[Finding] = []
+    for model in models:
+        if model.name in references:
+            ep_model, label = references[model.name]
+            out += export_vs_compiled_bounds(model, ep_model, label)
     return out
 
 

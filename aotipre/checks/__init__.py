@@ -5,6 +5,7 @@ from __future__ import annotations
 from aotipre.binaries.facts import IsaScanner
 from aotipre.checks.contract import (
     check_checkpoint,
+    check_contract_conflicts,
     check_loading,
     check_specialized,
     check_unplaced_specialized,
@@ -63,6 +64,7 @@ def run_static_checks(
         if checkpoint:  # one clear finding, not one per parameter name
             findings.extend(checkpoint)
             continue
+        findings.extend(check_contract_conflicts(model))
         findings.extend(check_specialized(model, sample))
         findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":

@@ -73,7 +73,9 @@ def check_specialized(model: ModelInfo, sample: SampleInputs | None) -> list[Fin
     fixed = [i for i in model.inputs if i.tensor is None and i.kind != "none"]
     if not fixed:
         return []
-    if model.contract_source == "exported_program":
+    if model.contract_source == "exported_program" or all(i.value is not None for i in fixed):
+        # values known: the package's ExportedProgram, or --exported-program's (reader's
+        # with_reference_values)
         if sample is not None and any(_differs(i, sample) for i in fixed):
             return []  # AOT105 (an error) says it with the values
         shown = ", ".join(f"{_label(i)} = {i.value!r}" for i in fixed)
@@ -102,7 +104,10 @@ def check_specialized(model: ModelInfo, sample: SampleInputs | None) -> list[Fin
         "passed is ignored"
     )
     if passed:
-        message += f" (the sample inputs pass {passed})"
+        message += (
+            f" (the sample inputs pass {passed}: not what will run unless it equals the "
+            "exported value; pass --exported-program FILE to compare with it)"
+        )
     return [
         codes.get("AOT108").finding(
             message,
@@ -263,5 +268,22 @@ def check_checkpoint(model: ModelInfo, sample: SampleInputs) -> list[Finding]:
             model=model.name,
             stage="static",
             actual=kind,
+        )
+    ]
+
+
+def check_contract_conflicts(model: ModelInfo) -> list[Finding]:
+    """AOT018: the archive's ExportedProgram and its AOTI code disagree on the inputs; the
+    checks use the compiled code's contract (what deploys)."""
+    if not model.contract_conflicts:
+        return []
+    return [
+        codes.get("AOT018").finding(
+            f"model '{model.name}': the archive's ExportedProgram and the AOTI code that deploys "
+            f"take different inputs ({'; '.join(model.contract_conflicts)}): the inputs are "
+            "checked against the compiled code, and the eager reference run may refuse them",
+            model=model.name,
+            stage="static",
+            actual=list(model.contract_conflicts),
         )
     ]

@@ -70,7 +70,19 @@ def test_aoti_only_specialized_values_are_unknown() -> None:
     fixed = (InputSpec("args[1]", 1, "args[1]", "constant"),)
     (f,) = check_specialized(_model(fixed, "wrapper_cpp"), SampleInputs((X, 2.0)))
     assert f.code == "AOT108" and f.severity is Severity.WARNING
-    assert "(the sample inputs pass args[1]=2.0)" in f.message
+    assert "(the sample inputs pass args[1]=2.0: not what will run" in f.message
+
+
+def test_an_exported_program_given_for_an_aoti_only_package_supplies_the_values() -> None:
+    """--exported-program: the program records what the compiled code computes with."""
+    from aotipre.pt2.reader import with_reference_values
+
+    aoti = _model((InputSpec("args[1]", 1, "args[1]", "constant"),), "wrapper_cpp")
+    merged = with_reference_values(aoti, _model((ALPHA,)))
+    assert merged.inputs[0].name == "alpha" and merged.inputs[0].value == 0.5
+    (f,) = check_specialized(merged, SampleInputs((X, 0.5)))
+    assert f.code == "AOT107"
+    assert check_specialized(merged, SampleInputs((X, 2.0))) == []  # AOT105 says it
 
 
 def _wrapper(names: list[str], constants: int) -> WrapperContract:

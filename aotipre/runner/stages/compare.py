@@ -104,6 +104,18 @@ def _against_eager(s: Session) -> Compared:
             )
             return StageStatus.SKIPPED, "the ExportedProgram could not be loaded", [eager]
         fail = failure_of(classify_run_failure, eager, err)
+        guard = _guard_failure(err)
+        if guard:
+            s.add(
+                "AOT110",
+                f"the inputs break a guard that export recorded for the model ({guard}): "
+                f"{ref.label} refuses them, while the compiled model, which does not check that "
+                "guard, ran them and computed with what it was exported for",
+                "compare",
+                expected=guard,
+                evidence=fail.evidence,
+            )
+            return StageStatus.FAILED, f"the inputs break an export guard: {guard}", [eager]
         s.add(
             "AOT704",
             f"running {ref.label} eagerly on the same inputs failed: {fail.summary}",
@@ -112,6 +124,16 @@ def _against_eager(s: Session) -> Compared:
         )
         return StageStatus.FAILED, fail.summary, [eager]
     return _compared(s, cmp, f"{ref.label} run eagerly", [eager])
+
+
+def _guard_failure(err: dict[str, Any]) -> str:
+    """`alpha == 0.5` of the ExportedProgram module's `Guard failed: alpha == 0.5` ('' if the
+    eager failure is another)."""
+    for line in str(err.get("message") or "").splitlines():
+        _, found, rest = line.partition("Guard failed: ")
+        if found and rest.strip():
+            return rest.strip()
+    return ""
 
 
 def _compared(
