@@ -80,6 +80,7 @@ def _check_model(model: ModelInfo) -> list[Finding]:
     if model.has_exported_program:
         out.extend(_export_vs_aoti_bounds(model))
     if model.aoti is not None:
+        out.extend(_unreadable_metadata(name, model.aoti))
         out.extend(_binaries(model, model.aoti))
     if model.torch_version:
         version = major_minor(model.torch_version)
@@ -161,7 +162,9 @@ def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:
     """What the compiled members are: unreadable ones (the loader fails on them), the CPU target
     the .so was compiled for, the torch that produced it, the GPU code it carries."""
     name = model.name
-    if not aoti.shared_objects and not _buildable_at_load(aoti):
+    if aoti.compiled_at_load:
+        return [_compiled_at_load(name, aoti)]
+    if not aoti.shared_objects:
         return [
             codes.get("AOT050").finding(
                 f"model '{name}': its AOTI code has no shared object (.so) in {aoti.directory}, "
@@ -246,10 +249,34 @@ def _binaries(model: ModelInfo, aoti: AotiPart) -> list[Finding]:
     return out
 
 
-def _buildable_at_load(aoti: AotiPart) -> bool:
-    """A package written with aot_inductor.package_cpp_only: .cpp plus its compile and linker
-    flags, which the C++ loader compiles into the .so it loads (a compiler on the host)."""
-    flags = aoti.build_flags
-    return any(f.endswith("_compile_flags.json") for f in flags) and any(
-        f.endswith("_linker_flags.json") for f in flags
+def _compiled_at_load(name: str, aoti: AotiPart) -> Finding:
+    """AOT032: a package_cpp_only package (no .so; the C++ loader runs g++ on the packaged .cpp
+    inside aoti_load_package, every cold start)."""
+    cpp = aoti.wrapper_cpp.rsplit("/", 1)[-1] if aoti.wrapper_cpp else "its .cpp"
+    return codes.get("AOT032").finding(
+        f"model '{name}' is C++ sources, compiled at load (aot_inductor.package_cpp_only): no "
+        f"shared object (.so) is packaged in {aoti.directory}; aoti_load_package compiles {cpp} "
+        "with the packaged compile and linker flags in every fresh process, so the deployment "
+        "host needs a C++ toolchain (g++ and the torch headers) and every cold start pays the "
+        "compile",
+        model=name,
+        stage="static",
+        actual=list(aoti.build_flags),
     )
+
+
+def _unreadable_metadata(name: str, aoti: AotiPart) -> list[Finding]:
+    """AOT031: a metadata member the C++ loader parses is empty or not JSON (torch 2.13's
+    binary_blob packages were reported with an empty kernel_metadata.json)."""
+    return [
+        codes.get("AOT031").finding(
+            f"model '{name}': {member} is {why}; the C++ loader parses it when the package "
+            'loads and fails (on an empty one aoti_load_package raises "[json.exception.'
+            "parse_error.101] parse error at line 1, column 1: attempting to parse an empty "
+            'input"), so the package cannot load',
+            model=name,
+            stage="static",
+            actual=member,
+        )
+        for member, why in aoti.metadata_unreadable
+    ]

@@ -40,7 +40,7 @@ class TargetRow:
     target: str
     model: str
     status: str
-    """loads, needs ..., cannot load, cannot run."""
+    """loads, compiles at load, needs ..., cannot load, cannot run."""
     reasons: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +96,9 @@ def row_for(model: ModelInfo, host: HostInfo, findings: list[Finding]) -> Target
             tuple(_short(f, model.name) for f in warnings),
         )
     notes = tuple(_short(f, model.name) for f in mine)
+    if model.aoti.compiled_at_load:
+        needs = "C++ sources: needs g++ and the torch headers; every cold start compiles"
+        return TargetRow(host.label, model.name, "compiles at load", (needs, *notes))
     return TargetRow(host.label, model.name, "loads", notes)
 
 

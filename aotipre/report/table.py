@@ -310,6 +310,14 @@ def _size(n: int) -> str:
     return f"{value:.1f} {unit}"
 
 
+def _weights(model: ModelInfo) -> str:
+    """Where the weights are; a binary_blob package names its blob member."""
+    blob = model.aoti.weights_blob if model.aoti is not None else None
+    if model.weights_location == "binary_blob" and blob:
+        return f"binary_blob ({blob.rsplit('/', 1)[-1]})"
+    return model.weights_location
+
+
 def _model_lines(model: ModelInfo) -> list[str]:
     aoti = model.aoti
     facts = [
@@ -328,15 +336,22 @@ def _model_lines(model: ModelInfo) -> list[str]:
         ["device", model.device_type or "unknown"],
         ["torch version", model.torch_version or "not recorded"],
         ["input contract from", model.contract_source],
-        ["weights", model.weights_location],
+        ["weights", _weights(model)],
     ]
     if aoti is not None:
         facts += [
             ["cpu isa", " ".join(aoti.cpu_isa) or "-"],
             ["compute capability", aoti.compute_capability or "-"],
             ["platform", f"{aoti.platform or '?'} / {aoti.machine or '?'}"],
-            ["shared objects", ", ".join(s.rsplit("/", 1)[-1] for s in aoti.shared_objects)],
+            [
+                "shared objects",
+                "none: C++ sources, compiled at load (package_cpp_only)"
+                if aoti.compiled_at_load
+                else ", ".join(s.rsplit("/", 1)[-1] for s in aoti.shared_objects),
+            ],
         ]
+        for member, why in aoti.metadata_unreadable:
+            facts.append(["unreadable", f"{member.rsplit('/', 1)[-1]}: {why}"])
         if model.constants:
             facts.append(["constants", constants_summary(model)])
         user_keys = {k: v for k, v in aoti.metadata.items() if not k.startswith("AOTI_")}
