@@ -265,3 +265,70 @@ def test_library_dynamic_options_are_checked_like_the_flags(
     with pytest.raises(UsageError, match=re.escape(message)):
         DynamicOptions(**{field: value})  # type: ignore[arg-type]
     assert DynamicOptions(timeout_s=0.001, rtol=0.0, atol=None, seed=0).timeout_s == 0.001
+
+
+def _planned(monkeypatch: pytest.MonkeyPatch, *args: str) -> list[bool]:
+    """`aotipre check ARGS` up to its plan: each job's deployment_checks_inputs (nothing runs)."""
+    from aotipre import batch
+
+    seen: list[bool] = []
+
+    def capture(jobs: list[batch.PackageJob]) -> list[batch.PackageJob]:
+        seen.extend(j.options.dynamic.deployment_checks_inputs for j in jobs)  # type: ignore[union-attr]
+        raise UsageError("planned")
+
+    monkeypatch.setattr(batch, "with_runtimes", capture)
+    assert main(["check", *args]) == 2
+    return seen
+
+
+def test_deployment_checks_inputs_flag_over_file_over_default(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--deployment-checks-inputs` / `deployment-checks-inputs = true` reach the probe stage's
+    options (DynamicOptions), for one package and for a manifest's entries; the flag wins."""
+    write(project / "model.pt2", "")
+    write(project / "other.pt2", "")
+    assert config.Settings().check_options().dynamic.deployment_checks_inputs is False  # type: ignore[union-attr]
+    assert _planned(monkeypatch, "model.pt2") == [False]  # default
+    assert _planned(monkeypatch, "model.pt2", "--deployment-checks-inputs") == [True]
+    write(project / "pyproject.toml", "[tool.aotipre]\ndeployment-checks-inputs = true\n")
+    assert config.load_config().deployment_checks_inputs is True
+    assert _planned(monkeypatch, "model.pt2") == [True]  # file
+    assert _planned(monkeypatch, "model.pt2", "--no-deployment-checks-inputs") == [False]  # flag
+    assert _planned(monkeypatch, "model.pt2", "--no-config") == [False]
+    # a manifest entry describes its own deployment; the flag still overrides every entry
+    write(
+        project / "m.toml",
+        '[[package]]\npath = "model.pt2"\ndeployment-checks-inputs = false\n'
+        '[[package]]\npath = "other.pt2"\n',
+    )
+    assert _planned(monkeypatch, "--manifest", "m.toml") == [False, True]
+    assert _planned(monkeypatch, "--manifest", "m.toml", "--deployment-checks-inputs") == [
+        True,
+        True,
+    ]
+    # the library: the same key through the pytest plugin's and the flags' validators
+    assert config.parse_flags({"deployment-checks-inputs": True}) == {
+        "deployment_checks_inputs": True
+    }
+    assert "planned" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            "deployment-checks-inputs = 1",
+            "deployment-checks-inputs = 1: expected true or false",
+        ),
+        (
+            "deployment_checks_inputs = true",
+            "unknown key 'deployment_checks_inputs' (did you mean 'deployment-checks-inputs'?)",
+        ),
+    ],
+)
+def test_deployment_checks_inputs_errors(project: Path, line: str, message: str) -> None:
+    write(project / "aotipre.toml", line + "\n")
+    with pytest.raises(UsageError, match=re.escape(message)):
+        config.load_config()

@@ -90,6 +90,35 @@ def test_healthy_package_passes_every_stage(run: Run) -> None:
     assert "model: loading" in seen and "model: probing s1 one past its max" in seen
 
 
+def test_a_deployment_that_checks_inputs_runs_no_unchecked_twins_fake(run: Run) -> None:
+    """Fake worker: --deployment-checks-inputs plans no twin without the runtime check (the
+    probe costs less), reports no AOT613, and the probe detail says what the deployment must
+    really set; a min the check refuses is still AOT610, worded for such a deployment."""
+    seen: list[str] = []
+    res, findings = run(progress=seen.append, deployment_checks_inputs=True)
+    assert findings == []
+    assert not [line for line in seen if "without the runtime check" in line]
+    detail = res["probe"].detail
+    assert res["probe"].status is StageStatus.PASSED
+    assert detail.count("rejected by the runtime check (opt-in)") == 4
+    assert "without it" not in detail
+    assert "the deployment is described as setting AOTI_RUNTIME_CHECK_INPUTS" in detail
+    assert "any value not starting with '0' enables it" in detail
+    err = {
+        "type": "RuntimeError",
+        "message": "input_handles[0]: dim value is too small at 0, expected it to be >= 2, "
+        "but got: 1",
+    }
+    _, findings = run(script={"probe:s0:min": {"error": err}}, deployment_checks_inputs=True)
+    (f,) = findings
+    assert f.code == "AOT610" and f.severity is Severity.WARNING
+    assert "which aotipre sets and so does the deployment" in f.message
+    # the default deployment: the twins run and the one AOT613 names the new option in its hint
+    _, findings = run()
+    (f,) = findings
+    assert f.code == "AOT613" and "--deployment-checks-inputs" in (f.hint or "")
+
+
 def test_run_segfault_is_contained(run: Run) -> None:
     res, findings = run(
         script={"run": {"crash": "SIGSEGV", "log": "Fatal Python error: Segmentation fault\n"}}

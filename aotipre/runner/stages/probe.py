@@ -1,7 +1,8 @@
 """The probe stage: each dynamic dim at its min and max (capped by --probe-budget elements per
 input), and max+1, which the runtime input check must reject cleanly; each input of rank 2 or
 more in a non-contiguous layout, which the check must reject too. What the check refuses runs
-again without it, as a default deployment runs it."""
+again without it, as a default deployment runs it, unless the deployment is described as
+setting the check itself (--deployment-checks-inputs)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,19 @@ _PROBE_WORDS = {
 UNCHECKED = ":unchecked"
 """A case's twin run the way a default deployment runs it: AOTI_RUNTIME_CHECK_INPUTS unset."""
 OPT_IN = "AOTI_RUNTIME_CHECK_INPUTS=1, which aotipre sets and a default deployment does not"
+OPT_IN_SET = "AOTI_RUNTIME_CHECK_INPUTS=1, which aotipre sets and so does the deployment"
+DEPLOYMENT_CHECKS = (
+    "the deployment is described as setting AOTI_RUNTIME_CHECK_INPUTS "
+    "(--deployment-checks-inputs), so refused inputs were not run again without the check; "
+    "the serving process must really set it (e.g. =1: any value not starting with '0' "
+    "enables it, read once per loaded model at its first run)"
+)
+"""The probe detail's note when the deployment checks its inputs (no AOT613 then)."""
+
+
+def _opt_in(s: Session) -> str:
+    """How the runtime check's setting reads in a message: who sets it."""
+    return OPT_IN_SET if s.opts.deployment_checks_inputs else OPT_IN
 
 
 class ProbeStage(Stage):
@@ -89,6 +103,8 @@ class ProbeStage(Stage):
             )
             for case in plan.cases
         ]
+        if s.opts.deployment_checks_inputs:  # the deployment refuses them too: no twins
+            return steps
         # the cases the runtime check refuses, again as a default deployment runs them (last:
         # the worker releases its checked copy of the model for them)
         steps += [
@@ -154,6 +170,8 @@ class ProbeStage(Stage):
         detail = "; ".join(parts)
         if plan.notes:
             detail += " (" + "; ".join(plan.notes) + ")"
+        if s.opts.deployment_checks_inputs:
+            detail += f"; {DEPLOYMENT_CHECKS}"
         return s.stage("probe", status, detail, recs)
 
 
@@ -191,7 +209,7 @@ def _probe_case(s: Session, case: ProbeCase, r: StepRecord, unchecked: list[Any]
             severity = Severity.WARNING
             what = (
                 f"is rejected by the compiled model's runtime check ({fail.summary}; "
-                f"{OPT_IN}), although the declared range allows it"
+                f"{_opt_in(s)}), although the declared range allows it"
             )
             small = next((c for c in fail.checks if c.kind == "dim_too_small"), None)
             if small is not None and case.value <= 1 and small.expected == 2:
