@@ -628,23 +628,39 @@ def _parse_spec(text: str, which: str, w: _Warnings) -> str | None:
 
 _CPU_CAST_RE = re.compile(r"\(\s*(const\s+)?[\w:]{1,80}\s*\*\s*\)\s*\(\s*(\w{1,200})\.data_ptr\(\)")
 """`(float*)(acc.data_ptr())`: a kernel argument on the CPU; `const` marks a read."""
-_TRITON_DEF_RE = re.compile(r"static\s+inline\s+void\s+(call_triton_\w{1,300})\(([^)]{0,20000})\)")
-_CALL_RE = re.compile(r"\b(call_triton_\w{1,300}|aoti_torch_\w{1,200})\(([^;]{0,20000})\);")
+_TRITON_DEF = "static inline void call_triton_"
+_CALL_RE = re.compile(r"\b(call_triton_\w{1,300}|aoti_torch_\w{1,200})\(")
+_MAX_PARAMS = 20_000
+"""Characters of a Triton launcher's parameter list read at most (a real one holds a few
+hundred)."""
 
 
 def written_names(text: str, run_impl: str, names: tuple[str, ...]) -> tuple[str, ...]:
-    """Which of `names` (constants) run_impl's calls write (WrapperContract.written_constants)."""
+    """Which of `names` (constants) run_impl's calls write (WrapperContract.written_constants).
+    Linear in the text: every scan resumes where the last one stopped."""
     wanted = set(names)
     written: dict[str, None] = {}
     for m in _CPU_CAST_RE.finditer(run_impl):
         if m.group(2) in wanted and not m.group(1):
             written.setdefault(m.group(2), None)
-    launchers = {
-        m.group(1): [p.strip().split()[-1].lstrip("&*") for p in m.group(2).split(",") if p.strip()]
-        for m in _TRITON_DEF_RE.finditer(text)
-    }
-    for m in _CALL_RE.finditer(run_impl):
-        fn, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
+    launchers: dict[str, list[str]] = {}
+    pos = text.find(_TRITON_DEF)
+    while pos >= 0:
+        open_at = text.find("(", pos)
+        close = text.find(")", open_at) if open_at >= 0 else -1
+        if close < 0:
+            break
+        if close - open_at <= _MAX_PARAMS:
+            params = text[open_at + 1 : close].split(",")
+            launchers[text[pos + len(_TRITON_DEF) - len("call_triton_") : open_at].strip()] = [
+                p.strip().split()[-1].lstrip("&*") for p in params if p.strip()
+            ]
+        pos = text.find(_TRITON_DEF, close)
+    for statement in run_impl.split(";"):
+        m = _CALL_RE.search(statement)
+        if m is None:
+            continue
+        fn, args = m.group(1), [a.strip() for a in statement[m.end() :].split(",")]
         if fn in launchers:
             params = launchers[fn]
             hits = [
