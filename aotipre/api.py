@@ -21,6 +21,7 @@ from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
 from aotipre.host import HostInfo, detect_local, parse_targets
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
+from aotipre.inputs.weights import WeightsFile
 from aotipre.program import is_path, write_program
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.reader import OpenPackage, open_package, read_package, with_reference_values
@@ -29,6 +30,7 @@ from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
     from aotipre.checks.target import TargetRow
     from aotipre.runner.stages import DynamicOptions, RunCrash
+    from aotipre.serving.triton import ServingConfig
     from aotipre.triage.escalate import TriageOptions
 
 
@@ -68,6 +70,14 @@ class CheckOptions:
     """The ExportedProgram of an AOTI-only package (--exported-program): the static checks
     compare its dynamic ranges with the compiled bounds (AOT013), as for an archive holding
     both; the dynamic stages and triage get it through their own options."""
+    weights: str | None = None
+    """A weights file the deployment swaps in without recompiling (--weights: a torch.save
+    state_dict or safetensors): read once, checked statically against each model's constants
+    (AOT060-AOT066) and handed to the weights stage (DynamicOptions.weights)."""
+    serving_config: ServingConfig | None = None
+    """The model server's configuration the package is deployed with (a Triton config.pbtxt,
+    read once with aotipre.serving.triton.load_serving_config or found in a model repository): the
+    static lane checks the package against it (AOT040-AOT049)."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -163,6 +173,13 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     report = Report(package_path=str(path), fail_on=opts.fail_on, tool_version=__version__)
 
     started = time.monotonic()
+    serving = opts.serving_config
+    if serving is not None and serving.model_dir is not None and serving.package is None:
+        # the model folder holds no package where the backend looks: the layout says why
+        report.findings.extend(serving.layout)
+        report.error = serving.layout[-1].message if serving.layout else f"{path}: no package"
+        report.stages.append(_stage("inspect", StageStatus.ERROR, started, report.error))
+        return report
     try:
         opened = open_package(path)
     except PackageError as exc:
@@ -216,6 +233,16 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         _stage("inputs", StageStatus.PASSED, started, report.inputs_source or "none")
     )
 
+    weights = None
+    if opts.weights:
+        from aotipre.inputs.weights import read_weights
+
+        try:
+            weights = read_weights(opts.weights)
+        except UsageError as exc:  # one line, like a bad --target
+            report.error = str(exc)
+            return
+
     started = time.monotonic()
     soft = opts.static_only and not hosts[0].is_target
     findings, rows = run_static_checks(
@@ -231,6 +258,15 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
     )
     findings += _reference_bounds(models, references)
+    if weights is not None:
+        from aotipre.checks.weights import check_weights
+
+        for model in models:
+            findings += check_weights(model, weights)
+    if opts.serving_config is not None:  # torch-free, imported only for a serving check
+        from aotipre.serving.triton import check_config
+
+        findings += check_config(opts.serving_config, package, models, archive)
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
@@ -248,7 +284,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         return
     for model in models:
         blocked = _static_blockers(findings, model)
-        _dynamic(report, opened, model, samples.get(model.name), opts, blocked)
+        _dynamic(report, opened, model, samples.get(model.name), opts, blocked, weights)
 
 
 def _exported_program(opts: CheckOptions) -> str | None:
@@ -318,12 +354,18 @@ def resolve_hosts(opts: CheckOptions, models: list[ModelInfo]) -> list[HostInfo]
     return [detect_local(probe_cuda=any((m.device_type or "").startswith("cuda") for m in models))]
 
 
-_NOT_BLOCKING = ("AOT015", "AOT308")
+_NOT_BLOCKING = ("AOT015", "AOT308", *(f"AOT06{i}" for i in range(10)))
 """Errors that do not stop the dynamic stages: an archive without AOTI code (AOT015) is still
 checked by compiling its ExportedProgram, which is what the compile stage does; an index past
 a table found in the sample values (AOT308) is run anyway, so that the run shows what the
 deployment does with it (an index assert, a device fault, or a silent out-of-bounds read) and
-crash triage names the kernel."""
+crash triage names the kernel. A bad weight swap (AOT060-AOT069) is about the weights file,
+not the model: the weights stage runs it to show what the deployment computes with it."""
+
+
+_SERVING_CODES = "AOT04"
+"""The server config's findings (AOT040-AOT049): the config is wrong, not the package, so the
+package's own dynamic stages still run."""
 
 
 def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
@@ -347,6 +389,8 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
             sanitizer=dynamic.sanitizer or opts.triage.sanitizer,
             exported_program=dynamic.exported_program or opts.triage.exported_program,
         )
+    if opts.weights and not dynamic.weights:
+        dynamic = replace(dynamic, weights=str(opts.weights))
     return dynamic
 
 
@@ -359,6 +403,7 @@ def _static_blockers(findings: list[Finding], model: ModelInfo) -> list[str]:
             if f.severity is Severity.ERROR
             and f.model in (None, model.name)
             and f.code not in _NOT_BLOCKING
+            and not f.code.startswith(_SERVING_CODES)
         }
     )
 
@@ -370,6 +415,7 @@ def _dynamic(
     sample: SampleInputs | None,
     opts: CheckOptions,
     blocked: list[str],
+    weights: WeightsFile | None = None,
 ) -> None:
     from aotipre.runner.stages import STAGES, run_dynamic_stages
 
@@ -402,6 +448,7 @@ def _dynamic(
         on_perf=lambda rec, base: report.performance.append((rec, base)),
         archive=opened.archive,
         sample=sample,
+        weights=weights,
     )
     report.stages.extend(stages)
     report.findings.extend(findings)

@@ -75,6 +75,16 @@ def check(
         rich_help_panel="Package and inputs",
         metavar="NAME",
     ),
+    serving_config: Path | None = typer.Option(
+        None,
+        "--serving-config",
+        help="The Triton config.pbtxt the package is served with (platform torch_aoti): every "
+        "mismatch with the package is a finding. A model folder or repository given as "
+        "PACKAGE uses its own. Needs the serving extra.",
+        readable=False,  # one aotipre line for a file that is not a config
+        rich_help_panel="Package and inputs",
+        metavar="FILE",
+    ),
     target: str | None = typer.Option(
         None,
         "--target",
@@ -333,6 +343,15 @@ def check(
         rich_help_panel="Dynamic stages",
         metavar="FILE",
     ),
+    weights: Path | None = typer.Option(
+        None,
+        "--weights",
+        help="Weights the deployment swaps in without recompiling (a torch.save state_dict or "
+        "safetensors): names, shapes and dtypes checked against the package's constants, then "
+        "swapped into a fresh copy, run, and compared with the ExportedProgram given them.",
+        rich_help_panel="Dynamic stages",
+        metavar="FILE",
+    ),
     perf: bool | None = typer.Option(
         None,
         "--perf/--no-perf",
@@ -442,6 +461,7 @@ def check(
         "artifacts": None if artifacts is None else str(artifacts),
         "exported-program": None if exported_program is None else str(exported_program),
         "expected": None if expected is None else str(expected),
+        "weights": None if weights is None else str(weights),
         "perf": perf,
         "perf-runs": perf_runs,
         "max-load-s": max_load_s,
@@ -469,6 +489,7 @@ def check(
             no_config=no_config,
             manifest=manifest,
             write_baseline=write_baseline,
+            serving_config=serving_config,
         )
     )
 
@@ -541,6 +562,40 @@ def bundle(
             inputs=inputs,
             expected=expected,
             model=model,
+        )
+    )
+
+
+@app.command("serving-config")
+def serving_config(
+    package: Path = typer.Argument(
+        ..., help="The AOTI package (.pt2) to serve.", readable=False, metavar="PACKAGE"
+    ),
+    max_batch_size: int = typer.Option(
+        0,
+        "--max-batch-size",
+        help="Triton's max_batch_size: > 0 batches on the package's dynamic first dim (left "
+        "out of dims); 0 (default): no batching, the whole shape in dims.",
+        min=0,
+        max=2**31 - 1,
+        metavar="N",
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="The model's name (default: the package's file name).", metavar="NAME"
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the config here (default: stdout).", metavar="FILE"
+    ),
+    model: str | None = typer.Option(
+        None, "--model", help="The model of a multi-model package.", metavar="NAME"
+    ),
+) -> None:
+    """Write a Triton config.pbtxt (platform torch_aoti) for the package: inputs and outputs by
+    position, dtypes, -1 for dynamic dims, instance group of its device. Loads no code; needs
+    the serving extra."""
+    raise typer.Exit(
+        commands.serving_config(
+            package, max_batch_size=max_batch_size, name=name, output=output, model=model
         )
     )
 

@@ -272,6 +272,114 @@ ALL_CODES: tuple[Code, ...] = (
         "with the packaged CMakeLists.txt and ship that",
     ),
     Code(
+        "AOT040",
+        "serving-platform",
+        E,
+        C.PACKAGE,
+        "The Triton model configuration does not send the model to the PyTorch backend's AOTI "
+        "path: `platform` is not `torch_aoti` (the backend loads a .pt2 only then, else it reads "
+        "the file as TorchScript) or `backend` names another backend.",
+        'set platform: "torch_aoti" (and backend: "pytorch" or none)',
+    ),
+    Code(
+        "AOT041",
+        "serving-layout",
+        E,
+        C.PACKAGE,
+        "The model repository is not laid out the way Triton and the backend find the package: "
+        "no numeric version folder, no `<version>/model.pt2` (or the file `default_model_filename` "
+        "names), a folder in its place, or a config `name` that is not the model folder's name.",
+        "lay it out as <repo>/<model>/config.pbtxt and <repo>/<model>/1/model.pt2",
+    ),
+    Code(
+        "AOT042",
+        "serving-model-name",
+        E,
+        C.PACKAGE,
+        "The backend loads the package's model named `model` (the default name "
+        "aoti_compile_and_package gives); a package without a model of that name (package_aoti "
+        "over named models) fails to load.",
+        "package the model alone, under the default name (aoti_compile_and_package without "
+        "a dict of models)",
+    ),
+    Code(
+        "AOT043",
+        "serving-io-count",
+        E,
+        C.STRUCTURE,
+        "The config declares another number of inputs than the package's call takes (the "
+        "backend refuses to load it), no outputs, or more outputs than the package returns.",
+        "declare one input per tensor the package takes (aotipre serving-config writes them)",
+        overrides=((I, "the config serves fewer outputs than the package returns"),),
+    ),
+    Code(
+        "AOT044",
+        "serving-io-name",
+        E,
+        C.STRUCTURE,
+        "A config input or output name the backend cannot map onto the package's call: neither "
+        "the call-spec name (`ARGS[0]`, `RESULT[0]`) nor the ordinal (`INPUT__0`, `OUTPUT__0`), "
+        "or two entries naming the same tensor.",
+        "name inputs INPUT__<i> and outputs OUTPUT__<i> (positions in the package's call)",
+    ),
+    Code(
+        "AOT045",
+        "serving-dtype",
+        E,
+        C.DTYPE,
+        "A config data_type differs from the package's dtype, or is one the backend cannot "
+        "hand to torch (TYPE_BF16, TYPE_UINT16/32/64, TYPE_STRING): requests arrive as tensors "
+        "of the config's type.",
+        "use the TYPE_ the package's dtype maps to (float32: TYPE_FP32, int64: TYPE_INT64, ...)",
+    ),
+    Code(
+        "AOT046",
+        "serving-dims",
+        E,
+        C.SHAPE,
+        "A config's dims disagree with the package's shape: another rank, another static "
+        "size, or a static size outside the package's dynamic range (Triton accepts requests of "
+        "the config's shape and the package refuses them).",
+        "dims are the package's shape (batch dim left out when max_batch_size > 0), -1 where it "
+        "is dynamic",
+        overrides=((W, "-1 where the package's dim is static: Triton lets any size through"),),
+    ),
+    Code(
+        "AOT047",
+        "serving-batch",
+        E,
+        C.DYNAMIC_RANGE,
+        "max_batch_size does not fit the package's batch dim: larger than the exported "
+        "maximum, or batching on a first dim that is static or not shared by every input.",
+        "set max_batch_size to at most the batch dim's max, or 0 (no batching) with the batch "
+        "dim in dims as -1",
+        overrides=(
+            (W, "the package refuses a batch of 1 (a lone request)"),
+            (I, "the backend's README: batching above 1 is not completed for AOTI models"),
+        ),
+    ),
+    Code(
+        "AOT048",
+        "serving-device",
+        E,
+        C.DEVICE,
+        "The instance_group kind puts the model where the package cannot run: KIND_GPU (or "
+        "KIND_AUTO on a GPU host) for a CPU package, KIND_CPU for a CUDA package; the backend "
+        "places the inputs by the kind, not by the package.",
+        "use KIND_CPU for a cpu package and KIND_GPU for a cuda one",
+        overrides=((W, "KIND_AUTO or KIND_MODEL: the placement depends on the host"),),
+    ),
+    Code(
+        "AOT049",
+        "serving-unsupported",
+        E,
+        C.STRUCTURE,
+        "The config or the package uses what the torch_aoti backend does not support: "
+        "sequence_batching, non-tensor inputs, a keyword argument that is not a tensor, dict "
+        "keys with brackets, quotes or spaces.",
+        "serve tensors only (dict, tuple and list of tensors) without sequence batching",
+    ),
+    Code(
         "AOT050",
         "binary-unreadable",
         E,
@@ -308,6 +416,100 @@ ALL_CODES: tuple[Code, ...] = (
         "The GPU code the cubins and fatbins carry: SASS architectures, PTX targets and PTX ISA "
         "versions.",
         "a GPU needs SASS for its architecture or PTX no newer than it; --target cuda,cc=... checks",
+    ),
+    Code(
+        "AOT060",
+        "weights-missing",
+        E,
+        C.PACKAGE,
+        "A weight swap (--weights) lacks a constant the package needs: torch's load_constants "
+        "with check_full_update=True refuses the whole swap, without it the constant keeps its "
+        "compiled (stale) value.",
+        "add the tensor to the weights file (the package's names: get_constant_fqns())",
+    ),
+    Code(
+        "AOT061",
+        "weights-unknown-name",
+        E,
+        C.PACKAGE,
+        "A weight swap names a tensor the package has no constant for (renamed, or another "
+        "model's): torch's load_constants refuses the whole swap (`Constant not found: NAME`).",
+        "rename the tensor to the package's name (the closest one is suggested) or drop it",
+    ),
+    Code(
+        "AOT062",
+        "weights-shape",
+        E,
+        C.SHAPE,
+        "A tensor of a weight swap has another shape than the package's constant: torch copies "
+        "it unchecked, so the model computes with misplaced values or reads past the tensor.",
+        "swap weights of the model the package was compiled from (same shapes)",
+    ),
+    Code(
+        "AOT063",
+        "weights-dtype",
+        E,
+        C.DTYPE,
+        "A tensor of a weight swap has another dtype than the package's constant: torch copies "
+        "its bytes unchecked, so the model computes with garbage.",
+        "convert the tensor to the package's dtype before the swap (t.to(dtype))",
+    ),
+    Code(
+        "AOT064",
+        "weights-device",
+        W,
+        C.DEVICE,
+        "A tensor of a weight swap is stored on another device than the package's constants.",
+        "move the tensors to the package's device before the swap (torch.load(..., "
+        "map_location=...))",
+    ),
+    Code(
+        "AOT065",
+        "weights-folded",
+        W,
+        C.PACKAGE,
+        "A weight swap gives a value for a constant the compile folded (FoldedConstant): it is "
+        "computed from other constants, so the value given for it is not what runs.",
+        "swap the constants it was folded from instead (the package's Parameter/Buffer names)",
+    ),
+    Code(
+        "AOT066",
+        "weights-inlined",
+        E,
+        C.PACKAGE,
+        "A weight swap names a small tensor (0-d, or 1-d with at most 8 elements) that the "
+        "package has no constant for: inductor inlined its compile-time value into the kernels, "
+        "so no swap can change it, and load_constants refuses a swap that names it.",
+        "recompile to swap it (aot_inductor.use_runtime_constant_folding=True or "
+        "always_keep_tensor_constants=True keep small tensors as constants)",
+    ),
+    Code(
+        "AOT067",
+        "weights-swap-refused",
+        E,
+        C.LOAD,
+        "Applying the weight swap the way a deployment does (load_constants on a fresh copy) "
+        "failed.",
+        "fix the weights file (the static AOT06x findings say what differs)",
+    ),
+    Code(
+        "AOT068",
+        "weights-outputs-differ",
+        E,
+        C.ACCURACY,
+        "After the weight swap the compiled model's outputs differ from the ExportedProgram run "
+        "with the same weights.",
+        "the swap was applied wrongly (shape, dtype, folded or inlined constants): see the "
+        "static findings",
+    ),
+    Code(
+        "AOT069",
+        "weights-swap-ignored",
+        E,
+        C.ACCURACY,
+        "After swapping in weights that differ from the compiled ones, the outputs are "
+        "identical to the unswapped run: the swap was silently ignored.",
+        "swap constants the package really reads (not folded or inlined ones), or recompile",
     ),
     Code(
         "AOT080",
@@ -943,6 +1145,29 @@ ALL_CODES: tuple[Code, ...] = (
         "AOTI packages should run on any GPU of the host; load with device_index and check "
         "where outputs live",
     ),
+    Code(
+        "AOT531",
+        "load-fallback",
+        W,
+        C.LOAD,
+        "torch's load_pt2 cannot load the package and aoti_load_package falls back (\"Loading "
+        'outdated pt2 file") to the C++ AOTIModelPackageLoader, which does: the code that runs '
+        "is the package's, but callers of load_pt2 (torch.export.pt2_archive, num_runners, "
+        "load_weights_from_disk) fail, and the fallback's reason is hidden in a log line.",
+        "re-create the package with aoti_compile_and_package on the deployment's torch (the "
+        "message names what load_pt2 refused)",
+    ),
+    Code(
+        "AOT532",
+        "package-code-not-loaded",
+        E,
+        C.LOAD,
+        "The loader returned a model, but none of the package's shared objects is mapped into "
+        "the loading process: whatever the calls run, it is not the package's compiled code "
+        "(an empty or degenerate artifact, a loader that substitutes another path).",
+        "load the package with torch._inductor.aoti_load_package from the deployment's torch "
+        "and check that the .so inside the package is the one compiled for this model",
+    ),
     # 6: run (runtime, crash, timeout)
     Code(
         "AOT601",
@@ -1117,6 +1342,16 @@ ALL_CODES: tuple[Code, ...] = (
         "GPU memory (caching allocator) grew call after call with the outputs dropped.",
         "look for state the model or a custom op keeps between calls; the JSON report has the "
         "series",
+    ),
+    Code(
+        "AOT644",
+        "compile-at-load-cost",
+        I,
+        C.PERFORMANCE,
+        "The package holds C++ sources (package_cpp_only), so every cold start runs the "
+        "compiler inside aoti_load_package; the load time measured includes it.",
+        "compile without aot_inductor.package_cpp_only to ship the .so, or keep a compiler and "
+        "the torch headers in the serving image and budget the cold start",
     ),
     Code(
         "AOT645",

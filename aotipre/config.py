@@ -75,6 +75,9 @@ class Settings:
     """The ExportedProgram of an AOTI-only package: compare's, probe's and triage's reference."""
     expected: str | None = None
     """Golden outputs for the sample inputs, which compare checks the compiled outputs against."""
+    weights: str | None = None
+    """A weights file swapped in without recompiling (torch.save state_dict or safetensors):
+    checked statically and by the weights stage."""
     compile_at_deploy: bool = False
     """The deployment compiles ExportedProgram-only archives at deploy time (no AOT015)."""
     perf: bool = True
@@ -177,6 +180,7 @@ class Settings:
                 deployment_checks_inputs=self.deployment_checks_inputs,
                 exported_program=self.exported_program,
                 expected=self.expected,
+                weights=self.weights,
             )
         if self.exported_program or self.expected:  # one line and exit 2 when either is bad
             from aotipre.runner.reference import check_reference_files
@@ -210,6 +214,7 @@ class Settings:
             registration=registration,
             cpp=self.cpp,
             exported_program=self.exported_program,
+            weights=self.weights,
         )
 
 
@@ -413,6 +418,13 @@ KEYS: tuple[Key, ...] = (
         "expected",
         _path,
         "golden outputs for the sample inputs (torch.save), compared with the compiled ones",
+    ),
+    Key(
+        "weights",
+        "weights",
+        _path,
+        "a weights file swapped in without recompiling (torch.save state_dict or safetensors): "
+        "checked against the package's constants and by the weights stage",
     ),
     Key(
         "compile-at-deploy",

@@ -81,6 +81,7 @@ def _check_model(model: ModelInfo) -> list[Finding]:
         out.extend(_export_vs_aoti_bounds(model))
     if model.aoti is not None:
         out.extend(_unreadable_metadata(name, model.aoti))
+        out.extend(_load_fallback(name, model.aoti))
         out.extend(_binaries(model, model.aoti))
     if model.torch_version:
         version = major_minor(model.torch_version)
@@ -263,6 +264,26 @@ def _compiled_at_load(name: str, aoti: AotiPart) -> Finding:
         stage="static",
         actual=list(aoti.build_flags),
     )
+
+
+def _load_fallback(name: str, aoti: AotiPart) -> list[Finding]:
+    """AOT531: the wrapper's metadata cannot be read, so torch's load_pt2 fails and
+    load_package falls back to the C++ loader (which reads the kernel's copy)."""
+    if aoti.wrapper_metadata_unreadable is None:
+        return []
+    member, why = aoti.wrapper_metadata_unreadable
+    return [
+        codes.get("AOT531").finding(
+            f"model '{name}': {member} is {why}: torch's load_pt2 fails on it ([json.exception."
+            'parse_error.101] on an empty one), and aoti_load_package logs "Loading outdated '
+            'pt2 file" and falls back to AOTIModelPackageLoader, which loads the package; a '
+            "deployment that calls load_pt2 (torch.export.pt2_archive, num_runners, "
+            "load_weights_from_disk) cannot load it",
+            model=name,
+            stage="static",
+            actual=member,
+        )
+    ]
 
 
 def _unreadable_metadata(name: str, aoti: AotiPart) -> list[Finding]:

@@ -6,6 +6,8 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
 
 from aotipre.binaries.facts import read_binary_facts
 from aotipre.pt2 import layout
@@ -187,6 +189,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         notes=tuple(wrapper.notes) if wrapper is not None else (),
         constants=wrapper.constants if wrapper is not None else (),
         mutated_buffers=_mutated(contract, wrapper),
+        output_tree=wrapper.output_tree if wrapper is not None else None,
     )
     if contract is not None:
         model = replace(
@@ -289,12 +292,15 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
     files = [n for n in archive.members if n.startswith(directory)]
     metadata_members = sorted(n for n in files if n.endswith(layout.WRAPPER_METADATA_SUFFIX))
     metadata: dict[str, str] = {}
-    if metadata_members:
-        data = _load_json(archive, metadata_members[0])
-        if not isinstance(data, dict):
-            raise CodedPackageError(
-                "AOT006", f"{archive.path}: {metadata_members[0]} is not a JSON object"
-            )
+    unread: tuple[str, str] | None = None
+    for member in metadata_members[:1]:
+        data, why = _metadata_json(archive, member)
+        if why:
+            # torch's load_pt2 fails on it and load_package falls back to the C++ loader, which
+            # reads the kernel's copy (`<hash>.kernel_metadata.json`): read that one instead
+            unread = (member, why)
+            kernel = sorted(n for n in files if n.endswith(layout.METADATA_SUFFIX) and n != member)
+            data = next((d for d, w in map(partial(_metadata_json, archive), kernel) if not w), {})
         metadata = {str(k): str(v) for k, v in data.items()}
     wrappers = sorted(n for n in files if n.endswith(layout.WRAPPER_CPP_SUFFIX))
     isa = metadata.get("AOTI_CPU_ISA", "")
@@ -320,7 +326,27 @@ def _read_aoti(archive: Archive, root: str, name: str) -> AotiPart:
             (n for n in sorted(files) if n.endswith(layout.WEIGHTS_BLOB_SUFFIX)), None
         ),
         metadata_unreadable=_unreadable_metadata(archive, files),
+        wrapper_metadata_unreadable=unread,
     )
+
+
+def _metadata_json(archive: Archive, member: str) -> tuple[dict[str, Any], str]:
+    """A metadata member as a JSON object, or why torch's JSON parser refuses it (empty, not
+    JSON: load_pt2 raises and load_package falls back). A JSON value that is not an object
+    raises AOT006 (torch fails on it for good), one over the JSON budget AOT007."""
+    if not archive.read(member).strip():
+        return {}, "empty"
+    try:
+        data = _load_json(archive, member)
+    except CodedPackageError as exc:
+        if getattr(exc, "code", None) != "AOT006":
+            raise
+        return {}, "not valid JSON"
+    if not isinstance(data, dict):
+        # parsed, but torch's Python side then fails on it (KeyError 'AOTI_DEVICE_KEY'), with
+        # no fallback: the package cannot load
+        raise CodedPackageError("AOT006", f"{archive.path}: {member} is not a JSON object")
+    return data, ""
 
 
 def _unreadable_metadata(archive: Archive, files: list[str]) -> tuple[tuple[str, str], ...]:

@@ -181,6 +181,10 @@ class AotiPart:
     """(member, why) for each `*_metadata.json` beside a packaged .cpp other than the wrapper's
     (kernel_metadata.json) that is empty, not JSON, or not an object of strings: the C++
     loader reads it and fails (`parse_error.101 ... empty input` on an empty one)."""
+    wrapper_metadata_unreadable: tuple[str, str] | None = None
+    """(member, why) when the wrapper's metadata cannot be read: torch's load_pt2 fails on it
+    and load_package falls back ("Loading outdated pt2 file") to the C++ loader, which loads
+    the package (it reads the kernel's copy); `metadata` then comes from that copy."""
 
     @property
     def compiled_at_load(self) -> bool:
@@ -274,6 +278,9 @@ class ModelInfo:
     """Buffers (fqn) a call writes, from the ExportedProgram's graph and the compiled code's
     writes: state carried from one call to the next (the state stage calls such a model
     several times)."""
+    output_tree: TreeSpec | None = None
+    """The pytree of the outputs (the AOTI code's out_spec_), when the package records it: how
+    a server that flattens them (Triton's torch_aoti backend) names and counts them."""
 
     @property
     def has_aoti(self) -> bool:
@@ -349,6 +356,9 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
             "weights_on_disk": aoti.weights_on_disk,
             "weights_blob": aoti.weights_blob,
             "compiled_at_load": aoti.compiled_at_load,
+            "wrapper_metadata_unreadable": None
+            if aoti.wrapper_metadata_unreadable is None
+            else dict(zip(("member", "why"), aoti.wrapper_metadata_unreadable)),
             "metadata_unreadable": [
                 {"member": m, "why": why} for m, why in aoti.metadata_unreadable
             ],

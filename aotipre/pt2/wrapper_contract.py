@@ -14,6 +14,7 @@ from aotipre.pt2.spec import (
     InputSpec,
     SymbolRange,
     TensorSpec,
+    TreeSpec,
 )
 from aotipre.pt2.wrapper import WrapperContract, WrapperInput, parse_wrapper_cpp
 
@@ -36,6 +37,8 @@ class WrapperView:
     """constants_info_, in the wrapper's order."""
     written: tuple[str, ...] = ()
     """The constants (fqn) that run_impl writes, folded ones left out: state kept across calls."""
+    output_tree: TreeSpec | None = None
+    """out_spec_: the pytree of the outputs, when it can be read."""
 
 
 def contract_from_wrapper(text: str) -> WrapperView:
@@ -50,6 +53,12 @@ def contract_from_wrapper(text: str) -> WrapperView:
             leaves = leaf_paths(signature)
         except ContractError as exc:
             notes.append(f"in_spec_ cannot be read: {exc}")
+    output_tree = None
+    if contract.out_spec:
+        try:
+            output_tree = parse_treespec(contract.out_spec)
+        except ContractError as exc:
+            notes.append(f"out_spec_ cannot be read: {exc}")
     inputs = _inputs(contract, leaves, notes)
     specialized: tuple[tuple[str, str], ...] = ()
     unplaced: tuple[tuple[str, str], ...] = ()
@@ -93,6 +102,7 @@ def contract_from_wrapper(text: str) -> WrapperView:
             for c in contract.constants
             if c.name in contract.written_constants and c.from_folded is not True
         ),
+        output_tree=output_tree,
     )
 
 

@@ -13,7 +13,7 @@ Layout (one stage, one module; data flows down the list):
 - jobs.py: one worker process over a list of steps, and the record of the step it died in.
 - inputs.py: which inputs the workers get (file, archive member, synthesized) and their shapes.
 - libstdcxx.py: the retry of a crashing load with a libstdc++ preloaded (AOT515).
-- compile.py, load.py, custom_ops.py, run.py, perf.py, compare.py, state.py, probe.py,
+- compile.py, load.py, custom_ops.py, run.py, perf.py, compare.py, state.py, weights.py, probe.py,
   cpp_load.py, concurrency.py, device_index.py: the stages, in the order of PIPELINE (custom-ops reads the
   compile and load steps; perf right after run: its timed calls run in the same worker, before
   the eager run and the probes change what the process holds; cpp-load and concurrency run
@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from aotipre.findings import Finding, StageResult
 from aotipre.inputs.meta import SampleInputs
+from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner.launch import RUNTIME_CHECK_ENV, STARTUP_SLACK_S, WORKER_PATH
@@ -47,6 +48,7 @@ from aotipre.runner.stages.probe import ProbeStage
 from aotipre.runner.stages.run import RunStage
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.runner.stages.state import StateStage
+from aotipre.runner.stages.weights import WeightsStage
 
 __all__ = [
     "PIPELINE",
@@ -72,6 +74,7 @@ PIPELINE: tuple[type[Stage], ...] = (
     PerfStage,
     CompareStage,
     StateStage,
+    WeightsStage,
     ProbeStage,
     CppLoadStage,
     ConcurrencyStage,
@@ -94,13 +97,15 @@ def run_dynamic_stages(
     on_perf: Callable[[PerfRecord, PerfRecord | None], None] | None = None,
     archive: Archive | None = None,
     sample: SampleInputs | None = None,
+    weights: WeightsFile | None = None,
 ) -> tuple[list[StageResult], list[Finding]]:
     """Compile (if needed), load, run, compare and probe one model in isolated torch workers.
 
     `inputs_path`: a user's torch.save file of `(args, kwargs)`; `inputs_member`: the archive
     member of stored sample inputs; neither: inputs are synthesized from the contract (seeded)
     and the run stage's detail says how. `archive`: the package's archive, already open (else
-    it is opened here, once, when needed); `sample`: those inputs, already read. Returns one
+    it is opened here, once, when needed); `sample`: those inputs, already read; `weights`:
+    options.weights, already read (the weights stage reads it otherwise). Returns one
     StageResult per stage in `STAGES` (each passed, failed, skipped with a reason, or error
     when it could not run) and the findings. Never raises because a worker crashed or hung;
     raises UsageError for a bad `device`. `on_run_crash` is called with a RunCrash when the
@@ -118,6 +123,7 @@ def run_dynamic_stages(
         progress,
         archive=archive,
         sample=sample,
+        weights=weights,
     )
     session.on_run_crash = on_run_crash
     session.on_perf = on_perf

@@ -79,6 +79,10 @@ class DynamicOptions:
     expected: str | None = None
     """Golden outputs for the sample inputs (--expected: a torch.save of them), compared with
     the compiled model's."""
+    weights: str | None = None
+    """A weights file to swap into a fresh copy of the model (--weights: a torch.save state_dict
+    or safetensors), run and compared with the ExportedProgram run with the same weights (the
+    weights stage); None: no such stage step."""
     worker_command: tuple[str, ...] | None = None
     """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
     perf: PerfOptions | None = field(default_factory=PerfOptions)

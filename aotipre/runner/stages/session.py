@@ -30,6 +30,7 @@ from aotipre import codes
 from aotipre.errors import InputsError
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.inputs.meta import SampleInputs
+from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner import launch
@@ -100,6 +101,7 @@ class Session:
         *,
         archive: Archive | None = None,
         sample: SampleInputs | None = None,
+        weights: WeightsFile | None = None,
     ) -> None:
         self.stages = tuple(stages)
         self.package = package
@@ -108,6 +110,8 @@ class Session:
         self.inputs_member = inputs_member
         self.sample = sample
         """The sample inputs already read (from `inputs_path` or `inputs_member`), if any."""
+        self.weights = weights
+        """options.weights already read (the static check's read), if any."""
         self.opts = options
         self.progress = progress
         self.on_run_crash: Callable[[RunCrash], None] | None = None
