@@ -511,8 +511,9 @@ def _version(text: str | None) -> tuple[int, int] | None:
         return None
 
 
-def summary(rec: PerfRecord) -> str:
-    """The stage's one-line detail."""
+def summary(rec: PerfRecord, *, compiles_at_load: bool = False) -> str:
+    """The stage's one-line detail (`compiles_at_load`: a package_cpp_only package, whose
+    extraction time includes g++ building the .so)."""
     parts = []
     cold = rec.cold
     if cold is not None:
@@ -521,7 +522,8 @@ def summary(rec: PerfRecord) -> str:
         if cold.probe_s:
             inner.append(f"ISA probe {cold.probe_s:.2f} s")
         if cold.extraction_s is not None:
-            inner.append(f"extract {cold.extraction_s:.2f} s")
+            what = "extract and compile" if compiles_at_load else "extract"
+            inner.append(f"{what} {cold.extraction_s:.2f} s")
         if cold.dlopen_constants_s is not None:
             inner.append(f"dlopen+constants {cold.dlopen_constants_s:.2f} s")
         if inner:

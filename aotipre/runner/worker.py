@@ -21,6 +21,7 @@ import math
 import os
 import re
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -533,6 +534,54 @@ def load_package_like_torch(
         return AOTICompiledModel(loader), None, "AOTIModelPackageLoader"
 
 
+@contextlib.contextmanager
+def load_pt2_failures(failures: list[str]) -> Iterator[None]:
+    """Add to `failures` what torch's load_pt2 raises while loading: load_package swallows it,
+    logs only "Loading outdated pt2 file" and falls back to the C++ AOTIModelPackageLoader (as
+    load_package_like_torch does), so the reason would be lost. Only modules already imported
+    are watched: importing them here would hide the loader's import cost from measure_load."""
+    modules = []
+    for name in ("torch._inductor.package.package", "torch.export.pt2_archive._package"):
+        module = sys.modules.get(name)
+        if module is not None and callable(getattr(module, "load_pt2", None)):
+            modules.append((module, module.load_pt2))
+
+    def watched(original: Any) -> Any:
+        @functools.wraps(original)
+        def load_pt2(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            except RuntimeError as exc:
+                failures.append(f"{type(exc).__name__}: {str(exc).strip()[:500]}")
+                raise
+
+        return load_pt2
+
+    for module, original in modules:
+        module.load_pt2 = watched(original)
+    try:
+        yield
+    finally:
+        for module, original in modules:
+            module.load_pt2 = original
+
+
+def mapped_shared_objects(names: set[str]) -> list[str] | None:
+    """The files named `names` mapped into this process (/proc/self/maps): the proof that the
+    loaded code is the package's .so; None where the map cannot be read."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    found: dict[str, None] = {}
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and os.path.basename(parts[5].strip()) in names:
+            found.setdefault(parts[5].strip(), None)
+    return list(found)
+
+
 class StateRunner:
     """A fresh copy of a compiled model whose constants can be read after each call: the
     model's .so run by torch's container runner (what AOTIModelPackageLoader wraps), so
@@ -592,6 +641,58 @@ class DirectModel:
 
     def get_constant_fqns(self) -> list[str]:
         return list(self.loader.get_constant_fqns())
+
+
+SAFETENSORS_TORCH_DTYPES = {
+    "BOOL": "bool",
+    "U8": "uint8",
+    "I8": "int8",
+    "U16": "uint16",
+    "I16": "int16",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "U32": "uint32",
+    "I32": "int32",
+    "F32": "float32",
+    "U64": "uint64",
+    "I64": "int64",
+    "F64": "float64",
+    "C64": "complex64",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E8M0": "float8_e8m0fnu",
+}
+"""safetensors dtype tags (aotipre/inputs/weights.py checked the header before any worker)."""
+
+
+def read_weights_file(path: str, fmt: str, device: str) -> dict[str, Any]:
+    """A weights file's tensors by name, on `device`: a torch.save state_dict (weights_only)
+    or a safetensors file (read here: the header aotipre validated, then each tensor's bytes)."""
+    if fmt != "safetensors":
+        obj = torch.load(path, weights_only=True, map_location=device)
+        if not isinstance(obj, dict):
+            raise StepError(f"{path} does not hold a dict of tensors")
+        return {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+    out: dict[str, Any] = {}
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        base = 8 + n
+        for name, spec in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = spec["data_offsets"]
+            f.seek(base + begin)
+            data = bytearray(f.read(end - begin))
+            dtype = getattr(torch, SAFETENSORS_TORCH_DTYPES[spec["dtype"]])
+            flat = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
+            out[name] = flat.reshape(spec["shape"]).to(device)
+    return out
+
+
+def first_error_line(exc: BaseException) -> str:
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text[:400]}"
 
 
 def load_direct(path: str, model: str, index: int) -> DirectModel:
@@ -958,7 +1059,12 @@ def _extraction(before: set[str], so_names: set[str], started: float) -> dict[st
 
 
 def measure_load(
-    path: str, model: str, index: int, want_ep: bool, device: str
+    path: str,
+    model: str,
+    index: int,
+    want_ep: bool,
+    device: str,
+    failures: list[str] | None = None,
 ) -> tuple[Any, Any, str, dict[str, Any]]:
     """`load_package_like_torch`, timed part by part. Returns its (runner, ep, how) and:
     `import_s` (the loader's modules; 0 when this process had them), `cuda_init_s`, `total_s`
@@ -990,7 +1096,7 @@ def measure_load(
     out["probe_cached"] = bool(cache_info and cache_info().currsize)
     timer = CallTimer()
     before = _extraction_dirs()
-    with timer:
+    with timer, load_pt2_failures([] if failures is None else failures):
         timer.patch(mods["codecache"], "get_device_information", "probe")
         vec = getattr(isa, "VecISA", None)
         if vec is not None:
@@ -1644,17 +1750,16 @@ class Worker:
         package = step.get("package") or self.job["package"]
         model = step.get("model") or self.job.get("aoti_model") or self.job["model"]
         want_ep = bool(step.get("with_ep")) and self.ep is None
-        if step.get("measure"):
-            runner, ep, how, entry["perf"] = measure_load(
-                package, model, self.index, want_ep, self.device
-            )
-        elif step.get("direct") and not want_ep:
-            runner, ep, how = load_direct(package, model, self.index), None, "direct"
-        else:
-            runner, ep, how = load_package_like_torch(package, model, self.index, want_ep)
+        failures: list[str] = []
+        runner, ep, how = self._load(step, entry, package, model, want_ep, failures)
         self.runner = runner
         self.loaded = (package, model)
         entry["how"] = how
+        if failures:
+            entry["fallback"] = failures[0]
+        names = _so_names(package, model)
+        if names:
+            entry["mapped"] = mapped_shared_objects(names)
         with contextlib.suppress(Exception):
             entry["vec_isa"] = probed_vec_isa()
         if ep is not None:
@@ -1663,6 +1768,27 @@ class Worker:
             entry["metadata"] = dict(runner.get_metadata())
         with contextlib.suppress(Exception):
             entry["constants"] = len(runner.get_constant_fqns())
+
+    def _load(
+        self,
+        step: dict[str, Any],
+        entry: dict[str, Any],
+        package: str,
+        model: str,
+        want_ep: bool,
+        failures: list[str],
+    ) -> tuple[Any, Any, str]:
+        if step.get("measure"):
+            runner, ep, how, entry["perf"] = measure_load(
+                package, model, self.index, want_ep, self.device, failures
+            )
+            return runner, ep, how
+        if step.get("direct") and not want_ep:
+            return load_direct(package, model, self.index), None, "direct"
+        import torch._inductor.package  # noqa: F401 - the loader load_pt2_failures watches
+
+        with load_pt2_failures(failures):
+            return load_package_like_torch(package, model, self.index, want_ep)
 
     def call_aoti(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.runner is None:
@@ -1811,6 +1937,70 @@ class Worker:
             record["eager_buffers"] = {
                 name: _state_summary(own[name].detach().cpu()) for name in names if name in own
             }
+
+    def op_weights(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """A weight swap as a deployment applies it: a fresh copy of the compiled model, run
+        on the inputs, its constants replaced with the file's tensors (load_constants keyed by
+        state_dict names, check_full_update=True: what torch's load_weights_to_pt2_contents
+        does), run again; with a reference, the ExportedProgram's module given the same weights
+        (load_state_dict, strict=False) and run, and the outputs compared."""
+        if self.loaded is None:
+            raise StepError("the model is not loaded (the load step did not succeed)")
+        args, kwargs = self.get_inputs(entry)
+        self.phase(entry, "read_weights")
+        tensors = read_weights_file(str(step["file"]), str(step.get("format")), self.device)
+        self.phase(entry, "compiled_constants")
+        try:  # the compiled values, to tell whether the swap should change anything
+            compiled = StateRunner(*self.loaded, self.device, self.workdir).buffers(list(tensors))
+        except Exception as exc:
+            compiled = {}
+            entry["compiled_unreadable"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        entry["differing"] = [
+            name
+            for name, t in tensors.items()
+            if name not in compiled
+            or compiled[name].shape != t.shape
+            or compiled[name].dtype != t.dtype
+            or not torch.equal(compiled[name], t.detach().cpu())
+        ]
+        self.phase(entry, "load")
+        fresh = load_direct(*self.loaded, self.index)
+        before = _detached(self._call(fresh, args, kwargs))
+        self.phase(entry, "swap")
+        fresh.loader.load_constants(tensors, False, True)
+        self.phase(entry, "call")
+        after = _detached(self._call(fresh, args, kwargs))
+        mine = [t for t in pytree.tree_leaves(after) if isinstance(t, torch.Tensor)]
+        old = [t for t in pytree.tree_leaves(before) if isinstance(t, torch.Tensor)]
+        entry["outputs"] = [tensor_summary(t) for t in mine]
+        entry["changed"] = len(mine) != len(old) or any(
+            a.shape != b.shape or not torch.equal(a, b) for a, b in zip(mine, old)
+        )
+        if not step.get("reference"):
+            return
+        self.phase(entry, "load_exported_program")
+        source = self.job.get("ep_package") or self.job["source_package"]
+        ep = self.move_ep(
+            load_exported_program(
+                as_archive(source, self.workdir), self.job.get("ep_model") or self.job["model"]
+            )
+        )
+        module = ep.module()
+        self.phase(entry, "reference_weights")
+        try:
+            result = module.load_state_dict(tensors, strict=False)
+        except Exception as exc:  # a shape the module refuses: nothing to compare with
+            entry["reference_refused"] = first_error_line(exc)
+            return
+        entry["reference_unexpected"] = list(result.unexpected_keys)
+        entry["reference_missing"] = list(result.missing_keys)
+        self.phase(entry, "eager_call")
+        with torch.no_grad():
+            out = module(*args, **self.ordered_kwargs(kwargs))
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        eager = [t for t in pytree.tree_leaves(_detached(out)) if isinstance(t, torch.Tensor)]
+        entry["compare"] = compare_outputs(mine, eager, self.job.get("rtol"), self.job.get("atol"))
 
     def op_latency(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Run latency and memory growth over repeated calls (see latency_runs)."""

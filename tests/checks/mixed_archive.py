@@ -1,6 +1,7 @@
 """Builds an archive as a user does who compiles the model cast to bfloat16 and packages it with
 the float32 ExportedProgram (aot_compile + package_pt2): `python mixed_archive.py OUT`."""
 
+import copy
 import sys
 
 import torch
@@ -22,7 +23,8 @@ torch.manual_seed(0)
 m = L()
 x = torch.randn(2, 4)
 ep32 = torch.export.export(m, (x,))
-ep16 = torch.export.export(m.to(torch.bfloat16), (x.to(torch.bfloat16),))
+# a copy: Module.to() casts the parameters in place, which the float32 program shares
+ep16 = torch.export.export(copy.deepcopy(m).to(torch.bfloat16), (x.to(torch.bfloat16),))
 files = torch._inductor.aot_compile(
     ep16.module(), (x.to(torch.bfloat16),), options={"aot_inductor.package": True}
 )

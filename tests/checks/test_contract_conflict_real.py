@@ -71,3 +71,19 @@ def test_the_deployed_code_decides_the_inputs(built: Path, inputs: str, accepted
     assert "dtype float32, the compiled code bfloat16" in conflict.message
     assert ("AOT201" in codes) is not accepted
     assert report.exit_code == (0 if accepted else 1)
+
+
+def test_the_float32_program_refuses_the_inputs_the_code_runs(built: Path) -> None:
+    """The dynamic check on the bfloat16 samples: the compiled code runs them, the archive's
+    float32 ExportedProgram fails on them eagerly (AOT704, a warning: it no longer describes
+    the code, AOT018 says why)."""
+    from aotipre.runner.stages import DynamicOptions
+
+    dynamic = DynamicOptions(timeout_s=120.0, probe=False, perf=None)
+    options = CheckOptions(inputs=str(built / "bf16.pt"), dynamic=dynamic, canary=False)
+    report = check(str(built / "mixed.pt2"), options)
+    stages = {s.name: s for s in report.stages}
+    assert stages["run"].status.value == "passed"
+    (eager,) = [f for f in report.findings if f.code == "AOT704"]
+    assert eager.severity.value == "warning" and "dtype" in eager.message.lower()
+    assert "AOT018" in {f.code for f in report.findings}

@@ -169,6 +169,26 @@ def test_aoti_metadata_wrong_shape(tmp_path: Path) -> None:
     assert err.code == "AOT006"
 
 
+@pytest.mark.parametrize(("text", "why"), [(b"", "empty"), (b'{"AOTI_DEV', "not valid JSON")])
+def test_aoti_wrapper_metadata_torch_falls_back_on(tmp_path: Path, text: bytes, why: str) -> None:
+    # torch's load_pt2 raises on these (nlohmann's parse error) and load_package falls back to
+    # the C++ loader, which reads the kernel's copy: readable, with the copy's metadata
+    # (tests/runner/test_load_proof_real.py shows plain torch loading such a package)
+    d = "pkg/data/aotinductor/model/"
+    p = _pt2(
+        tmp_path / "m.pt2",
+        {
+            f"{d}x.wrapper_metadata.json": text,
+            f"{d}y.kernel.cpp": b"",
+            f"{d}y.kernel_metadata.json": b'{"AOTI_DEVICE_KEY": "cpu"}',
+        },
+    )
+    (model,) = read_package(p).models
+    assert model.aoti is not None
+    assert model.aoti.wrapper_metadata_unreadable == (f"{d}x.wrapper_metadata.json", why)
+    assert model.aoti.device_type == "cpu"
+
+
 def test_zip_bomb_member_is_refused_without_inflating(tmp_path: Path) -> None:
     p = tmp_path / "bomb.pt2"
     with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:

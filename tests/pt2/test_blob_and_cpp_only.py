@@ -151,6 +151,22 @@ def test_aot032_cpp_only_package_compiles_at_every_load(
     assert "needs g++ and the torch headers" in data["targets"][0]["reasons"][0]
 
 
+@pytest.mark.slow
+def test_aot644_the_perf_stage_books_the_compile_at_load(
+    capsys: pytest.CaptureFixture[str], built: tuple[Path, list[list[float]]]
+) -> None:
+    """The dynamic check of a cpp-only package: the load compiles (plain torch's load above),
+    and the perf stage says so instead of advising a pre-extracted folder (AOT641)."""
+    folder, _ = built
+    rc = main(["check", str(folder / "cpp_only.pt2"), "-f", "json", "--no-config", "--no-probe"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0, report["findings"]
+    found = _codes(report)
+    assert found.get("AOT644") == "info" and "AOT641" not in found
+    perf = next(s for s in report["stages"] if s["name"] == "perf")
+    assert "extract and compile" in perf["detail"]
+
+
 # -- fast: hand-made archives laid out as package_pt2 writes them
 
 DIR = "pkg/data/aotinductor/model/"

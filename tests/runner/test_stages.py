@@ -756,3 +756,14 @@ def test_device_index_outputs_on_another_gpu_are_aot529_fake(
     res, findings = run(model=model, script={"index_run": on_1}, probe=False)
     assert "AOT529" not in codes(findings)
     assert res["device-index"].status is StageStatus.PASSED
+
+
+def test_a_load_that_maps_none_of_the_packages_code_is_aot532_fake(run: Run) -> None:
+    # no torch loader is known to return a model without mapping the package's .so (the real
+    # check reads /proc/self/maps: tests/runner/test_load_proof_real.py shows it naming the
+    # .so); the record of such a load, as the worker writes it, is an error
+    res, findings = run(script={"load": {"entry": {"mapped": []}}})
+    assert "AOT532" in codes(findings)
+    assert "not mapped" in res["load"].detail
+    _, mapped = run(script={"load": {"entry": {"mapped": ["/tmp/x/abc.wrapper.so"]}}})
+    assert "AOT532" not in codes(mapped)

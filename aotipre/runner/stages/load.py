@@ -78,6 +78,7 @@ class LoadStage(Stage):
     def _loaded(self, s: Session, r: StepRecord, target: str) -> StageResult:
         how = r.entry.get("how", "")
         detail = f"loaded {target} on {s.device}" + (f" ({how})" if how else "")
+        detail += _which_code(s, r, target)
         retry = s.libstdcxx
         if not retry.confirmed:
             return s.stage("load", StageStatus.PASSED, detail, [r])
@@ -97,6 +98,35 @@ class LoadStage(Stage):
         detail += f"; needed LD_PRELOAD={retry.libstdcxx}"
         recs = [r] if retry.earlier else [crash, r]
         return s.stage("load", StageStatus.FAILED, detail, recs)
+
+
+def _which_code(s: Session, r: StepRecord, target: str) -> str:
+    """Which code the load ran, proven from the worker's memory map: the package's .so, named
+    in the detail; none of its .so mapped is AOT532; a load that went through torch's
+    "Loading outdated pt2 file" fallback is AOT531 (unless the static lane already said why)."""
+    fallback = r.entry.get("fallback")
+    aoti = s.model.aoti
+    if fallback and (aoti is None or aoti.wrapper_metadata_unreadable is None):
+        s.add(
+            "AOT531",
+            f"loading {target}: torch's load_pt2 failed ({fallback}); aoti_load_package "
+            'logged "Loading outdated pt2 file" and loaded it with AOTIModelPackageLoader '
+            "instead: deployments that call load_pt2 cannot load it",
+            "load",
+            evidence=(str(fallback),),
+        )
+    mapped = r.entry.get("mapped")
+    if mapped is None:
+        return ""
+    if not mapped:
+        s.add(
+            "AOT532",
+            f"loading {target} returned a model, but none of the package's shared objects "
+            "is mapped into the process: the calls do not run the package's compiled code",
+            "load",
+        )
+        return "; the package's .so is not mapped"
+    return f"; runs {os.path.basename(mapped[0])}"
 
 
 def _wrong_device_hint(device: str, summary: str) -> str | None:

@@ -1,0 +1,61 @@
+"""Builds the weight-swap test packages through the public API (run in a subprocess by
+tests/runner/test_weights_real.py): `lin` (Linear(8, 16) and a 16-element buffer: every
+tensor a constant), `small` (Linear(4, 3): its 3-element bias and buffer are inlined into the
+kernels), `fold` (runtime constant folding: a FoldedConstant), each with its ExportedProgram,
+the sample inputs, and state_dicts of the same and of new weights."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+
+class Lin(torch.nn.Module):
+    def __init__(self, n_in: int, n_out: int) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(n_in, n_out)
+        self.register_buffer("scale", torch.ones(n_out))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale
+
+
+class Fold(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ (self.w * 2 + 1)
+
+
+def build(out: Path, name: str, model: torch.nn.Module, x: torch.Tensor, **configs: object) -> None:
+    ep = torch.export.export(model, (x,))
+    torch._inductor.aoti_compile_and_package(
+        ep, package_path=str(out / f"{name}.pt2"), inductor_configs=dict(configs)
+    )
+    torch.export.save(ep, str(out / f"{name}_ep.pt2"))
+    torch.save(model.state_dict(), out / f"{name}_same.pt")
+
+
+def main(out: Path) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 8)
+    torch.save((x,), out / "inputs.pt")
+    torch.save((x[:, :4].contiguous(),), out / "inputs4.pt")
+    build(out, "lin", Lin(8, 16).eval(), x)
+    build(out, "small", Lin(4, 3).eval(), x[:, :4].contiguous())
+    build(out, "fold", Fold().eval(), x, **{"aot_inductor.use_runtime_constant_folding": True})
+    torch.manual_seed(1)
+    new = Lin(8, 16)
+    new.scale.fill_(2.0)
+    torch.save(new.state_dict(), out / "lin_new.pt")
+    small = Lin(4, 3)
+    small.scale.fill_(3.0)
+    torch.save(small.state_dict(), out / "small_new.pt")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
