@@ -123,11 +123,13 @@ def plan(
     model: str | None = None,
     baseline: Baseline | None = None,
     progress: Callable[[str], None] | None = None,
+    serving: Mapping[str, Any] | None = None,
 ) -> list[PackageJob]:
     """One job per package, ordered by package path (stable: a manifest's repeats keep order).
 
     Precedence, lowest first: built-in defaults, the config file (`settings`), the manifest's
-    `[defaults]`, its `[[package]]` entry, the command-line `flags`.
+    `[defaults]`, its `[[package]]` entry, the command-line `flags`. `serving`: the model
+    server's config of a package (aotipre.serving.triton.ServingConfig), by package path.
     """
     flags = flags or {}
     entries = [(ManifestEntry(package=p), False) for p in packages]
@@ -155,6 +157,8 @@ def plan(
             baseline=baseline,
             progress=say,
         )
+        if serving and entry.package in serving:
+            options = dataclasses.replace(options, serving_config=serving[entry.package])
         jobs.append(PackageJob(entry.package, options, pythons=resolved.python))
     return jobs
 
@@ -213,6 +217,7 @@ def check_packages(
     model: str | None = None,
     write_baseline_to: str | None = None,
     progress: Callable[[str], None] | None = None,
+    serving: Mapping[str, Any] | None = None,
 ) -> list[Report]:
     """Plan, run and (with `write_baseline_to`) accept every finding into a new baseline.
 
@@ -233,6 +238,7 @@ def check_packages(
         model=model,
         baseline=baseline,
         progress=progress,
+        serving=serving,
     )
     reports = run(with_runtimes(jobs), once.jobs)
     if write_baseline_to is not None:

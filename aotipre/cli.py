@@ -44,6 +44,7 @@ _VALUE_OPTIONS = {
         "--baseline": "baseline",
         "--write-baseline": "write-baseline",
         "--config": "config",
+        "--serving-config": "serving-config",
     },
 }
 """Options with a value that the fast lane reads, per command (spelling -> key)."""
@@ -211,6 +212,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         config_file=path("config"),
         no_config=bool(values.get("no-config")),
         write_baseline=path("write-baseline"),
+        serving_config=path("serving-config"),
     )
 
 

@@ -57,9 +57,11 @@ def check(
     no_config: bool = False,
     manifest: Path | None = None,
     write_baseline: Path | None = None,
+    serving_config: Path | None = None,
 ) -> int:
     """`aotipre check`. `flags`: command-line values by flag name without `--` (None or absent:
-    not given); they override the config file."""
+    not given); they override the config file. A Triton model folder or repository among
+    `packages` (or `serving_config`) checks each package against its config.pbtxt."""
     specs = [parse_report_spec(spec) for spec in reports_to]
     settings = config.load_config(config_file, isolated=no_config)
     parsed = config.parse_flags(flags)
@@ -68,11 +70,20 @@ def check(
     from aotipre.progress import Heartbeat
 
     loaded = batch.load_manifest(manifest) if manifest is not None else None
+    serving: dict[str, Any] = {}
+    if serving_config is not None or any(Path(p).is_dir() for p in packages):
+        from aotipre.serving import repository
+
+        packages, serving = repository.plan(
+            list(packages), str(serving_config) if serving_config is not None else None
+        )
     outputs = [("--output", output), *(("--report", path) for _, path in specs)]
     outputs.append(("--write-baseline", write_baseline))
     baseline_in = parsed.get("baseline", settings.baseline) if write_baseline is None else None
     named_inputs = [
         *packages,
+        serving_config,
+        *(s.source for s in serving.values()),
         inputs,
         manifest,
         config_file,
@@ -92,6 +103,7 @@ def check(
             model=model,
             write_baseline_to=str(write_baseline) if write_baseline is not None else None,
             progress=beat if show_progress else None,
+            serving=serving,
         )
     used = "none (--no-config)" if no_config else settings.describe()
     for report in reports:
@@ -175,6 +187,23 @@ def bundle(
         f"check it with: aotipre check {output}\n",
         None,
     )
+    return 0
+
+
+def serving_config(
+    package: Path,
+    *,
+    max_batch_size: int = 0,
+    name: str | None = None,
+    output: Path | None = None,
+    model: str | None = None,
+) -> int:
+    """`aotipre serving-config`: a Triton config.pbtxt that serves the package."""
+    from aotipre.serving.triton import write_serving_config
+
+    safeio.refuse_overwriting_inputs([("--output", output)], [package])
+    text = write_serving_config(str(package), max_batch_size=max_batch_size, name=name, model=model)
+    emit(text, output)
     return 0
 
 
