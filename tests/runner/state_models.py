@@ -36,14 +36,14 @@ class Running(torch.nn.Module):
         return x - self.mean
 
 
-def main(out: Path) -> None:
-    x = torch.ones(4)
+def main(out: Path, device: str) -> None:
+    x = torch.ones(4, device=device)
     torch.save(((x,), {}), out / "inputs.pt")
     for name, cls in (("counter", Counter), ("running", Running)):
-        ep = torch.export.export(cls(), (x,))
+        ep = torch.export.export(cls().to(device), (x,))
         torch.export.save(ep, str(out / f"{name}_ep.pt2"))
         torch._inductor.aoti_compile_and_package(ep, package_path=str(out / f"{name}.pt2"))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "cpu")

@@ -21,11 +21,11 @@ HERE = Path(__file__).resolve().parent
 
 PLAIN = """
 import json, sys, torch
-pkg, ep, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-x = torch.ones(4)
+pkg, ep, n, dev = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+x = torch.ones(4, device=dev)
 m = torch._inductor.aoti_load_package(pkg)
 compiled = [m(x).tolist() for _ in range(n)]
-mod = torch.export.load(ep).module()
+mod = torch.export.load(ep).module().to(dev)
 eager = [mod(x).tolist() for _ in range(n)]
 print(json.dumps({"compiled": compiled, "eager": eager}))
 """
@@ -45,7 +45,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def plain_torch(built: Path, name: str, calls: int = 3) -> dict[str, list[list[float]]]:
+def plain_torch(
+    built: Path, name: str, calls: int = 3, device: str = "cpu"
+) -> dict[str, list[list[float]]]:
     """What a fresh process with plain torch returns over `calls` calls of one loaded copy."""
     proc = subprocess.run(
         [
@@ -55,6 +57,7 @@ def plain_torch(built: Path, name: str, calls: int = 3) -> dict[str, list[list[f
             str(built / f"{name}.pt2"),
             str(built / f"{name}_ep.pt2"),
             str(calls),
+            device,
         ],
         capture_output=True,
         text=True,
@@ -128,3 +131,33 @@ def test_state_calls_below_two_turn_the_stage_off(built: Path) -> None:
 
     assert stage(report, "state").status is StageStatus.SKIPPED
     assert not [f for f in report.findings if f.code == "AOT706"]
+
+
+@pytest.mark.gpu
+def test_state_across_calls_on_cuda(tmp_path: Path) -> None:
+    """The same models compiled for CUDA: the state stage runs the .so with torch's CUDA
+    container runner and reads its buffers; its verdict follows what plain torch returns."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "state_models.py"), str(tmp_path), "cuda"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for name in ("counter", "running"):
+        plain = plain_torch(tmp_path, name, device="cuda")
+        flat = [v for call in plain["compiled"] for v in call]
+        carried = flat == pytest.approx([v for call in plain["eager"] for v in call])
+        report = run_check(tmp_path, name, reference=True)
+        state = stage(report, "state")
+        assert state.status is (StageStatus.PASSED if carried else StageStatus.FAILED), (
+            name,
+            plain,
+            state.detail,
+        )
+        assert bool([f for f in report.findings if f.code == "AOT706"]) is not carried
