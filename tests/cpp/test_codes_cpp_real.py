@@ -394,4 +394,8 @@ def test_aot520_the_harness_cannot_be_built(
     assert f.message.startswith(f"the C++ harness could not be built: {why}"), f.message
     assert by["cpp-load"] == ("error", f"cpp_build: {f.message.split(': ', 1)[1]}")
     assert by["concurrency"][0] == "error", by
-    assert codes(report) == ["AOT520"]
+    # without a compiler torch's load_pt2 fails (its CPU-ISA probe needs one) and load_package
+    # falls back to the C++ loader: plain torch logs "Loading outdated pt2 file", aotipre
+    # reports the fallback (AOT531) whenever plain torch took it
+    fell_back = "Loading outdated pt2 file" in truth.stderr
+    assert codes(report) == (["AOT531", "AOT520"] if fell_back else ["AOT520"])
