@@ -139,6 +139,26 @@ def _tensor_pairs(model: ModelInfo, sample: SampleInputs) -> list[tuple[InputSpe
     return out
 
 
+def inputs_holding(
+    model: ModelInfo, sample: SampleInputs, archive: Archive, value: int
+) -> list[str]:
+    """The integer inputs of one element whose sample value is `value`: where a data-dependent
+    bound's `u0` (a tensor's .item()) can come from (the run stage's AOT615)."""
+    source = _sample_bytes_or_path(sample.source, archive)
+    if source is None:
+        return []
+    found = []
+    for spec, meta in _tensor_pairs(model, sample):
+        if spec.tensor is None or not spec.tensor.dtype.startswith(("int", "uint")):
+            continue
+        if meta.numel() != 1:
+            continue
+        ext = int_extremes(source, meta)
+        if ext is not None and ext.min == value:
+            found.append(spec.name)
+    return found
+
+
 def _sample_bytes_or_path(source: str, archive: Archive) -> str | bytes | None:
     """The sample file: a path, or `<package>:<member>` for inputs stored in the (open) archive."""
     if source and os.path.isfile(source):

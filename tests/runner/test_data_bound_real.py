@@ -72,6 +72,9 @@ def test_a_value_past_the_models_bound_is_named_not_triaged(built: Path) -> None
 
     (f,) = [f for f in report.findings if f.code == "AOT615"]
     assert f.expected == "u0 <= 16" and f.actual == 20
+    # the one-element integer input holding 20: the model's second argument (`n`, named by its
+    # place in an AOTI-only package)
+    assert f.input == "args[1]" and "input 'args[1]' holds 20" in f.message
     assert not [f for f in report.findings if f.code in ("AOT602", "AOT801", "AOT802")]
     assert not [s for s in report.stages if s.name.startswith("triage")]
     assert report.exit_code == 1

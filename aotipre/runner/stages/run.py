@@ -142,13 +142,19 @@ def _failure_findings(
             _size_stride_finding(s, guards, stage, fail.evidence)
     elif fail.kind == "data_bound":
         x = fail.extra
+        names = _inputs_holding(s, int(x["value"]))
+        where = (
+            f"input '{names[0]}' holds {x['value']}" if len(names) == 1 else
+            f"a value read from the inputs ({x['symbol']}, e.g. a tensor's .item()) was "
+            f"{x['value']}"
+        )  # fmt: skip
         s.add(
             "AOT615",
-            f"{doing} stopped at the model's own data-dependent bound: a value read from the "
-            f"inputs ({x['symbol']}, e.g. a tensor's .item()) must be {x['relation']} "
-            f"{x['bound']} and was {x['value']} (a torch._check in the model, enforced by the "
-            f"compiled code at every call){note}",
+            f"{doing} stopped at the model's own data-dependent bound: {where}, and the model "
+            f"requires {x['symbol']} {x['relation']} {x['bound']} (a torch._check in the model, "
+            f"enforced by the compiled code at every call){note}",
             stage,
+            input=names[0] if len(names) == 1 else None,
             expected=f"{x['symbol']} {x['relation']} {x['bound']}",
             actual=x["value"],
             evidence=fail.evidence,
@@ -159,6 +165,18 @@ def _failure_findings(
         found("AOT608", f"{doing} hit a CUDA fault{kernel}: {fail.summary}{note}")
     else:
         found("AOT602", f"{doing} raised{kernel}: {fail.summary}{note}")
+
+
+def _inputs_holding(s: Session, value: int) -> list[str]:
+    """The one-element integer inputs whose sample value is `value` (checks/indices.py)."""
+    if s.sample is None or s.inputs_path is None and s.inputs_member is None:
+        return []
+    from aotipre.checks.indices import inputs_holding
+
+    try:
+        return inputs_holding(s.model, s.sample, s.archive, value)
+    except Exception:  # naming the input is a courtesy; the finding stands without it
+        return []
 
 
 def _unregistered_pytree_finding(s: Session, fail: Failure, stage: str, doing: str) -> None:
