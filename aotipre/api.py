@@ -282,6 +282,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         return
     if models and not _runtime_ready(report, opts):
         return
+    opts = _with_target_checks(opts, hosts)
     for model in models:
         blocked = _static_blockers(findings, model)
         _dynamic(report, opened, model, samples.get(model.name), opts, blocked, weights)
@@ -366,6 +367,25 @@ not the model: the weights stage runs it to show what the deployment computes wi
 _SERVING_CODES = "AOT04"
 """The server config's findings (AOT040-AOT049): the config is wrong, not the package, so the
 package's own dynamic stages still run."""
+
+
+def _with_target_checks(opts: CheckOptions, hosts: list[HostInfo]) -> CheckOptions:
+    """--target deployments that say `checks-inputs=yes`: when every target does, the probe
+    judges as for --deployment-checks-inputs; when only some do, AOT613 names the others."""
+    from aotipre.runner.stages import DynamicOptions
+
+    targets = [h for h in hosts if h.is_target]
+    dynamic = opts.dynamic or DynamicOptions()
+    if not targets or dynamic.deployment_checks_inputs:
+        return opts
+    unchecked = tuple(h.label for h in targets if not h.checks_inputs)
+    if not unchecked:
+        dynamic = dataclasses.replace(dynamic, deployment_checks_inputs=True)
+    elif len(unchecked) < len(targets):
+        dynamic = dataclasses.replace(dynamic, unchecked_targets=unchecked)
+    else:
+        return opts
+    return dataclasses.replace(opts, dynamic=dynamic)
 
 
 def _dynamic_options(opts: CheckOptions) -> DynamicOptions:

@@ -51,7 +51,17 @@ ISA_LEVELS: dict[str, tuple[str, ...]] = {
 """`isa=` words -> the /proc/cpuinfo flags every CPU of such a fleet has (x86-64 psABI levels;
 avx2 = v3 as on every AVX2 CPU since Haswell; avx512 = v4; amx = Sapphire Rapids' AMX set)."""
 
-TARGET_KEYS = ("cc", "isa", "torch", "libtorch", "glibc", "libstdcxx", "image", "driver")
+TARGET_KEYS = (
+    "cc",
+    "isa",
+    "torch",
+    "libtorch",
+    "glibc",
+    "libstdcxx",
+    "image",
+    "driver",
+    "checks-inputs",
+)
 
 
 TORCH_SYMBOLS = ("aoti_", "Sleef_", "_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch",
@@ -111,6 +121,9 @@ class HostInfo:
     cxxabi: str | None = None
     driver: str | None = None
     """NVIDIA driver version, e.g. `535.104.05` or `535`."""
+    checks_inputs: bool | None = None
+    """The deployment's serving process sets AOTI_RUNTIME_CHECK_INPUTS (`checks-inputs=yes`);
+    None: the target does not say (judged as a default deployment, which does not)."""
 
     @property
     def label(self) -> str:
@@ -133,6 +146,7 @@ class HostInfo:
             else {"version": self.torch.version, "source": self.torch.source},
             "glibc": self.glibc,
             "glibcxx": self.glibcxx,
+            "checks_inputs": self.checks_inputs,
             "driver": self.driver,
         }
 
@@ -315,7 +329,8 @@ def parse_target(text: str) -> HostInfo:
     avx512_vnni, amx, or /proc/cpuinfo flags joined by `+`), `torch=` a release (2.11-2.15),
     `libtorch=PATH` a libtorch or site-packages folder whose exports are read, `glibc=`,
     `libstdcxx=` (GLIBCXX version, e.g. 3.4.29), `image=PATH` an unpacked container root (its
-    glibc, libstdc++ and torch are read), `driver=` the NVIDIA driver, `platform=`, `machine=`.
+    glibc, libstdc++ and torch are read), `driver=` the NVIDIA driver, `platform=`, `machine=`,
+    `checks-inputs=yes|no` whether its serving process sets AOTI_RUNTIME_CHECK_INPUTS.
     """
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -352,6 +367,10 @@ def parse_target(text: str) -> HostInfo:
     )
 
 
+_YES = ("yes", "true", "1", "on")
+_NO = ("no", "false", "0", "off")
+
+
 def _target_value(key: str, value: str) -> dict[str, object]:
     if key == "isa":
         return {"cpu_flags": isa_flags(value)}
@@ -373,6 +392,11 @@ def _target_value(key: str, value: str) -> dict[str, object]:
         return {"driver": _version_value(key, value)}
     if key == "image":
         return read_image(value)
+    if key == "checks-inputs":
+        word = value.lower()
+        if word not in _YES + _NO:
+            raise UsageError(f"--target checks-inputs={value!r} is not yes or no")
+        return {"checks_inputs": word in _YES}
     raise UsageError(
         f"--target key {key!r} is unknown (use {', '.join(TARGET_KEYS)}, platform, machine)"
     )

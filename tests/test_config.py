@@ -332,3 +332,14 @@ def test_deployment_checks_inputs_errors(project: Path, line: str, message: str)
     write(project / "aotipre.toml", line + "\n")
     with pytest.raises(UsageError, match=re.escape(message)):
         config.load_config()
+
+
+def test_a_target_says_whether_its_deployment_checks_inputs() -> None:
+    from aotipre.errors import UsageError
+    from aotipre.host import parse_target
+
+    assert parse_target("cuda,cc=9.0,checks-inputs=yes").checks_inputs is True
+    assert parse_target("cpu,checks-inputs=off").checks_inputs is False
+    assert parse_target("cpu").checks_inputs is None
+    with pytest.raises(UsageError, match="checks-inputs='maybe' is not yes or no"):
+        parse_target("cpu,checks-inputs=maybe")

@@ -79,3 +79,26 @@ def test_a_deployment_that_checks_inputs_gets_no_aot613(
     assert "=33 [args[0] dim 0]: rejected by the runtime check (opt-in)" in probe["detail"]
     assert "args[0] non-contiguous: rejected by the runtime check (opt-in)" in probe["detail"]
     assert "the serving process must really set it" in probe["detail"]
+
+
+def test_targets_say_whether_their_deployment_checks_inputs(
+    dynamic_package: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    package, inputs = dynamic_package
+    args = ["check", str(package), "-i", str(inputs), "--no-config", "--format", "json"]
+    args += ["--fail-on", "warning", "--cache-dir", str(tmp_path / "cache")]
+    if host_needs_libstdcxx_preload(str(package)):
+        args += ["--ignore", "AOT515"]
+
+    # every target sets it: judged as --deployment-checks-inputs
+    main([*args, "--target", "cpu,checks-inputs=yes"])
+    report = json.loads(capsys.readouterr().out)
+    assert "AOT613" not in {f["code"] for f in report["findings"]}, report["findings"]
+    probe = next(s for s in report["stages"] if s["name"] == "probe")
+    assert "the serving process must really set it" in probe["detail"]
+
+    # one of two does not: AOT613 stays, naming that target
+    main([*args, "--target", "cpu,checks-inputs=yes;cpu,checks-inputs=no"])
+    report = json.loads(capsys.readouterr().out)
+    (f,) = [f for f in report["findings"] if f["code"] == "AOT613"]
+    assert f["message"].endswith("(no checks-inputs=yes): cpu,checks-inputs=no")

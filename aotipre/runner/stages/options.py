@@ -65,6 +65,8 @@ class DynamicOptions:
     deployment_checks_inputs: bool = False
     """The serving process sets AOTI_RUNTIME_CHECK_INPUTS (--deployment-checks-inputs): what
     the runtime check refuses is not run again without it, and AOT613 is not reported."""
+    unchecked_targets: tuple[str, ...] = ()
+    """The --target deployments that do not set it when others do (AOT613 names them)."""
     state_calls: int = 3
     """Calls of one fresh copy of a model that mutates buffers, compared call by call with the
     ExportedProgram's (the state stage); 0 or 1: not checked."""

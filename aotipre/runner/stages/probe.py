@@ -404,6 +404,11 @@ def unchecked_finding(s: Session, found: list[Any]) -> None:
         expected.append(f"{sizes[0].symbol} in [{rng.min}, {rng.max}]")
     if layouts:
         expected.append("contiguous inputs")
+    if s.opts.unchecked_targets:
+        why.append(
+            "The targets that do not set it (no checks-inputs=yes): "
+            + ", ".join(s.opts.unchecked_targets)
+        )
     s.add(
         "AOT613",
         f"the runtime input check refused {len(found)} probe input(s) only because aotipre runs "
