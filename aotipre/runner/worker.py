@@ -1628,6 +1628,13 @@ class Worker:
             return move_to_device_pass(ep, self.device)
         return ep
 
+    def fresh_ep(self) -> Any:
+        """Another copy of the reference ExportedProgram, on the device: for steps that change
+        its buffers or weights (state, weights), which the eager step's copy must not see."""
+        source = self.job.get("ep_package") or self.job["source_package"]
+        name = self.job.get("ep_model") or self.job["model"]
+        return self.move_ep(load_exported_program(as_archive(source, self.workdir), name))
+
     def eager_module(self) -> Any:
         if self.ep_module is None:
             self.ep_module = self.get_ep().module()
@@ -1910,13 +1917,7 @@ class Worker:
         if not step.get("reference"):
             return
         self.phase(entry, "load_exported_program")
-        source = self.job.get("ep_package") or self.job["source_package"]
-        ep = self.move_ep(
-            load_exported_program(
-                as_archive(source, self.workdir), self.job.get("ep_model") or self.job["model"]
-            )
-        )
-        module = ep.module()
+        module = self.fresh_ep().module()
         own = dict(module.named_buffers())
         rtol, atol = self.job.get("rtol"), self.job.get("atol")
         for i, record in enumerate(calls):
@@ -1979,13 +1980,7 @@ class Worker:
         if not step.get("reference"):
             return
         self.phase(entry, "load_exported_program")
-        source = self.job.get("ep_package") or self.job["source_package"]
-        ep = self.move_ep(
-            load_exported_program(
-                as_archive(source, self.workdir), self.job.get("ep_model") or self.job["model"]
-            )
-        )
-        module = ep.module()
+        module = self.fresh_ep().module()
         self.phase(entry, "reference_weights")
         try:
             result = module.load_state_dict(tensors, strict=False)
