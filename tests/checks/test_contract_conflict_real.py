@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from aotipre.api import CheckOptions, check
+from tests.building import build
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +34,7 @@ except Exception as exc:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("mixed")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "mixed_archive.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+    return build(HERE / "mixed_archive.py", out)
 
 
 def plain_torch(built: Path, inputs: str) -> str:

@@ -16,6 +16,7 @@ from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
 from aotipre.pt2.reader import read_package
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
+from tests.building import build
 
 pytestmark = pytest.mark.slow
 
@@ -50,11 +51,7 @@ print(json.dumps({"compiled": m(x, 2.0).tolist(), "eager": eager}))
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("scalar")
-    proc = subprocess.run(
-        [sys.executable, "-c", BUILD, str(out)], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+    return build(BUILD, out)
 
 
 def test_plain_torch_ignores_the_value_and_the_program_refuses_it(built: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from aotipre.api import CheckOptions, check
 from aotipre.runner.stages import DynamicOptions
+from tests.building import build
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +47,7 @@ except Exception as exc:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bound")
-    proc = subprocess.run(
-        [sys.executable, "-c", BUILD, str(out)], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+    return build(BUILD, out)
 
 
 def _check(built: Path, inputs: str):  # type: ignore[no-untyped-def]

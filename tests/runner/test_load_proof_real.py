@@ -16,6 +16,7 @@ from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
 from aotipre.pt2.reader import read_package
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
+from tests.building import build
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +50,7 @@ except RuntimeError as exc:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("proof")
-    proc = subprocess.run(
-        [sys.executable, "-c", BUILD, str(out)], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    build(BUILD, out)
     # the same package with its wrapper's metadata emptied
     with (
         zipfile.ZipFile(out / "sine.pt2") as src,

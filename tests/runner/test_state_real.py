@@ -14,6 +14,7 @@ import pytest
 from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
 from aotipre.runner.stages import DynamicOptions
+from tests.building import build
 
 pytestmark = pytest.mark.slow
 
@@ -34,15 +35,7 @@ print(json.dumps({"compiled": compiled, "eager": eager}))
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("state")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "state_models.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+    return build(HERE / "state_models.py", out)
 
 
 def plain_torch(

@@ -16,6 +16,7 @@ import pytest
 from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
 from aotipre.runner.stages import DynamicOptions
+from tests.building import build
 
 pytestmark = pytest.mark.slow
 
@@ -47,14 +48,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("weights")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "weights_models.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    build(HERE / "weights_models.py", out)
     edit = """
 import sys, torch
 d = sys.argv[1]
