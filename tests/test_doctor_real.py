@@ -44,7 +44,8 @@ def check_canary(report: DoctorReport, device: str) -> None:
     # installed libtorch that the doctor's C++ row reports on every host that has it; a run that
     # hits it (the same loaders constructed one at a time pass) adds AOT526 as a warning
     race = [f for f in report.findings if f.code == "AOT526"]
-    assert all(f.severity.value == "warning" and "hit by this run" in f.message for f in race)
+    for f in race:  # the message says which run failed how, when this does not hold
+        assert f.severity.value == "warning" and "hit by this run" in f.message, f.message
     codes = [f.code for f in report.findings if f.code not in ("AOT528", "AOT526")]
     if canary.status == "works":
         assert report.verdict is Verdict.PASS, table

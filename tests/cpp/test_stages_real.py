@@ -91,7 +91,12 @@ def test_cpp_op_library_missing_then_given(built: Path, cache_dir: str) -> None:
         f"calls aotipre_test_c::scale3; registered by --library {lib}",
     ), by
     assert by["cpp-load"][0] == "passed" and "identical" in by["cpp-load"][1], by
-    assert set(codes(given)) <= {"AOT528"}
+    # the installed torch's known race (torch #194128): AOT528 on every --cpp run, and a warning
+    # AOT526 when this run's concurrent loaders happen to hit it (about 1 run in 15)
+    race = [f for f in given.findings if f.code == "AOT526"]
+    for f in race:
+        assert f.severity.value == "warning" and "hit by this run" in f.message, f.message
+    assert set(codes(given)) <= {"AOT528", "AOT526"}
 
 
 def test_python_op_exported_program(built: Path, cache_dir: str) -> None:
