@@ -207,8 +207,13 @@ def test_gpu_fleet(fixture_dir: Path, tmp_path: Path) -> None:
     assert fleet.targets[0]["status"] == "loads"
 
 
-def test_inspect_table_per_target(fixture_dir: Path) -> None:
-    info = read_package(fixture_dir / "multi.pt2")
+AVX512 = Path(__file__).resolve().parents[1] / "data" / "isa" / "avx512.pt2"
+"""Two models (decoder, encoder) compiled for -march=skylake-avx512 with AVX-512 vector code,
+whatever the host that runs the tests (tests/data/isa/build.py): never loaded, only read."""
+
+
+def test_inspect_table_per_target() -> None:
+    info = read_package(AVX512)
     findings, rows = compatibility(info, "cpu,isa=avx2;cpu,torch=2.11")
     assert [(r.target, r.model, r.status) for r in rows] == [
         ("cpu,isa=avx2", "decoder", "cannot run"),
@@ -244,14 +249,17 @@ def test_cli_inspect_and_config_targets(
     (tmp_path / "aotipre.toml").write_text(
         '[targets]\nold-cpus = "cpu,isa=avx2"\nserving = "cpu,isa=avx512,torch=2.11"\n'
     )
-    pkg = str(fixture_dir / "aoti.pt2")
+    pkg = str(AVX512)
     for fast in (True, False):
         assert main(["inspect", pkg], fast_lane=fast) == 0
         out = capsys.readouterr().out
         assert "target: old-cpus" in out and "target: serving" in out and "cannot run" in out
     assert main(["inspect", pkg, "--target", "serving", "--format", "json"]) == 0
     data = __import__("json").loads(capsys.readouterr().out)
-    assert [r["target"] for r in data["targets"]] == ["serving"]
+    assert [(r["target"], r["model"]) for r in data["targets"]] == [
+        ("serving", "decoder"),
+        ("serving", "encoder"),
+    ]
     assert main(["check", pkg, "--static-only"]) == 1  # old-cpus: SIGILL
     assert "AOT436" in capsys.readouterr().out
     assert main(["check", pkg, "--static-only", "--target", "serving"]) == 0
@@ -260,14 +268,15 @@ def test_cli_inspect_and_config_targets(
     assert "targets" in capsys.readouterr().err
 
 
-def test_reports_carry_the_target_table(fixture_dir: Path) -> None:
+def test_reports_carry_the_target_table() -> None:
     from aotipre.report import markdown, table
 
-    report = _check(fixture_dir / "aoti.pt2", "cpu,isa=avx2;cpu,isa=avx512")
+    report = _check(AVX512, "cpu,isa=avx2;cpu,isa=avx512", model="encoder")
     md = markdown.render_report(report)
     assert "| target | model | status |" in md
     assert (
-        "| cpu,isa=avx2 | model | cannot run |" in md and "| cpu,isa=avx512 | model | loads |" in md
+        "| cpu,isa=avx2 | encoder | cannot run |" in md
+        and "| cpu,isa=avx512 | encoder | loads |" in md
     )
     text = table.render_report(report)
     assert "target: cpu,isa=avx2" in text and "target: cpu,isa=avx512" in text
