@@ -1,4 +1,9 @@
-"""Torch-free planning of worker inputs: synthesized sample inputs and the probe plan."""
+"""Torch-free planning of worker inputs: synthesized sample inputs and the probe plan.
+
+A little over the ~600 lines of the other modules: synthesis and the probe plan share the one
+model of a package's symbols (their ranges, the shapes they bind, derived dims, index bounds);
+the probe stage's verdicts are runner/stages/probe.py's.
+"""
 
 from __future__ import annotations
 

@@ -8,6 +8,11 @@ src/pt2/model_instance_state.cc, src/pt2/call_spec.cc, src/pt2/io_data.cc;
 triton-inference-server/common protobuf/model_config.proto; triton-inference-server/backend
 src/backend_model_instance.cc; triton-inference-server/server docs/user_guide/
 model_configuration.md and model_repository.md.
+
+Longer than the ~600 lines of the other modules on purpose: it is one backend's rules, each
+next to the source line it follows; split by topic (names, dtypes, dims, batching, instances),
+the rules would lose the one place where a reader checks them against that backend's sources
+(the pbtxt reading and writing are aotipre.serving.pbtxt).
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""From the ladder's evidence to a Diagnosis, its findings (family 8) and one stage per step."""
+"""From the ladder's evidence to a Diagnosis, its findings (family 8) and one stage per step.
+
+A little over the ~600 lines of the other modules: the conclusion reads every step's evidence
+(the fault, the printer's values, the kernel's code and its index bounds, the sample's values,
+the minifier and the sanitizer) to name one kernel and one cause; the helpers here serve only
+that reading, and the parsers and the ladder live in triage/parsers.py and triage/ladder.py.
+"""
 
 from __future__ import annotations
 
