@@ -611,6 +611,24 @@ def list_codes(
 
 
 @app.command()
+def explain(
+    code: str = typer.Argument(
+        ...,
+        help="A finding code (AOT613, any case), a code's name, or a prefix (AOT6: one line "
+        "per code).",
+        metavar="CODE",
+        show_default=False,
+    ),
+    fmt: InfoFormat = typer.Option(
+        InfoFormat.table, "--format", "-f", help="Output format.", metavar="table|json"
+    ),
+) -> None:
+    """Explain a finding code: severity, category, what it means, an example message and what
+    to do (its section of docs/codes.md)."""
+    raise typer.Exit(commands.explain(code, fmt.value))
+
+
+@app.command()
 def doctor(
     devices: list[str] | None = typer.Option(
         None,

@@ -2,11 +2,11 @@
 documented exit code, never a traceback for a user error.
 
 Commands go to the typer app (aotipre/app.py), except the hot static ones (`inspect`, `check
---static-only`, `version`) written in the plain form their options allow: those take a fast lane
-straight to aotipre/commands.py. Typer builds a pydantic validator for every option of every
-command before it runs one, which costs more start-up than the static check itself; the lane
-knows only the options listed below and hands anything else (help, another option, an unusual
-spelling) to typer, which runs the same command function.
+--static-only`, `explain`, `version`) written in the plain form their options allow: those take a
+fast lane straight to aotipre/commands.py. Typer builds a pydantic validator for every option of
+every command before it runs one, which costs more start-up than the static check itself; the
+lane knows only the options listed below and hands anything else (help, another option, an
+unusual spelling) to typer, which runs the same command function.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from aotipre.findings import ExitCode
 
 _VALUE_OPTIONS = {
     "inspect": {"--format": "format", "-f": "format", "--target": "target", "--config": "config"},
+    "explain": {"--format": "format", "-f": "format"},
     "check": {
         "--inputs": "inputs",
         "-i": "inputs",
@@ -168,6 +169,11 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
     values, positional = parsed
     from aotipre import commands
 
+    if name == "explain":
+        fmt = values.get("format", "table")
+        if len(positional) != 1 or fmt not in commands.INFO_FORMATS:
+            return None
+        return lambda: commands.explain(positional[0], fmt)
     if name == "inspect":
         fmt = values.get("format", "table")
         if len(positional) != 1 or fmt not in commands.INFO_FORMATS:

@@ -1,6 +1,6 @@
 """The finding-code table: every code aotipre can emit, with its default severity, category and hint.
 
-Numbering policy (also in the README):
+Numbering policy (also in docs/codes.md, which aotipre/codes_doc.py renders from this module):
 
 - `AOTxyy`: `x` is the family, `yy` the number inside it; a code is never reused or renumbered.
 - 0 package and archive; 1 call structure; 2 dtype and device; 3 shape, dynamic range and stride;
@@ -13,7 +13,7 @@ Long because it is a data table: one entry per code, in code order, in one place
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aotipre.findings import Category, Finding, Severity
 
@@ -29,10 +29,14 @@ class Code:
     category: Category
     summary: str
     hint: str
+    """What to do about it."""
     overrides: tuple[tuple[Severity, str], ...] = ()
-    """Other severities this code is emitted with, each with when (README's code table shows
-    them; tests/test_codes.py fails on an emitted severity that is neither the default nor one
-    of these)."""
+    """Other severities this code is emitted with, each with when (docs/codes.md shows them;
+    tests/test_codes.py fails on an emitted severity that is neither the default nor one of
+    these)."""
+    example: str = field(kw_only=True)
+    """One message as aotipre emits it for this code, with concrete values (docs/codes.md and
+    `aotipre explain` show it)."""
 
     def finding(self, message: str, *, hint: str | None = None, **fields: object) -> Finding:
         """Build a Finding with this code's defaults; `severity=` may override."""
@@ -47,6 +51,20 @@ class Code:
         )
 
 
+FAMILIES: tuple[tuple[str, str], ...] = (
+    ("0", "package and archive"),
+    ("1", "call structure"),
+    ("2", "dtype and device"),
+    ("3", "shape, dynamic range and stride"),
+    ("4", "host and version compatibility"),
+    ("5", "compile and load"),
+    ("6", "run (runtime, crash, timeout)"),
+    ("7", "accuracy and NaN"),
+    ("8", "crash triage"),
+    ("9", "aotipre itself"),
+)
+"""The families of the numbering policy above: the `x` of `AOTxyy` and what it is about."""
+
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 C = Category
 
@@ -60,6 +78,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The package path is missing, cannot be opened, or is a folder that is not an extracted "
         ".pt2 package.",
         "check the path and its permissions",
+        example="model.pt2: no such file",
     ),
     Code(
         "AOT002",
@@ -68,6 +87,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "The file is empty, not a zip archive, or a truncated zip.",
         "re-create the package with torch._inductor.aoti_compile_and_package or torch.export.save",
+        example="model.pt2: not a zip archive, so not a .pt2 package",
     ),
     Code(
         "AOT003",
@@ -77,6 +97,7 @@ ALL_CODES: tuple[Code, ...] = (
         "A member name could escape the extraction folder (.., absolute, backslash, NUL, symlink) "
         "or is duplicated.",
         "a .pt2 never holds such members; do not deploy this file",
+        example="model.pt2: unsafe member '../../evil': contains '..'",
     ),
     Code(
         "AOT004",
@@ -85,6 +106,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "A zip archive that is not a .pt2 package (no or wrong archive_format, several roots).",
         "build the package with torch.export.save or aoti_compile_and_package",
+        example="model.pt2: archive_format is 'torchscript', expected 'pt2'",
     ),
     Code(
         "AOT005",
@@ -93,6 +115,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.VERSION,
         "The archive_version is not one torch's loader accepts.",
         "re-package with a torch release between 2.11 and 2.15",
+        example="model.pt2: archive_version '99' is not supported (torch 2.11-2.15 read version 0)",
     ),
     Code(
         "AOT006",
@@ -102,6 +125,7 @@ ALL_CODES: tuple[Code, ...] = (
         "A metadata member (model JSON, wrapper metadata) is missing, not JSON, or of the wrong "
         "shape.",
         "the package is damaged or hand-edited; re-create it",
+        example="model.pt2: model/models/model.json is not valid JSON",
     ),
     Code(
         "AOT007",
@@ -110,6 +134,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "A member declares or inflates to more than aotipre reads (possible zip bomb).",
         "pt2 members are stored uncompressed; a compressed giant member is not from torch",
+        example="model.pt2: member 'model/data/bomb.bin' inflates from 2087262 to 2147483648 bytes "
+        "(zip bomb?)",
     ),
     Code(
         "AOT008",
@@ -118,6 +144,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "A member's CRC does not match: the file was damaged after it was written.",
         "the C++ loader does not check CRCs and may crash on it; re-create or re-download",
+        example="member model/data/aotinductor/model/cj44olkxn6sy.wrapper.so is corrupt (CRC "
+        "mismatch)",
     ),
     Code(
         "AOT009",
@@ -126,6 +154,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "The requested model is not in the package.",
         "pass one of the models listed with --model",
+        example="model 'decoder' is not in the package (models: model)",
     ),
     Code(
         "AOT010",
@@ -134,6 +163,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "The archive holds no model (neither an ExportedProgram nor AOTI code).",
         "build the package with torch.export.save or aoti_compile_and_package",
+        example="model.pt2: the archive holds no model",
     ),
     Code(
         "AOT011",
@@ -143,6 +173,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The AOTI weights live outside the .so; aoti_load_package segfaults when calling it.",
         "recompile with aot_inductor.package_constants_in_so=True, or load it with "
         "torch.export.pt2_archive._package.load_pt2(..., load_weights_from_disk=True)",
+        example="model 'model' keeps its AOTI weights outside the .so "
+        "(model/data/aotinductor/model/weights_config.json); aoti_load_package segfaults when it "
+        "is called",
     ),
     Code(
         "AOT012",
@@ -152,6 +185,8 @@ ALL_CODES: tuple[Code, ...] = (
         "No input contract could be read for a model (no ExportedProgram, wrapper.cpp absent or "
         "unparseable); static checks are limited.",
         "package the ExportedProgram alongside the AOTI code to get full checks",
+        example="model 'model': no input contract could be read (no wrapper.cpp is packaged, so "
+        "the input contract is unknown)",
     ),
     Code(
         "AOT013",
@@ -160,6 +195,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.DYNAMIC_RANGE,
         "The AOTI code accepts a narrower range for a dynamic dim than the ExportedProgram declares.",
         "inputs inside the export range but outside the AOTI range are rejected at run time",
+        example="model 'model': dynamic dim s43 has min 1 in the ExportedProgram, but the AOTI "
+        "code checks min 2 (input 'input_ids' dim 0)",
     ),
     Code(
         "AOT014",
@@ -168,6 +205,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "The package names a device type aotipre does not know.",
         "check the package metadata (AOTI_DEVICE_KEY)",
+        example="model 'model' targets device type 'npu', which aotipre does not know",
     ),
     Code(
         "AOT015",
@@ -179,6 +217,9 @@ ALL_CODES: tuple[Code, ...] = (
         "compile it with torch._inductor.aoti_compile_and_package(ep, package_path=...), or, if "
         "the deployment compiles at deploy time, say so with --compile-at-deploy "
         "(compile-at-deploy = true)",
+        example="model 'model' is an ExportedProgram without compiled AOTI code (a "
+        'torch.export.save file): aoti_load_package cannot load it ("Failed to find a generated '
+        "cpp file or so file for model 'model'\")",
     ),
     Code(
         "AOT016",
@@ -188,6 +229,10 @@ ALL_CODES: tuple[Code, ...] = (
         "The package holds several models and none is named 'model': a plain "
         "aoti_load_package(path) loads only 'model', so it fails on this package.",
         "load each model with torch._inductor.package.load_package(path, model_name=NAME)",
+        example="the package holds 2 models (decoder, encoder) and none is named 'model': a plain "
+        'aoti_load_package(path) fails with "Failed to find a generated cpp file or so file for '
+        "model 'model'\"; load them with torch._inductor.package.load_package(path, "
+        "model_name='decoder'), load_package(path, model_name='encoder')",
     ),
     Code(
         "AOT017",
@@ -197,6 +242,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The package holds several models: a plain aoti_load_package(path) loads only 'model'; "
         "the others need their name.",
         "load the others with torch._inductor.package.load_package(path, model_name=NAME)",
+        example="the package holds 2 models (model, encoder): aoti_load_package(path) loads only "
+        "'model'; the others need torch._inductor.package.load_package(path, model_name='encoder')",
     ),
     Code(
         "AOT018",
@@ -209,6 +256,10 @@ ALL_CODES: tuple[Code, ...] = (
         "program, e.g. the model cast to bfloat16).",
         "package the ExportedProgram the AOTI code was compiled from, or recompile the AOTI "
         "code from this one",
+        example="model 'model': the archive's ExportedProgram and the AOTI code that deploys take "
+        "different inputs (input 'x': the ExportedProgram says dtype float32, the compiled code "
+        "bfloat16): the inputs are checked against the compiled code, and the eager reference run "
+        "may refuse them",
     ),
     Code(
         "AOT020",
@@ -217,7 +268,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "The sample-inputs file is missing, not a torch.save file, or damaged.",
         "save inputs with torch.save((args, kwargs), path)",
-        ((W, "the sample inputs stored in the archive: the check goes on without them"),),
+        example="inputs.pt: is not a zip archive, not a file written by torch.save",
+        overrides=((W, "the sample inputs stored in the archive: the check goes on without them"),),
     ),
     Code(
         "AOT021",
@@ -227,6 +279,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The sample-inputs file references Python globals that weights_only loading refuses.",
         "convert numpy arrays with torch.from_numpy and custom classes to tuples or dicts of "
         "tensors",
+        example="inputs.pt: sample inputs reference globals that a weights-only load does not "
+        "allow: numpy._core.multiarray._reconstruct, numpy.ndarray, numpy.dtype",
     ),
     Code(
         "AOT022",
@@ -236,6 +290,8 @@ ALL_CODES: tuple[Code, ...] = (
         "No sample inputs were given or stored in the archive; input checks and dynamic stages "
         "need them.",
         "pass --inputs FILE (a torch.save of (args, kwargs))",
+        example="no sample inputs for model 'model': pass --inputs FILE to check inputs (dynamic "
+        "stages need them)",
     ),
     Code(
         "AOT030",
@@ -246,6 +302,8 @@ ALL_CODES: tuple[Code, ...] = (
         "are accepted); it is refused before anything is inflated (a sample-inputs file that "
         "does is AOT020).",
         "re-write the file with torch (torch.save, torch.export.save, aoti_compile_and_package)",
+        example="model.pt2: member 'model/data/constants/weights.bin' uses compression method 14 "
+        "(LZMA); torch reads only stored and deflated members",
     ),
     Code(
         "AOT031",
@@ -257,6 +315,10 @@ ALL_CODES: tuple[Code, ...] = (
         "attempting to parse an empty input` (reported for torch 2.13 binary_blob packages).",
         "rebuild the package; if it comes out empty again, copy the model's "
         "wrapper_metadata.json over the empty member",
+        example="model 'model': model/data/aotinductor/model/ctr5vxm2aefq.kernel_metadata.json is "
+        "empty (0 bytes); the C++ loader parses it when the package loads and fails (on an empty "
+        'one aoti_load_package raises "[json.exception.parse_error.101] parse error at line 1, '
+        'column 1: attempting to parse an empty input"), so the package cannot load',
     ),
     Code(
         "AOT032",
@@ -270,6 +332,11 @@ ALL_CODES: tuple[Code, ...] = (
         "with its .so; without g++: `Failed to compile cpp file.`).",
         "deploy a package compiled with its .so (drop package_cpp_only), or build the .so once "
         "with the packaged CMakeLists.txt and ship that",
+        example="model 'model' is C++ sources, compiled at load (aot_inductor.package_cpp_only): "
+        "no shared object (.so) is packaged in model/data/aotinductor/model/; aoti_load_package "
+        "compiles cxa4ahb2dpqv.wrapper.cpp with the packaged compile and linker flags in every "
+        "fresh process, so the deployment host needs a C++ toolchain (g++ and the torch headers) "
+        "and every cold start pays the compile",
     ),
     Code(
         "AOT040",
@@ -280,6 +347,9 @@ ALL_CODES: tuple[Code, ...] = (
         "path: `platform` is not `torch_aoti` (the backend loads a .pt2 only then, else it reads "
         "the file as TorchScript) or `backend` names another backend.",
         'set platform: "torch_aoti" (and backend: "pytorch" or none)',
+        example='models/mlp/config.pbtxt has platform: "pytorch_libtorch"; the package is an '
+        'AOTI .pt2, which the PyTorch backend loads only with platform: "torch_aoti" (else it '
+        "reads the file as TorchScript)",
     ),
     Code(
         "AOT041",
@@ -290,6 +360,8 @@ ALL_CODES: tuple[Code, ...] = (
         "no numeric version folder, no `<version>/model.pt2` (or the file `default_model_filename` "
         "names), a folder in its place, or a config `name` that is not the model folder's name.",
         "lay it out as <repo>/<model>/config.pbtxt and <repo>/<model>/1/model.pt2",
+        example="the backend loads models/mlp/1/model.pt2, which does not exist; models/mlp/1 "
+        'holds mlp.pt2: rename it to model.pt2 or set default_model_filename: "mlp.pt2"',
     ),
     Code(
         "AOT042",
@@ -301,6 +373,8 @@ ALL_CODES: tuple[Code, ...] = (
         "over named models) fails to load.",
         "package the model alone, under the default name (aoti_compile_and_package without "
         "a dict of models)",
+        example="the backend loads the package's model 'model' (for models/mlp/config.pbtxt), but "
+        "the package holds 'mlp': the load fails",
     ),
     Code(
         "AOT043",
@@ -310,6 +384,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The config declares another number of inputs than the package's call takes (the "
         "backend refuses to load it), no outputs, or more outputs than the package returns.",
         "declare one input per tensor the package takes (aotipre serving-config writes them)",
+        example="models/mlp/config.pbtxt declares 1 input, the package takes 2 (input_ids "
+        "(args[0]), attention_mask (args[1])): the backend refuses to load it",
         overrides=((I, "the config serves fewer outputs than the package returns"),),
     ),
     Code(
@@ -321,6 +397,9 @@ ALL_CODES: tuple[Code, ...] = (
         "the call-spec name (`ARGS[0]`, `RESULT[0]`) nor the ordinal (`INPUT__0`, `OUTPUT__0`), "
         "or two entries naming the same tensor.",
         "name inputs INPUT__<i> and outputs OUTPUT__<i> (positions in the package's call)",
+        example="models/ranker/config.pbtxt input 'KWARGS[mask]' is not a name the backend gives "
+        "any of the package's inputs (it accepts INPUT__0 or ARGS[0], INPUT__1 or ARGS[1]): the "
+        "load fails",
     ),
     Code(
         "AOT045",
@@ -331,6 +410,8 @@ ALL_CODES: tuple[Code, ...] = (
         "hand to torch (TYPE_BF16, TYPE_UINT16/32/64, TYPE_STRING): requests arrive as tensors "
         "of the config's type.",
         "use the TYPE_ the package's dtype maps to (float32: TYPE_FP32, int64: TYPE_INT64, ...)",
+        example="models/mlp/config.pbtxt input 'INPUT__0' is TYPE_FP32 (float32), the package's "
+        "input_ids (args[0]) is int64",
     ),
     Code(
         "AOT046",
@@ -342,6 +423,8 @@ ALL_CODES: tuple[Code, ...] = (
         "the config's shape and the package refuses them).",
         "dims are the package's shape (batch dim left out when max_batch_size > 0), -1 where it "
         "is dynamic",
+        example="models/mlp/config.pbtxt input 'INPUT__0' dim 0 is 9, the package's input_ids "
+        "(args[0]) dim 1 is 8: every request Triton accepts is refused by the package",
         overrides=((W, "-1 where the package's dim is static: Triton lets any size through"),),
     ),
     Code(
@@ -353,6 +436,9 @@ ALL_CODES: tuple[Code, ...] = (
         "maximum, or batching on a first dim that is static or not shared by every input.",
         "set max_batch_size to at most the batch dim's max, or 0 (no batching) with the batch "
         "dim in dims as -1",
+        example="models/mlp/config.pbtxt max_batch_size: 64, but the package's batch dim "
+        "(input_ids (args[0]) dim 0, s43) is exported with max 32: batches of 33 to 64 are "
+        "refused by the package",
         overrides=(
             (W, "the package refuses a batch of 1 (a lone request)"),
             (I, "the backend's README: batching above 1 is not completed for AOTI models"),
@@ -367,6 +453,8 @@ ALL_CODES: tuple[Code, ...] = (
         "KIND_AUTO on a GPU host) for a CPU package, KIND_CPU for a CUDA package; the backend "
         "places the inputs by the kind, not by the package.",
         "use KIND_CPU for a cpu package and KIND_GPU for a cuda one",
+        example="models/mlp/config.pbtxt instance_group[0] kind KIND_GPU, but the package's model "
+        "'model' is compiled for cpu: the backend hands it GPU tensors",
         overrides=((W, "KIND_AUTO or KIND_MODEL: the placement depends on the host"),),
     ),
     Code(
@@ -378,6 +466,8 @@ ALL_CODES: tuple[Code, ...] = (
         "sequence_batching, non-tensor inputs, a keyword argument that is not a tensor, dict "
         "keys with brackets, quotes or spaces.",
         "serve tensors only (dict, tuple and list of tensors) without sequence batching",
+        example="models/mlp/config.pbtxt: the config sets sequence_batching, which the torch_aoti "
+        "backend refuses at load ('Sequence batching is not supported yet.')",
     ),
     Code(
         "AOT050",
@@ -388,6 +478,9 @@ ALL_CODES: tuple[Code, ...] = (
         "fatbin (truncated, damaged, or not a binary), or the .so is missing with nothing to "
         "build it from: the loader fails on it.",
         "rebuild the package; a copy or upload probably damaged it",
+        example="model 'model': its AOTI code has no shared object (.so) in "
+        "model/data/aotinductor/model/, nor the compile and linker flags the C++ loader would "
+        "build one from: aoti_load_package cannot load it",
     ),
     Code(
         "AOT051",
@@ -398,6 +491,8 @@ ALL_CODES: tuple[Code, ...] = (
         "compiler command line recorded in the .so).",
         "a target lacking an extension the code uses dies with SIGILL; check with "
         "--target cpu,isa=...",
+        example="model 'model': CPU code compiled for -march=znver3 (enabled: avx512bw, avx512cd, "
+        "avx512dq, avx512f, avx512vl, avx512_vnni; metadata AOTI_CPU_ISA: AVX512 AVX512_VNNI)",
     ),
     Code(
         "AOT052",
@@ -407,6 +502,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The torch releases that could have produced the AOTI code (an AOTI-only package records "
         "no version), from the entry points and shim imports of its .so.",
         "load it with a torch at least as new as the producer's shim needs; --target torch=X checks",
+        example="model 'model': AOTI code produced by torch 2.13 (from the 40 AOTInductor entry "
+        "points and 25 shim imports of its .so)",
     ),
     Code(
         "AOT053",
@@ -416,6 +513,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The GPU code the cubins and fatbins carry: SASS architectures, PTX targets and PTX ISA "
         "versions.",
         "a GPU needs SASS for its architecture or PTX no newer than it; --target cuda,cc=... checks",
+        example="model 'model': 2 GPU code member(s) carry compute_90, sm_80, sm_90 (PTX ISA 8.4)",
     ),
     Code(
         "AOT060",
@@ -426,6 +524,9 @@ ALL_CODES: tuple[Code, ...] = (
         "with check_full_update=True refuses the whole swap, without it the constant keeps its "
         "compiled (stale) value.",
         "add the tensor to the weights file (the package's names: get_constant_fqns())",
+        example="--weights weights.pt lacks 'fc.bias' (float32[16], a Parameter) that the "
+        "package's constants need: load_constants(check_full_update=True) refuses the swap, "
+        "without the check the constant keeps its compiled value",
     ),
     Code(
         "AOT061",
@@ -435,6 +536,8 @@ ALL_CODES: tuple[Code, ...] = (
         "A weight swap names a tensor the package has no constant for (renamed, or another "
         "model's): torch's load_constants refuses the whole swap (`Constant not found: NAME`).",
         "rename the tensor to the package's name (the closest one is suggested) or drop it",
+        example="'fc.biass' of --weights weights.pt names no constant of the package; did you mean "
+        "'fc.bias'? (load_constants refuses the swap: Constant not found: fc.biass)",
     ),
     Code(
         "AOT062",
@@ -444,6 +547,8 @@ ALL_CODES: tuple[Code, ...] = (
         "A tensor of a weight swap has another shape than the package's constant: torch copies "
         "it unchecked, so the model computes with misplaced values or reads past the tensor.",
         "swap weights of the model the package was compiled from (same shapes)",
+        example="'fc.weight': --weights weights.pt holds shape [8, 16], the package's constant "
+        "fc_weight has [16, 8] (load_constants copies it unchecked)",
     ),
     Code(
         "AOT063",
@@ -453,6 +558,8 @@ ALL_CODES: tuple[Code, ...] = (
         "A tensor of a weight swap has another dtype than the package's constant: torch copies "
         "its bytes unchecked, so the model computes with garbage.",
         "convert the tensor to the package's dtype before the swap (t.to(dtype))",
+        example="'fc.weight': --weights weights.pt holds float16, the package's constant fc_weight "
+        "is float32 (load_constants copies the bytes unchecked)",
     ),
     Code(
         "AOT064",
@@ -462,6 +569,8 @@ ALL_CODES: tuple[Code, ...] = (
         "A tensor of a weight swap is stored on another device than the package's constants.",
         "move the tensors to the package's device before the swap (torch.load(..., "
         "map_location=...))",
+        example="'fc.weight': --weights weights.pt stores it on cuda:0, the package's constants "
+        "live on cpu",
     ),
     Code(
         "AOT065",
@@ -471,6 +580,9 @@ ALL_CODES: tuple[Code, ...] = (
         "A weight swap gives a value for a constant the compile folded (FoldedConstant): it is "
         "computed from other constants, so the value given for it is not what runs.",
         "swap the constants it was folded from instead (the package's Parameter/Buffer names)",
+        example="'_FOLDED_CONST_add' of --weights weights.pt is a FoldedConstant constant: the "
+        "compile folded it from other constants, so it is recomputed from them (runtime folding) "
+        "or stays as compiled; the value the swap gives for it is not what runs",
     ),
     Code(
         "AOT066",
@@ -482,6 +594,10 @@ ALL_CODES: tuple[Code, ...] = (
         "so no swap can change it, and load_constants refuses a swap that names it.",
         "recompile to swap it (aot_inductor.use_runtime_constant_folding=True or "
         "always_keep_tensor_constants=True keep small tensors as constants)",
+        example="'norm.eps' (float32[]) of --weights weights.pt is not a constant of the package: "
+        "a tensor this small is inlined into the kernels at compile time, so its compiled value "
+        "runs whatever the swap gives; load_constants refuses a swap naming it (Constant not "
+        "found: norm.eps)",
     ),
     Code(
         "AOT067",
@@ -491,6 +607,9 @@ ALL_CODES: tuple[Code, ...] = (
         "Applying the weight swap the way a deployment does (load_constants on a fresh copy) "
         "failed.",
         "fix the weights file (the static AOT06x findings say what differs)",
+        example="swapping the weights of --weights weights.pt into a fresh copy of model 'model' "
+        "(load_constants, check_full_update=True) failed at applying it: RuntimeError: Constant "
+        "not found: fc.biass",
     ),
     Code(
         "AOT068",
@@ -501,6 +620,10 @@ ALL_CODES: tuple[Code, ...] = (
         "with the same weights.",
         "the swap was applied wrongly (shape, dtype, folded or inlined constants): see the "
         "static findings",
+        example="after swapping in --weights weights.pt, output 0 of model 'model' differs from "
+        "the ExportedProgram in the archive run with the same weights: 32 of 32 elements differ "
+        "beyond rtol=1.3e-06, atol=1e-05; max abs error 2.41; max rel error 3.7; worst at (1, 5): "
+        "1.52 vs eager -0.892",
     ),
     Code(
         "AOT069",
@@ -510,6 +633,9 @@ ALL_CODES: tuple[Code, ...] = (
         "After swapping in weights that differ from the compiled ones, the outputs are "
         "identical to the unswapped run: the swap was silently ignored.",
         "swap constants the package really reads (not folded or inlined ones), or recompile",
+        example="after swapping in --weights weights.pt (1 tensor(s) differ from the compiled "
+        "values: '_FOLDED_CONST_add'), model 'model' returns exactly the outputs of the unswapped "
+        "copy: the swap was silently ignored",
     ),
     Code(
         "AOT080",
@@ -521,6 +647,8 @@ ALL_CODES: tuple[Code, ...] = (
         "name. aotipre never unpickles them.",
         "load such a package only from a trusted source; prefer tensors or torchbind objects "
         "(custom_obj_*) for constants",
+        example="the package stores 2 opaque Python object(s) (opaque_obj_0, opaque_obj_1) that "
+        "torch.export.load and load_pt2 unpickle with pickle.loads; aotipre did not unpickle them",
     ),
     # 1: call structure
     Code(
@@ -530,6 +658,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "The number of positional arguments differs from the exported signature.",
         "pass exactly the positional arguments the model was exported with",
+        example="1 positional arguments given, the model was exported with 2 (input_ids, "
+        "attention_mask)",
     ),
     Code(
         "AOT102",
@@ -538,6 +668,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "A keyword argument the model was exported with is missing.",
         "add the keyword argument to the sample inputs",
+        example="keyword argument 'mask' is missing",
     ),
     Code(
         "AOT103",
@@ -546,6 +677,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "A keyword argument the model was not exported with was given.",
         "remove it, or fix its name",
+        example="unexpected keyword argument 'bias'",
     ),
     Code(
         "AOT104",
@@ -554,6 +686,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "An input's container structure (tuple, list, dict) differs from the exported one.",
         "pass inputs with the same nesting as the example inputs used for export",
+        example="'pair' has 3 items, the model expects 2",
     ),
     Code(
         "AOT105",
@@ -564,6 +697,9 @@ ALL_CODES: tuple[Code, ...] = (
         "ignores the value passed and silently computes with the exported one.",
         "pass the exported value; if it must vary, pass it as a tensor (torch.tensor(v)) or "
         "compile one package per value",
+        example="input 'scale' is 0.7, but export specialized it to 0.5: the compiled model "
+        "ignores the value passed and silently computes with 0.5 (the ExportedProgram's module() "
+        "refuses it: Guard failed: scale == 0.5)",
     ),
     Code(
         "AOT106",
@@ -572,6 +708,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRUCTURE,
         "An input is of the wrong kind (a tensor where a number was exported, or the reverse).",
         "pass the same kind of value as at export",
+        example="input 'scale' was exported as a constant, got a tensor float32[] on cpu",
     ),
     Code(
         "AOT107",
@@ -581,6 +718,8 @@ ALL_CODES: tuple[Code, ...] = (
         "Export specialized non-tensor arguments (float, int, bool, str, None) to the values "
         "recorded in the ExportedProgram; the compiled model ignores any value passed for them.",
         "pass them as tensors (torch.tensor(v)) if they must vary at deploy time",
+        example="model 'model': export specialized scale (kwargs['scale']) = 0.5; the compiled "
+        "model ignores any value passed for it and computes with this one",
     ),
     Code(
         "AOT108",
@@ -592,6 +731,11 @@ ALL_CODES: tuple[Code, ...] = (
         "it computes with.",
         "package the ExportedProgram with the AOTI code (it records the values), and pass "
         "arguments that must vary as tensors",
+        example="model 'model': return_dict (kwargs['return_dict']) is not an input of the "
+        "compiled model: export specialized it to the value of the example inputs, which an "
+        "AOTI-only package does not record; any value passed is ignored (the sample inputs pass "
+        "return_dict=False: not what will run unless it equals the exported value; pass "
+        "--exported-program FILE to compare with it)",
     ),
     Code(
         "AOT109",
@@ -601,6 +745,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The sample-inputs file holds a state_dict or training checkpoint (parameter tensors by "
         "name), not the model's inputs.",
         "save the inputs themselves: torch.save(((x,), {'mask': m}), 'sample.pt')",
+        example="inputs.pt holds a state_dict (4 tensors named like parameters: 'fc1.weight', "
+        "'fc1.bias', 'fc2.weight', ...), not inputs for model 'model': weights are inside the "
+        "package; the sample inputs are what the model is called with",
     ),
     Code(
         "AOT110",
@@ -612,6 +759,9 @@ ALL_CODES: tuple[Code, ...] = (
         "guards, so it runs such inputs and computes with what it was exported for.",
         "pass inputs that satisfy the guard (the message quotes it); a value that must vary "
         "needs a re-export with it as a tensor or a dynamic dim",
+        example="the inputs break a guard that export recorded for the model (scale == 0.5): the "
+        "ExportedProgram in the archive refuses them, while the compiled model, which does not "
+        "check that guard, ran them and computed with what it was exported for",
     ),
     Code(
         "AOT120",
@@ -622,6 +772,8 @@ ALL_CODES: tuple[Code, ...] = (
         "register it before loading, and aotipre was not told how (--import, --library).",
         "pass --library PATH (a TORCH_LIBRARY .so) or --import MODULE (the Python module that "
         "defines the op) so the check registers it like the deployment will",
+        example="model 'model' calls mylib::scale3 (a custom operator, seen in its AOTI code), "
+        "which torch does not provide: the process that loads the package must register it first",
     ),
     Code(
         "AOT121",
@@ -632,6 +784,8 @@ ALL_CODES: tuple[Code, ...] = (
         "loads or runs it, even after the given --import and --library.",
         "load the op's library (torch.ops.load_library / --library) or import the module that "
         "defines it (--import) before loading the package",
+        example="mylib::scale3 is not registered in the load worker (registered: nothing); torch: "
+        "Could not find schema for mylib::scale3.",
     ),
     Code(
         "AOT122",
@@ -642,6 +796,9 @@ ALL_CODES: tuple[Code, ...] = (
         "meant for the C++ loader, which cannot run Python operators.",
         "implement the op in C++ (TORCH_LIBRARY) and load that library in the server, or serve "
         "the package from Python",
+        example="model 'model' calls mylib::twice (a Python torch.library.custom_op, seen in its "
+        "ExportedProgram): the C++ loader cannot run it (torch: 'Custom operators created via "
+        "torch.library.custom_op cannot be run via AOTI without Python environment')",
     ),
     Code(
         "AOT123",
@@ -652,6 +809,8 @@ ALL_CODES: tuple[Code, ...] = (
         "--library file could not be loaded.",
         "check the module name (importable from the working directory or PYTHONPATH) or the "
         "library path, and that the library was built against this torch",
+        example="registering custom operators failed: --import mylib_ops: ModuleNotFoundError: No "
+        "module named 'mylib_ops' (the load step did not run)",
     ),
     # 2: dtype and device
     Code(
@@ -661,6 +820,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DTYPE,
         "An input tensor's dtype differs from the compiled one.",
         "cast the input (e.g. x.to(torch.float32)) or re-export with the deployment dtype",
+        example="input 'input_ids' has dtype float32, the package expects int64",
     ),
     Code(
         "AOT202",
@@ -669,7 +829,9 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "An input tensor lives on a different device type than the package was compiled for.",
         "move inputs to the package's device before calling it",
-        ((W, "a CPU sample for an accelerator package: aotipre's own runs move it"),),
+        example="input 'x' is on cpu, the package expects cuda; move inputs to the device before "
+        "calling the model",
+        overrides=((W, "a CPU sample for an accelerator package: aotipre's own runs move it"),),
     ),
     # 3: shape, dynamic range and stride
     Code(
@@ -679,6 +841,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.SHAPE,
         "An input tensor has a different number of dimensions than compiled.",
         "reshape the input to the exported rank",
+        example="input 'input_ids' has 3 dims [3, 10, 1], the package expects 2 ['s43', 's53']",
     ),
     Code(
         "AOT302",
@@ -687,6 +850,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.SHAPE,
         "A static dimension differs from its compiled size.",
         "the dim was specialized at export; mark it dynamic with torch.export.Dim to vary it",
+        example="input 'x' dim 1 is 12, the package was compiled for exactly 16",
     ),
     Code(
         "AOT303",
@@ -695,6 +859,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.DYNAMIC_RANGE,
         "A dynamic dimension is below its minimum.",
         "pad the input, or re-export with a smaller Dim min",
+        example="input 'input_ids' dim 0 (s43) is 1, below the minimum 2 of its range [2, 64]; "
+        "export allows 1 but the compiled AOTI code checks >= 2",
     ),
     Code(
         "AOT304",
@@ -703,6 +869,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.DYNAMIC_RANGE,
         "A dynamic dimension is above its maximum.",
         "split or truncate the input, or re-export with a larger Dim max",
+        example="input 'input_ids' dim 1 (s53) is 129, above the maximum 128 of its range [2, 128]",
     ),
     Code(
         "AOT305",
@@ -711,6 +878,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.SHAPE,
         "Inputs that share a dynamic dimension have different sizes for it.",
         "inputs that share a Dim must agree (e.g. input_ids and attention_mask sequence length)",
+        example="input 'attention_mask' dim 1 is 17 but 'input_ids' dim 1 is 16; both are the "
+        "dynamic dim s53 and must be equal",
     ),
     Code(
         "AOT306",
@@ -719,6 +888,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.SHAPE,
         "A derived dimension (e.g. 2*s0) does not equal its expression.",
         "make the dim equal its exported expression",
+        example="input 'y' dim 0 is 5, but the package derives it as 2*s77 = 6",
     ),
     Code(
         "AOT307",
@@ -727,6 +897,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.STRIDE,
         "An input's stride differs from the static stride the package was compiled for.",
         "pass a contiguous tensor (x.contiguous()) or the exported layout",
+        example="input 'attention_mask' has stride 16 at dim 0, the package was compiled for 10 "
+        "(contiguous layout; the input's strides are [16, 1])",
     ),
     Code(
         "AOT308",
@@ -737,6 +909,10 @@ ALL_CODES: tuple[Code, ...] = (
         "package indexes with it (e.g. a token id past the vocabulary).",
         "validate or clamp the ids before calling the model (tokenizer and model vocabularies "
         "must match), or re-export with the larger table",
+        example="input 'input_ids' holds 600 at position [2, 3], outside the 500 rows of the "
+        "embedding it indexes (valid 0..499; the input's values span 13..600): the compiled "
+        "model's index check fails on it, or, compiled without index asserts, it reads out of "
+        "bounds",
     ),
     # 4: host and version compatibility
     Code(
@@ -746,7 +922,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package runs on CUDA and the target host has no CUDA GPU.",
         "run on a CUDA host, or recompile the ExportedProgram for cpu",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cpu: model 'model': compiled for cuda, and the target has no cuda device",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT402",
@@ -756,7 +933,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The target GPU's compute capability differs from the one the package was compiled on "
         "(metadata only: used when its cubins cannot be read).",
         "recompile on (or for) the deployment GPU architecture",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cuda,cc=8.0: model 'model': compiled on compute capability 9.0 (metadata; "
+        "its cubins could not be read), the target has 8.0",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT403",
@@ -766,7 +945,10 @@ ALL_CODES: tuple[Code, ...] = (
         "The target CPU lacks an extension the package was compiled with (-march=native) and its "
         "machine code could not be scanned to tell whether it is used; it can die with SIGILL.",
         "compile on a host no newer than the deployment CPU",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cpu,isa=avx2: model 'model': compiled with AVX512F, AVX512BW, AVX512VL "
+        "enabled (-march=skylake-avx512), which the target lacks; whether the code uses them is "
+        "unknown (no instruction scan): it may die with SIGILL",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT404",
@@ -775,7 +957,9 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package was compiled for another OS or machine architecture.",
         "compile on the deployment platform",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cpu,machine=aarch64: model 'model': its .so is x86_64 code (ELF header), "
+        "the target is aarch64",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT405",
@@ -784,6 +968,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.VERSION,
         "The package was written by a torch version outside the supported or installed range.",
         "load it with the torch version that wrote it",
+        example="model 'model' was exported with torch 2.9.1; aotipre supports torch 2.11-2.15",
     ),
     Code(
         "AOT406",
@@ -792,7 +977,9 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "The package's device type differs from the target device.",
         "recompile the ExportedProgram for the target device",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cuda,cc=8.0: model 'model': compiled for cpu, but the target deploys on "
+        "cuda",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT407",
@@ -802,6 +989,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The C++ compiler AOTInductor uses is missing or cannot build a shared library, so no "
         "package can be compiled on this host.",
         "install g++ (or point $CXX at a working C++ compiler); precompiled packages can still load",
+        example="the C++ compiler AOTInductor uses (g++) cannot build a shared library: building a "
+        "hello-world shared library failed (exited with code 1 after 0.2 s): /usr/bin/ld: cannot "
+        "find -lstdc++: No such file or directory | collect2: error: ld returned 1 exit status",
     ),
     Code(
         "AOT408",
@@ -812,7 +1002,10 @@ ALL_CODES: tuple[Code, ...] = (
         "noexec so the .so files in it cannot be loaded.",
         "point TMPDIR (package extraction) or TORCHINDUCTOR_CACHE_DIR (compiles) at a writable "
         "directory on a mount without noexec",
-        ((W, "not writable, where nothing needs to run from it"),),
+        example="package extraction (TMPDIR) /tmp is mounted noexec (/tmp: "
+        "rw,nosuid,nodev,noexec): AOTInductor maps the .so files it writes there, which fails on "
+        "such a directory",
+        overrides=((W, "not writable, where nothing needs to run from it"),),
     ),
     Code(
         "AOT409",
@@ -821,6 +1014,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "A directory AOTInductor extracts packages or writes compiles into has little free space.",
         "free space, or point TMPDIR / TORCHINDUCTOR_CACHE_DIR / --cache-dir elsewhere",
+        example="aotipre compile cache /home/ci/.cache/aotipre has 64.0 MiB free (less than 1.0 "
+        "GiB)",
     ),
     Code(
         "AOT410",
@@ -831,6 +1026,11 @@ ALL_CODES: tuple[Code, ...] = (
         "builds with; compiled packages can fail to load or crash in the loader.",
         "preload the compiler's libstdc++ (LD_PRELOAD), or build with a compiler that matches "
         "the environment's libstdc++",
+        example="the torch process loads /opt/conda/lib/libstdc++.so.6.0.29 (GLIBCXX up to "
+        "3.4.29), but g++ builds against /usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.33 (GLIBCXX "
+        "up to 3.4.33): code compiled here may need symbols up to GLIBCXX_3.4.33 that the loaded "
+        "library lacks (load errors like `version GLIBCXX_3.4.33 not found`, or crashes in the "
+        "loader)",
     ),
     Code(
         "AOT411",
@@ -841,6 +1041,8 @@ ALL_CODES: tuple[Code, ...] = (
         "cannot run AOTInductor packages, whatever the model.",
         "fix the host first: the message names the failing step and the evidence the crash; "
         "`aotipre doctor` re-checks",
+        example="the canary on cpu: load crashes (SIGSEGV): the process was killed by SIGSEGV "
+        "while loading model 'model' of model.pt2 (preloading the system libstdc++ did not help)",
     ),
     Code(
         "AOT412",
@@ -851,6 +1053,9 @@ ALL_CODES: tuple[Code, ...] = (
         "this host: the host is at fault, not the model.",
         "run `aotipre doctor` on this host for the diagnosis (compiler, libstdc++, directories), "
         "then check the package again",
+        example="the process was killed by SIGSEGV while loading model 'model' of model.pt2; a "
+        "trivial canary model compiled on this host crashes too (load on cpu, SIGSEGV): the host "
+        "cannot run AOTI packages, so the crash says nothing about this model",
     ),
     Code(
         "AOT420",
@@ -861,6 +1066,8 @@ ALL_CODES: tuple[Code, ...] = (
         "left); the check went on without it.",
         "point --cache-dir (config key cache-dir) at a writable folder with free space, or pass "
         "--no-cache",
+        example="the compile cache /home/ci/.cache/aotipre cannot be used (Not a directory); "
+        "compiled without it",
     ),
     Code(
         "AOT430",
@@ -872,7 +1079,10 @@ ALL_CODES: tuple[Code, ...] = (
         "export: dlopen fails with `undefined symbol`.",
         "load it with a torch that exports them (at least the release that produced it), or "
         "recompile with the target's torch",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cpu,torch=2.12: model 'model': wrapper.so (cj44olkx) imports 1 shim "
+        "function(s) torch 2.12 does not export: dlopen fails with `undefined symbol: "
+        "aoti_torch_cpu_grid_sampler_3d`",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT431",
@@ -882,6 +1092,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The .so needs a newer glibc symbol version than the target has: dlopen fails with "
         "`version GLIBC_x not found`.",
         "compile on a system with the deployment's glibc (or older), or deploy on a newer one",
+        example="target cpu,glibc=2.17: model 'model': wrapper.so (cj44olkx) needs GLIBC_2.34; the "
+        "target has GLIBC_2.17: dlopen fails with `libc.so.6: version `GLIBC_2.34' not found "
+        "(required by wrapper.so (cj44olkx))`",
     ),
     Code(
         "AOT432",
@@ -892,6 +1105,9 @@ ALL_CODES: tuple[Code, ...] = (
         "libstdc++ defines: dlopen fails with `version GLIBCXX_x not found`.",
         "compile with a g++ no newer than the deployment's libstdc++, or ship a newer libstdc++ "
         "in the image",
+        example="target cpu,libstdcxx=3.4.19: model 'model': wrapper.so (cj44olkx) needs "
+        "GLIBCXX_3.4.30; the target has GLIBCXX_3.4.19: dlopen fails with `libstdc++.so.6: "
+        "version `GLIBCXX_3.4.30' not found (required by wrapper.so (cj44olkx))`",
     ),
     Code(
         "AOT433",
@@ -901,7 +1117,10 @@ ALL_CODES: tuple[Code, ...] = (
         "For a GPU of the target, the cubins/fatbins hold neither SASS for its architecture nor "
         "PTX the driver can JIT: kernels fail to launch (no kernel image for the device).",
         "compile for every GPU of the fleet, e.g. with aot_inductor.emit_multi_arch_kernel",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cuda,cc=8.6: model 'model': 2 of 2 GPU code member(s) have no SASS for "
+        "sm_86 and no PTX to JIT (they carry compute_90, sm_90a): kernels fail to launch on "
+        "compute capability 8.6",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT434",
@@ -911,7 +1130,10 @@ ALL_CODES: tuple[Code, ...] = (
         "The GPU code needs a newer NVIDIA driver than the target has (PTX of a newer ISA cannot "
         "be JIT-compiled; SASS from a newer CUDA major is refused).",
         "upgrade the driver, or compile with a CUDA toolkit the driver supports",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cuda,cc=9.0,driver=470: model 'model': on compute capability 9.0 it runs "
+        "SASS built by CUDA 13.0 (fatbin (c3cx42vb)), which needs an NVIDIA driver >= 580.65.06; "
+        "the target has 470",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT435",
@@ -921,6 +1143,8 @@ ALL_CODES: tuple[Code, ...] = (
         "On a GPU of the target, kernels run from PTX that the driver JIT-compiles when the "
         "package loads (no SASS for that architecture; slower first load).",
         "add SASS for that architecture to skip the JIT",
+        example="target cuda,cc=12.0: model 'model': on compute capability 12.0, 2 GPU code "
+        "member(s) run from PTX that the driver JIT-compiles at load",
     ),
     Code(
         "AOT436",
@@ -930,7 +1154,11 @@ ALL_CODES: tuple[Code, ...] = (
         "The .so contains instructions of a CPU extension the target lacks (counted by decoding "
         "its machine code): the process dies with SIGILL when they run.",
         "compile on (or for) the oldest CPU of the fleet, or deploy on CPUs with the extension",
-        ((I, "with --static-only and no --target: a fact of this machine only"),),
+        example="target cpu,isa=avx2: model 'model': wrapper.so (cj44olkx) holds instructions of "
+        "CPU extensions the target lacks (AVX512F 41, AVX512BW 29, AVX512VL 21): the process dies "
+        "with SIGILL when they run (e.g. vcvtusi2sd xmm0,xmm0,rdx at 0x1c542 in "
+        "_ZN12_GLOBAL__N_123constant_map_from_pairsEPK27AOTInductorConstantMapEntrym)",
+        overrides=((I, "with --static-only and no --target: a fact of this machine only"),),
     ),
     Code(
         "AOT437",
@@ -940,6 +1168,10 @@ ALL_CODES: tuple[Code, ...] = (
         "The package was compiled with a CPU extension enabled that the target lacks, but no "
         "instruction in its code uses it: it loads (torch only warns about AOTI_CPU_ISA).",
         "nothing to do; torch's 'Device information mismatch' warning is harmless here",
+        example="target cpu,isa=avx2: model 'model': compiled with AVX512_VNNI enabled "
+        "(-march=skylake-avx512), which the target lacks, but none of the 35897 instructions of "
+        "wrapper.so (climwrco) uses them: it loads (torch only warns about the AOTI_CPU_ISA "
+        "mismatch)",
     ),
     Code(
         "AOT439",
@@ -950,6 +1182,9 @@ ALL_CODES: tuple[Code, ...] = (
         ".so imports were not checked against it.",
         "give the target as libtorch=PATH (its exports are read), or regenerate the table "
         "(scripts/build_torch_table.py)",
+        example="target cpu,torch=2.15: model 'model': torch 2.15 (--target torch=2.15) is not in "
+        "aotipre's export table (2.11, 2.12, 2.13, 2.14); the 25 shim functions wrapper.so "
+        "(cj44olkx) imports were not checked against it",
     ),
     # 5: compile and load
     Code(
@@ -959,6 +1194,9 @@ ALL_CODES: tuple[Code, ...] = (
         C.COMPILE,
         "aoti_compile_and_package raised while compiling the ExportedProgram.",
         "fix the error quoted in the evidence; the lines name the failing op or C++ line",
+        example="compiling model 'model' for cpu failed: InductorError: CppCompileError: C++ "
+        "compile error (/tmp/torchinductor_ci/xq/cxqv7rmp.cpp:41:10: fatal error: omp.h: No such "
+        "file or directory)",
     ),
     Code(
         "AOT502",
@@ -969,6 +1207,7 @@ ALL_CODES: tuple[Code, ...] = (
         "kernel run while autotuning).",
         "re-run the compile alone to reproduce; a CUDA fault at compile time means a kernel "
         "reads out of bounds on the example inputs",
+        example="compiling model 'model' for cpu: the compiler process was killed by SIGSEGV",
     ),
     Code(
         "AOT503",
@@ -977,6 +1216,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.TIMEOUT,
         "The compile did not finish within its time limit.",
         "raise the compile time limit, or compile on a faster host",
+        example="compiling model 'model' for cpu did not finish within 1800 s",
     ),
     Code(
         "AOT510",
@@ -985,6 +1225,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.LOAD,
         "aoti_load_package raised while loading the model.",
         "load it with the torch version and host it was compiled for",
+        example="loading model 'model' of model.pt2 failed: RuntimeError: Error in dlopen: "
+        "/tmp/tmpq8x1v2/model/data/aotinductor/model/cj44olkx.wrapper.so: invalid ELF header",
     ),
     Code(
         "AOT511",
@@ -993,6 +1235,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.DEVICE,
         "The loader refused the requested device (a device index for a cpu package, a GPU the host lacks).",
         "load cpu packages without a device index; pass --device matching the package",
+        example="loading model 'model' of model.pt2 on cuda:1 was refused: Error: CUDA error: "
+        "invalid device ordinal",
     ),
     Code(
         "AOT512",
@@ -1001,6 +1245,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.ENVIRONMENT,
         "The package needs CUDA and the torch doing the load has no usable CUDA.",
         "run on a CUDA host with a CUDA build of torch, or recompile for cpu",
+        example="model 'model' of model.pt2 needs CUDA, and this torch cannot use it: "
+        "RuntimeError: Found no NVIDIA driver on your system.",
     ),
     Code(
         "AOT513",
@@ -1009,6 +1255,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.LOAD,
         "The loader found no compiled code for the requested model name.",
         "pass one of the models the package holds compiled code for",
+        example="the loader found no compiled code for model 'model': RuntimeError: Failed to find "
+        "a generated cpp file or so file for model 'model' in the zip archive.",
     ),
     Code(
         "AOT514",
@@ -1017,6 +1265,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.CRASH,
         "The process died by a signal while loading the package (before any model code ran).",
         "check the .so was built for this torch, libstdc++ and CPU; re-create the package",
+        example="the process was killed by SIGSEGV while loading model 'model' of model.pt2 "
+        "(preloading the system libstdc++ did not help)",
     ),
     Code(
         "AOT515",
@@ -1030,6 +1280,10 @@ ALL_CODES: tuple[Code, ...] = (
         "preload the system libstdc++ (LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libstdc++.so.6), or "
         "match the toolchains: compile the package with the compiler and libstdc++ torch was "
         "built with",
+        example="loading model 'model' of model.pt2 crashed with SIGSEGV in this environment and "
+        "succeeded with LD_PRELOAD=/lib/x86_64-linux-gnu/libstdc++.so.6: a libstdc++ mismatch "
+        "between the toolchain that built the compiled code and this process's runtime (an "
+        "environment problem, not a model bug); the other stages ran with the preload",
     ),
     Code(
         "AOT516",
@@ -1038,6 +1292,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.TIMEOUT,
         "Loading the package did not finish within the time limit.",
         "raise --timeout; a very large package or a stuck device can cause it",
+        example="loading model 'model' of model.pt2 did not finish within 300 s",
     ),
     Code(
         "AOT517",
@@ -1047,6 +1302,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The ExportedProgram in the archive cannot be loaded by this torch, so outputs were not "
         "compared with eager.",
         "re-export with the deployment torch version to get the eager comparison",
+        example="the ExportedProgram in the archive (model 'model') cannot be loaded by this "
+        "torch: SerializeError: Failed deserializing node "
+        "Node(target='torch.ops.nosuchlib.embed.default')",
     ),
     Code(
         "AOT520",
@@ -1056,6 +1314,9 @@ ALL_CODES: tuple[Code, ...] = (
         "aotipre's C++ harness could not be built against the installed torch (no working C++ "
         "compiler, or headers or libraries missing), so the C++ loader was not checked.",
         "install a C++ compiler that builds against torch's headers (see aotipre doctor)",
+        example="the C++ harness could not be built: StepError: building the C++ harness with g++ "
+        "failed (exit 1): harness.cpp:9:10: fatal error: "
+        "torch/csrc/inductor/aoti_package/model_package_loader.h: No such file or directory",
     ),
     Code(
         "AOT521",
@@ -1064,6 +1325,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.LOAD,
         "torch::inductor::AOTIModelPackageLoader raised while loading the package in C++.",
         "the message is the C++ loader's own; a C++ deployment fails the same way",
+        example="the C++ loader raised while constructing the loader: Could not find schema for "
+        "mylib::twice",
     ),
     Code(
         "AOT522",
@@ -1072,6 +1335,10 @@ ALL_CODES: tuple[Code, ...] = (
         C.RUNTIME,
         "Running the model through the C++ loader raised an exception.",
         "the message is the C++ loader's own; compare with the Python run's result",
+        example="the C++ loader raised while running the model: run_func_( container_handle_, "
+        "input_handles.data(), input_handles.size(), output_handles.data(), "
+        "output_handles.size(), cuda_stream_handle, proxy_executor_handle_) API call failed at "
+        "/pytorch/torch/csrc/inductor/aoti_runner/model_container_runner.cpp, line 149",
     ),
     Code(
         "AOT523",
@@ -1080,6 +1347,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.CRASH,
         "The C++ harness died by a signal while loading or running the package.",
         "a C++ deployment crashes the same way; the phase says whether loading or running did",
+        example="the C++ harness crashed with SIGSEGV while constructing the loader "
+        "(AOTIModelPackageLoader construction)",
     ),
     Code(
         "AOT524",
@@ -1089,6 +1358,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The C++ harness did not finish within the time limit (a hang in loading, running or "
         "concurrent use).",
         "raise --timeout if the model is just slow; otherwise the C++ loader hangs",
+        example="the C++ harness did not finish within 12.5 s (of the step's 15 s limit) (running "
+        "the model)",
     ),
     Code(
         "AOT525",
@@ -1098,6 +1369,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The C++ loader's outputs differ from the Python loader's on the same inputs beyond the "
         "tolerance.",
         "the same .so should compute the same values; check the inputs' order and dtypes",
+        example="the C++ loader's outputs differ from the Python loader's: 1 output(s) beyond "
+        "tolerance, largest absolute difference 0.0312",
     ),
     Code(
         "AOT526",
@@ -1108,7 +1381,10 @@ ALL_CODES: tuple[Code, ...] = (
         "crashed, raised or hung (torch issue #194128: a data race in the loader's JSON reading).",
         "construct loaders one at a time (a process-wide mutex around the constructor), or use "
         "a torch with the fix",
-        (
+        example="C++ concurrency, 4 loaders constructed at once on 4 threads: crashed with SIGABRT "
+        "during constructing the loaders concurrently; constructed one at a time (a mutex around "
+        "the constructor), the same loaders ran with identical outputs",
+        overrides=(
             (
                 W,
                 "this run hit the race that AOT528 reports for this torch, and the same loaders "
@@ -1124,6 +1400,8 @@ ALL_CODES: tuple[Code, ...] = (
         "Concurrent runs on one loader with num_runners > 1 crashed, raised, hung or returned "
         "outputs that differ from a single run.",
         "serialize runs, or run with num_runners=1 per loader",
+        example="C++ concurrency, one loader with num_runners=2, 4 threads x 3 runs at once: "
+        "returned outputs that differ between threads or runs (largest absolute difference 0.25)",
     ),
     Code(
         "AOT528",
@@ -1134,6 +1412,9 @@ ALL_CODES: tuple[Code, ...] = (
         "(torch issue #194128): constructing loaders concurrently in C++ can corrupt the heap.",
         "construct AOTIModelPackageLoaders one at a time in C++ servers (Python callers are "
         "shielded by the GIL)",
+        example="this torch's libtorch_cpu holds the static JSON object of load_json_file (torch "
+        "issue #194128, open): constructing several loaders at once in a C++ server can crash or "
+        "read another package's metadata, even when this run did not",
     ),
     Code(
         "AOT529",
@@ -1144,6 +1425,7 @@ ALL_CODES: tuple[Code, ...] = (
         "another device.",
         "AOTI packages should run on any GPU of the host; load with device_index and check "
         "where outputs live",
+        example="loaded with device_index=1, the outputs live on cuda:0",
     ),
     Code(
         "AOT531",
@@ -1156,6 +1438,11 @@ ALL_CODES: tuple[Code, ...] = (
         "load_weights_from_disk) fail, and the fallback's reason is hidden in a log line.",
         "re-create the package with aoti_compile_and_package on the deployment's torch (the "
         "message names what load_pt2 refused)",
+        example="model 'model': model/data/aotinductor/model/cj44olkxn6sy.wrapper_metadata.json is "
+        "empty: torch's load_pt2 fails on it ([json.exception.parse_error.101] on an empty one), "
+        'and aoti_load_package logs "Loading outdated pt2 file" and falls back to '
+        "AOTIModelPackageLoader, which loads the package; a deployment that calls load_pt2 "
+        "(torch.export.pt2_archive, num_runners, load_weights_from_disk) cannot load it",
     ),
     Code(
         "AOT532",
@@ -1167,6 +1454,9 @@ ALL_CODES: tuple[Code, ...] = (
         "(an empty or degenerate artifact, a loader that substitutes another path).",
         "load the package with torch._inductor.aoti_load_package from the deployment's torch "
         "and check that the .so inside the package is the one compiled for this model",
+        example="loading model 'model' of model.pt2 returned a model, but none of the package's "
+        "shared objects is mapped into the process: the calls do not run the package's compiled "
+        "code",
     ),
     # 6: run (runtime, crash, timeout)
     Code(
@@ -1176,6 +1466,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.RUNTIME,
         "The compiled model rejected the inputs with a size or stride assertion at run time.",
         "make the inputs match the shapes and strides the model was compiled for",
+        example="a size/stride assertion in the compiled model failed at run time: dim 0 has size "
+        "7, expected 6 (inputs that share a dynamic dim disagree, or a derived dim is off)",
     ),
     Code(
         "AOT602",
@@ -1185,6 +1477,9 @@ ALL_CODES: tuple[Code, ...] = (
         "Running the compiled model raised an exception (not an input check).",
         "the evidence quotes the failing kernel's message; check the input values "
         "(e.g. indices within the embedding size)",
+        example="running the model raised in kernel cpp_fused_embedding_sum_0: index out of "
+        "bounds: 0 <= tmp2 < 500L (the ExportedProgram run eagerly fails on these inputs too "
+        "(IndexError: index out of range in self): the inputs are likely invalid for the model)",
     ),
     Code(
         "AOT603",
@@ -1193,6 +1488,10 @@ ALL_CODES: tuple[Code, ...] = (
         C.CRASH,
         "The process aborted (SIGABRT) while running the compiled model.",
         "an uncaught C++ exception or assertion in a kernel; the evidence names it",
+        example="running the model aborted (SIGABRT) in kernel "
+        "cpp_fused_add_embedding_native_layer_norm_slice_0: index out of bounds: 0 <= tmp2 < "
+        "1000L (a trivial canary model compiled on this host loads and runs on cpu: the crash is "
+        "specific to this package)",
     ),
     Code(
         "AOT604",
@@ -1202,6 +1501,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The process crashed with a memory fault (SIGSEGV/SIGBUS) while running the model.",
         "look for out-of-range indices or inputs outside the compiled shapes; re-run under "
         "AOTI_RUNTIME_CHECK_INPUTS=1",
+        example="running the model crashed with SIGSEGV in kernel cpp_fused_embedding_sum_0",
     ),
     Code(
         "AOT605",
@@ -1211,6 +1511,7 @@ ALL_CODES: tuple[Code, ...] = (
         "The process was killed by a signal while running the model (SIGKILL: often the "
         "out-of-memory killer; SIGILL: an instruction this CPU lacks).",
         "check memory limits, and that the package was compiled for this CPU",
+        example="running the model was killed by SIGKILL",
     ),
     Code(
         "AOT606",
@@ -1219,6 +1520,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.TIMEOUT,
         "Running the model did not finish within --timeout.",
         "raise --timeout, or look for a hang in the kernel the evidence names",
+        example="running the model did not finish within 300 s",
     ),
     Code(
         "AOT607",
@@ -1229,6 +1531,12 @@ ALL_CODES: tuple[Code, ...] = (
         "so calling the model crashes. The package, not the model, is at fault.",
         "recompile with aot_inductor.package_constants_in_so=True, or load it with "
         "torch.export.pt2_archive._package.load_pt2(..., load_weights_from_disk=True)",
+        example="running the model crashed (SIGSEGV) because the package keeps its weights on disk "
+        "(data/aotinductor/model/weights_config.json) and aoti_load_package does not load them: "
+        "the compiled code read constants that were never set; "
+        "torch.export.pt2_archive._package.load_pt2(path, load_weights_from_disk=True) loads it "
+        "and runs these inputs (outputs float32[3, 4]): deploy with that loader, or recompile "
+        "with aot_inductor.package_constants_in_so=True",
     ),
     Code(
         "AOT608",
@@ -1237,6 +1545,10 @@ ALL_CODES: tuple[Code, ...] = (
         C.RUNTIME,
         "A CUDA kernel faulted (device-side assert, illegal memory access).",
         "re-run with CUDA_LAUNCH_BLOCKING=1 to pin the faulting kernel; check index inputs",
+        example="running the model hit a CUDA fault: CUDA error: an illegal memory access was "
+        "encountered (the ExportedProgram run eagerly fails on these inputs too "
+        "(AcceleratorError: CUDA error: device-side assert triggered): the inputs are likely "
+        "invalid for the model)",
     ),
     Code(
         "AOT610",
@@ -1245,7 +1557,12 @@ ALL_CODES: tuple[Code, ...] = (
         C.DYNAMIC_RANGE,
         "The model failed at the minimum or maximum of a dynamic dimension it declares valid.",
         "fix the model for that size, or re-export with a range it supports",
-        ((W, "the compiled code's runtime check refuses a size the declared range allows"),),
+        example="s53=128 [input_ids dim 1, attention_mask dim 1], the maximum of the declared "
+        "range [2, 128], failed: index out of bounds: 0 <= tmp3 < 100L in kernel "
+        "cpp_fused_add_embedding_0",
+        overrides=(
+            (W, "the compiled code's runtime check refuses a size the declared range allows"),
+        ),
     ),
     Code(
         "AOT611",
@@ -1256,6 +1573,8 @@ ALL_CODES: tuple[Code, ...] = (
         "runtime input check is missing, so out-of-range inputs return garbage or crash later.",
         "run with AOTI_RUNTIME_CHECK_INPUTS=1 (torch >= 2.13) or compile with "
         "aot_inductor.debug_compile=True, and validate sizes before calling",
+        example="s43=65 [args[0] dim 0, args[1] dim 0], one above the maximum 64, ran without "
+        "being rejected",
     ),
     Code(
         "AOT612",
@@ -1265,7 +1584,9 @@ ALL_CODES: tuple[Code, ...] = (
         "An input one above a dynamic dimension's maximum crashed or failed inside the model "
         "instead of being rejected by the runtime input check.",
         "run with AOTI_RUNTIME_CHECK_INPUTS=1, and validate sizes before calling",
-        ((W, "an exception inside the model instead of the input check, not a crash"),),
+        example="s43=65 [args[0] dim 0, args[1] dim 0], one above the maximum 64, crashed "
+        "(SIGSEGV) instead of being rejected by the input check",
+        overrides=((W, "an exception inside the model instead of the input check, not a crash"),),
     ),
     Code(
         "AOT613",
@@ -1280,6 +1601,15 @@ ALL_CODES: tuple[Code, ...] = (
         "set AOTI_RUNTIME_CHECK_INPUTS=1 in the serving process (then say so: "
         "--deployment-checks-inputs, config deployment-checks-inputs = true), or validate "
         "input sizes against the dynamic range and pass contiguous tensors",
+        example="the runtime input check refused 3 probe input(s) only because aotipre runs with "
+        "AOTI_RUNTIME_CHECK_INPUTS=1, which aotipre sets and a default deployment does not; "
+        "without it the compiled model took them: s43=65 [args[0] dim 0, args[1] dim 0] (max 64 + "
+        "1): ran silently; s53=129 [args[0] dim 1, args[1] dim 1] (max 128 + 1): ran silently; "
+        "args[0] with strides (1, 3) (the sample's values, not contiguous): ran silently and "
+        "returned outputs that differ from the contiguous input's (output 0: 12 of 12 values, max "
+        "abs diff 3.46). Outputs for sizes outside the compiled range are not checked by "
+        "anything. The compiled code reads every input as laid out with the strides it was "
+        "compiled for; pass contiguous tensors (.contiguous())",
     ),
     Code(
         "AOT614",
@@ -1291,6 +1621,9 @@ ALL_CODES: tuple[Code, ...] = (
         "for the contiguous input, failed or crashed.",
         "pass contiguous tensors (.contiguous()) and report the package's compile to PyTorch: "
         "the runtime check should refuse strides the code was not compiled for",
+        example="args[0] with strides (1, 3) (the sample's values, not contiguous) ran under the "
+        "runtime check and returned outputs that differ from the contiguous input's (output 0: 12 "
+        "of 12 values, max abs diff 3.46)",
     ),
     Code(
         "AOT615",
@@ -1303,6 +1636,9 @@ ALL_CODES: tuple[Code, ...] = (
         "crashed.",
         "pass inputs whose values satisfy the bound the message quotes (validate them in the "
         "serving process), or re-export with a wider torch._check if the model supports it",
+        example="running the model stopped at the model's own data-dependent bound: input "
+        "'args[1]' holds 20, and the model requires u0 <= 16 (a torch._check in the model, "
+        "enforced by the compiled code at every call)",
     ),
     # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
     Code(
@@ -1314,6 +1650,9 @@ ALL_CODES: tuple[Code, ...] = (
         "builds and dlopens check programs at every cold start.",
         "TORCHINDUCTOR_VEC_ISA_OK=1 skips the base checks; keep TORCHINDUCTOR_CACHE_DIR in the "
         "image; the C++ AOTIModelPackageLoader does not probe",
+        example="loading spent 2.17 s of 2.20 s in torch's CPU-ISA probe (get_device_information: "
+        "6 check programs, each dlopened in a child process); for an already compiled package its "
+        "only effect is a device-information warning",
     ),
     Code(
         "AOT641",
@@ -1324,6 +1663,8 @@ ALL_CODES: tuple[Code, ...] = (
         "that took a noticeable share of the load.",
         "extract once when building the image and load the folder (torch >= 2.13 C++ loader, "
         "aoti_load_package from 2.15)",
+        example="every load extracts 1840 MB (5 files) of the model into a temporary folder first: "
+        "1.92 s of 4.31 s",
     ),
     Code(
         "AOT642",
@@ -1333,6 +1674,8 @@ ALL_CODES: tuple[Code, ...] = (
         "Host memory (RSS) grew call after call with the outputs dropped.",
         "look for state the model or a custom op keeps between calls; the JSON report has the "
         "series",
+        example="host memory grew by 4.0 MB per call over 20 calls (76 MB in all) with the outputs "
+        "dropped",
     ),
     Code(
         "AOT643",
@@ -1342,6 +1685,8 @@ ALL_CODES: tuple[Code, ...] = (
         "GPU memory (caching allocator) grew call after call with the outputs dropped.",
         "look for state the model or a custom op keeps between calls; the JSON report has the "
         "series",
+        example="GPU memory (caching allocator) grew by 2.00 MB per call over 20 calls (38.0 MB in "
+        "all) with the outputs dropped",
     ),
     Code(
         "AOT644",
@@ -1352,6 +1697,9 @@ ALL_CODES: tuple[Code, ...] = (
         "compiler inside aoti_load_package; the load time measured includes it.",
         "compile without aot_inductor.package_cpp_only to ship the .so, or keep a compiler and "
         "the torch headers in the serving image and budget the cold start",
+        example="every cold start compiles the package's C++ sources (package_cpp_only): the load "
+        "took 12.73 s here, g++ included, and needs a C++ toolchain and the torch headers on the "
+        "deployment host",
     ),
     Code(
         "AOT645",
@@ -1360,6 +1708,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "Loading the package took longer than max-load-s.",
         "the stage detail splits the load (CPU-ISA probe, extraction, dlopen and constants)",
+        example="loading took 2.36 s, the budget (max-load-s) is 0.5 s (CPU-ISA probe 2.18 s, C++ "
+        "loader 0.01 s, loader imports 0.15 s)",
     ),
     Code(
         "AOT646",
@@ -1368,6 +1718,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "The median call took longer than max-latency-ms.",
         "compare with the previous package (--against) to see whether it is new",
+        example="the median call took 15.810 ms over 20 runs (p99 28.005 ms), the budget "
+        "(max-latency-ms) is 10 ms",
     ),
     Code(
         "AOT647",
@@ -1376,6 +1728,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "The peak host memory (RSS) after the load and the first call exceeded max-rss-mb.",
         "weights in the .so are mapped into memory; large constants count in full",
+        example="the process's peak host memory (RSS) was 307 MB after the load and the first "
+        "call, the budget (max-rss-mb) is 100 MB",
     ),
     Code(
         "AOT648",
@@ -1384,6 +1738,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "The GPU memory the model took after the load and the first call exceeded max-gpu-mb.",
         "the driver's view counts the constants (cudaMalloc) and the caching allocator's pool",
+        example="the model took 3120 MB of GPU memory (driver view, after the load and the first "
+        "call), the budget (max-gpu-mb) is 2048 MB",
     ),
     Code(
         "AOT650",
@@ -1393,6 +1749,8 @@ ALL_CODES: tuple[Code, ...] = (
         "Loading (torch's CPU-ISA probe aside: it is the host's) is slower than the baseline "
         "package's (--against), beyond the tolerance.",
         "both were measured in the same run on this machine; the JSON report has both breakdowns",
+        example="loading (without torch's CPU-ISA probe, the host's cost) is 1.42 s, the baseline "
+        "package's 0.61 s (+133%, tolerance 20%)",
     ),
     Code(
         "AOT651",
@@ -1402,6 +1760,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The median call, and the fastest, are slower than the baseline package's (--against), "
         "beyond the tolerance.",
         "both were measured in the same run with the same inputs",
+        example="the median call is 4.812 ms, the baseline package's 2.106 ms (+128%, tolerance "
+        "20%)",
     ),
     Code(
         "AOT652",
@@ -1411,6 +1771,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The peak host memory is higher than the baseline package's (--against), beyond the "
         "tolerance.",
         "both were measured in the same run with the same inputs",
+        example="the peak host memory (RSS) is 912 MB, the baseline package's 455 MB (+100%, "
+        "tolerance 20%)",
     ),
     Code(
         "AOT653",
@@ -1420,6 +1782,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The model takes more GPU memory than the baseline package (--against), beyond the "
         "tolerance.",
         "both were measured in the same run with the same inputs",
+        example="the GPU memory the model takes is 2210 MB, the baseline package's 1104 MB (+100%, "
+        "tolerance 20%)",
     ),
     Code(
         "AOT654",
@@ -1428,6 +1792,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "The baseline package (--against) could not be loaded or run, so nothing was compared.",
         "the message says why; check the baseline path and that it takes the same inputs",
+        example="the baseline package deployed.pt2 has no model 'model' (it holds: encoder, "
+        "decoder)",
     ),
     # 7: accuracy and NaN
     Code(
@@ -1439,6 +1805,9 @@ ALL_CODES: tuple[Code, ...] = (
         "inputs beyond the tolerance.",
         "check the package was compiled from this ExportedProgram; loosen --rtol/--atol only "
         "for known low-precision drift",
+        example="output 0 (float32[3, 4]): 12 of 12 elements differ beyond rtol=1.3e-06, "
+        "atol=1e-05; max abs error 0.0312; max rel error 0.0087; worst at (2, 1): 3.58 vs eager "
+        "3.61 (compared with the ExportedProgram in the archive run eagerly)",
     ),
     Code(
         "AOT702",
@@ -1450,6 +1819,9 @@ ALL_CODES: tuple[Code, ...] = (
         "the reference is finite. The message names the rows that hold them.",
         "if the reference produces them too, fix the model or its inputs (the rows named); "
         "else compile with TORCHINDUCTOR_NAN_ASSERTS=1 to find the first kernel producing them",
+        example="output 0 (float32[4, 10]) of the compiled model holds 10 NaN in 1 row(s) along "
+        "dim 0 (0): the rows of the batch, produced by input row(s) 0 of 'mask' where the "
+        "ExportedProgram run eagerly is finite: the compiled code produces them",
     ),
     Code(
         "AOT703",
@@ -1459,6 +1831,8 @@ ALL_CODES: tuple[Code, ...] = (
         "The compiled model returns a different number, shape or dtype of outputs than the "
         "ExportedProgram.",
         "the AOTI part was compiled from another program; recompile it from this one",
+        example="output 0: the compiled model returns bfloat16[2, 16], the ExportedProgram "
+        "float32[2, 16] (compared with the ExportedProgram in the archive run eagerly)",
     ),
     Code(
         "AOT704",
@@ -1467,6 +1841,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.ACCURACY,
         "The ExportedProgram itself failed on the inputs, so outputs were not compared.",
         "the inputs may be invalid for the model; the evidence quotes the eager error",
+        example="running the ExportedProgram in the archive eagerly on the same inputs failed: "
+        "IndexError: index out of range in self",
     ),
     Code(
         "AOT705",
@@ -1476,7 +1852,10 @@ ALL_CODES: tuple[Code, ...] = (
         "The compiled model's outputs hold Inf that the reference produces too, in the same rows "
         "(masked logits, log-probabilities of impossible events): reported, not failed.",
         "nothing if the Inf is intended; else fix the model or its inputs",
-        ((W, "no reference to tell whether the Inf is intended"),),
+        example="output 0 (float32[4, 10]) of the compiled model holds 6 Inf in 2 row(s) along dim "
+        "0 (1, 3), as the ExportedProgram run eagerly does (the same count in the same rows): "
+        "reported, not failed",
+        overrides=((W, "no reference to tell whether the Inf is intended"),),
     ),
     Code(
         "AOT706",
@@ -1491,6 +1870,11 @@ ALL_CODES: tuple[Code, ...] = (
         "recompile with a torch that carries the update (check the buffer named), keep the "
         "state outside the model (pass it as an input and return the new value), or reset it "
         "per call if the deployment must not carry it",
+        example="the compiled model does not carry its state across calls as the ExportedProgram "
+        "does: 3 calls of one copy with the same inputs first differ at call 2 (it mutates calls, "
+        "acc): buffer 'calls' after call 2: compiled 1, eager 2; output 0: 4 of 4 elements differ "
+        "beyond rtol=0.0001, atol=1e-05; max abs error 1; max rel error 0.25; worst at (0,): 3 vs "
+        "eager 4",
     ),
     Code(
         "AOT707",
@@ -1502,6 +1886,11 @@ ALL_CODES: tuple[Code, ...] = (
         "with.",
         "pass --exported-program FILE (the program the package was compiled from) to compare "
         "the calls with eager's",
+        example="model 'model' mutates calls, acc; 3 calls of one copy with the same inputs: the "
+        "first output changes from call to call; buffers after each call: calls 1, 2, 3; acc "
+        "[0.5, 0.5, 0.5, 0.5], [1, 1, 1, 1], [1.5, 1.5, 1.5, 1.5]; no ExportedProgram to tell "
+        "whether eager returns the same sequence (the archive holds AOTI code only (no "
+        "ExportedProgram))",
     ),
     # 8: crash triage (the escalation ladder after a crashed run; aotipre.triage)
     Code(
@@ -1512,6 +1901,10 @@ ALL_CODES: tuple[Code, ...] = (
         "Crash triage named the generated kernel that faulted, with its source, the model code it "
         "fuses and its inputs' statistics (the report's diagnosis).",
         "read the diagnosis; --artifacts DIR writes a repro bundle",
+        example="crash triage (printer-3): Kernel triton_per_fused_embedding_sum_0 "
+        "(aten.embedding, aten.sum at model.py:125) reads out of bounds: its index input ids "
+        "(arg1_1), int64[2, 5], holds min 124, max 1000000000000, but the indexed dimension has "
+        "500 entries (valid indices 0..499); validate or clamp ids before calling the model.",
     ),
     Code(
         "AOT802",
@@ -1521,6 +1914,10 @@ ALL_CODES: tuple[Code, ...] = (
         "The first error blamed one operation (e.g. a cuBLAS call), but a synchronous run shows an "
         "earlier kernel faulting: the first error was a later symptom of that fault.",
         "debug the kernel the diagnosis names, not the operation the first error blamed",
+        example="the first error blamed CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
+        "`cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`, but a "
+        "synchronous run shows triton_poi_fused_embedding_0 faulting before it: the first error "
+        "was misattributed (CUDA reports a device fault at a later call)",
     ),
     Code(
         "AOT803",
@@ -1531,6 +1928,9 @@ ALL_CODES: tuple[Code, ...] = (
         "(e.g. a token id past the embedding table).",
         "validate or clamp the index input before calling the model, or re-export with a larger "
         "table",
+        example="the index input input_ids (arg3_1) of kernel "
+        "triton_poi_fused_embedding_mul_unsqueeze_0 holds 600, past the 500 entries it indexes "
+        "(index out of bounds: 0 <= tmp4 < 500)",
     ),
     Code(
         "AOT804",
@@ -1539,6 +1939,7 @@ ALL_CODES: tuple[Code, ...] = (
         C.NAN,
         "A tensor the faulting kernel reads holds NaN or Inf.",
         "find the producer (the kernel launched before it) or check the model inputs",
+        example="kernel triton_per_fused_add_mul_0 receives NaN/Inf in attention_mask (arg1_1)",
     ),
     Code(
         "AOT805",
@@ -1548,6 +1949,8 @@ ALL_CODES: tuple[Code, ...] = (
         "Crash triage could not name the faulting kernel (the crash did not reproduce, or no step "
         "could run).",
         "the triage stages say why; --artifacts DIR keeps every step's command and log",
+        example="crash triage could not name the faulting kernel: the crash did not reproduce with "
+        "the printer compiled in",
     ),
     Code(
         "AOT806",
@@ -1557,6 +1960,9 @@ ALL_CODES: tuple[Code, ...] = (
         "The package holds AOTI code only, so the triage steps that recompile (printer, NaN "
         "asserts, minifier) could not run.",
         "pass --exported-program FILE (torch.export.save of the same model)",
+        example="crash triage could not recompile model 'model' with the debug printer: the "
+        "archive holds AOTI code only (no ExportedProgram); pass --exported-program FILE for the "
+        "kernel launch order and the faulting kernel's input statistics",
     ),
     Code(
         "AOT807",
@@ -1565,6 +1971,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.CRASH,
         "The AOTI minifier reduced the failing program to a minimal repro.py.",
         "attach the repro to a bug report",
+        example="the AOTI minifier wrote a minimal repro with 3 graph nodes: "
+        "artifacts/model/minifier/repro.py",
     ),
     Code(
         "AOT808",
@@ -1573,6 +1981,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.CRASH,
         "compute-sanitizer memcheck reported an invalid memory access (it names the kernel).",
         "the evidence quotes its report",
+        example="compute-sanitizer memcheck: Invalid __global__ read of size 4 bytes in "
+        "triton_per_fused_embedding_sum_0",
     ),
     Code(
         "AOT809",
@@ -1584,6 +1994,11 @@ ALL_CODES: tuple[Code, ...] = (
         "Python-side failure, not a kernel crash (no triage).",
         "import the library that registers the type before calling the model, or export with "
         "plain tensor/tuple outputs (e.g. return_dict=False)",
+        example="running the model computed its outputs, but torch could not rebuild them into "
+        "their output type transformers.modeling_outputs.BaseModelOutput: that pytree type is not "
+        "registered in this process; it is registered by 'transformers', which the serving "
+        "process must import before calling the model (a Python-side failure, not a kernel crash: "
+        "plain aoti_load_package fails the same way)",
     ),
 )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from aotipre import __version__, api, codes, config, safeio
-from aotipre.errors import AotipreError
+from aotipre.errors import AotipreError, UsageError
 from aotipre.report import (
     json_format,
     parse_report_spec,
@@ -34,7 +34,7 @@ class Format(str, Enum):
 
 
 class InfoFormat(str, Enum):
-    """Formats of `inspect`, `codes` and `doctor`."""
+    """Formats of `inspect`, `codes`, `explain` and `doctor`."""
 
     table = "table"
     json = "json"
@@ -219,6 +219,29 @@ def list_codes(fmt: str = "table") -> int:
     from tabulate import tabulate
 
     emit(tabulate(rows, headers=keys, maxcolwidths=[None, None, None, None, 60]) + "\n", None)
+    return 0
+
+
+def explain(code: str, fmt: str = "table") -> int:
+    """`aotipre explain CODE`: one code's section of docs/codes.md as plain text (a code in any
+    case, or a code's name), or one line per code for a prefix (`AOT6`). UsageError (one line,
+    exit 2) for anything else."""
+    from aotipre import codes_doc
+
+    found = codes_doc.lookup(code)
+    if not found:
+        raise UsageError(
+            f"{code.strip()!r} is not a finding code, code prefix or code name "
+            "(`aotipre codes` lists them)"
+        )
+    listing = codes_doc.is_prefix(code)
+    if fmt == "json":
+        fields = [codes_doc.as_dict(c) for c in found]
+        emit(json_format.dumps(fields if listing else fields[0]), None)
+    elif listing:
+        emit(codes_doc.render_listing(list(found)), None)
+    else:
+        emit(codes_doc.render_code(found[0]), None)
     return 0
 
 

@@ -63,6 +63,10 @@ CASES: list[tuple[str, ...]] = [
     ("check", "{both}", "--static-only", "--report", "yaml:{out}/x"),
     ("check", "{both}", "--static-only", "--write-baseline", "{out}/base.toml"),
     ("check", "{both}", "--static-only", "--config", "{missing}"),
+    ("explain", "AOT613"),
+    ("explain", "aot6", "--format", "json"),
+    ("explain", "-f", "table", "AOT020"),
+    ("explain", "AOT999"),
     ("version",),
 ]
 
@@ -117,6 +121,10 @@ def test_fast_lane_answers_as_the_typer_app_does(
         ["inspect", "a.pt2", "--static-only"],
         ["doctor"],
         ["codes"],
+        ["explain"],
+        ["explain", "AOT613", "AOT614"],
+        ["explain", "AOT613", "--help"],
+        ["explain", "AOT613", "--format", "yaml"],
         ["version", "--help"],
         ["--help"],
     ],

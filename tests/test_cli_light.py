@@ -94,7 +94,9 @@ def test_version_flag_and_command() -> None:
         assert r.returncode == 0 and r.stdout == f"aotipre {__version__}\n"
 
 
-@pytest.mark.parametrize("command", [[], ["check"], ["doctor"], ["inspect"], ["codes"]])
+@pytest.mark.parametrize(
+    "command", [[], ["check"], ["doctor"], ["inspect"], ["codes"], ["explain"]]
+)
 def test_help_fits_80_columns_and_shows_no_bool(command: list[str]) -> None:
     r = subprocess.run(
         [sys.executable, "-m", "aotipre", *command, "--help"],

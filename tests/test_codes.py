@@ -1,4 +1,5 @@
-"""The code table: unique, well-formed, numbered by the written policy, documented in the README."""
+"""The code table: unique, well-formed, numbered by the written policy, each with an example, and
+documented in docs/codes.md (and the README's table while it has one)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aotipre import codes
+from aotipre import codes, codes_doc
 
 
 def test_codes_and_names_are_unique() -> None:
@@ -28,17 +29,89 @@ def test_codes_are_listed_in_order() -> None:
     assert listed == sorted(listed), "keep ALL_CODES in code order, family by family"
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def test_readme_codes_table_is_current() -> None:
-    root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
+    """The README's code table, while it has one; once the table moves out, the README must
+    link the reference that replaced it."""
+    readme = (ROOT / "README.md").read_text()
+    if "<!-- codes:start -->" not in readme:
+        assert "docs/codes.md" in readme, "README has no code table and does not link docs/codes.md"
+        return
     table = readme.split("<!-- codes:start -->")[1].split("<!-- codes:end -->")[0].strip()
     generated = subprocess.run(
-        [sys.executable, str(root / "scripts" / "gen_codes_table.py")],
+        [sys.executable, str(ROOT / "scripts" / "gen_codes_table.py")],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
     assert table == generated, "README's code table is stale: run scripts/gen_codes_table.py"
+
+
+# --------------------------------------------------------------------------------------------
+# docs/codes.md: every code with an example and what to do
+
+
+def test_docs_codes_reference_is_current() -> None:
+    path = ROOT / codes_doc.DOC_PATH
+    written = path.read_text(encoding="utf-8") if path.is_file() else ""
+    assert written == codes_doc.render_reference(), (
+        "docs/codes.md is stale: run scripts/gen_codes_reference.py"
+    )
+
+
+def test_the_reference_script_checks_and_says_so() -> None:
+    """`--check` exits 0 on the current file (CI could run it instead of this suite)."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_codes_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "docs/codes.md is current" in r.stdout
+
+
+def test_every_code_has_a_real_example() -> None:
+    """An example is one message as aotipre emits it: one line, not the summary again."""
+    for c in codes.ALL_CODES:
+        assert c.example.strip() == c.example and c.example, c.code
+        assert "\n" not in c.example, c.code
+        assert c.example != c.summary and c.example.rstrip(".") != c.summary.rstrip("."), c.code
+    assert len({c.example for c in codes.ALL_CODES}) == len(codes.ALL_CODES), "examples repeat"
+
+
+def test_families_are_the_documented_policy() -> None:
+    """codes.FAMILIES is the family list of the numbering policy in codes.py's docstring, and
+    every code belongs to one of them."""
+    doc = " ".join((codes.__doc__ or "").split())
+    listed = "0 " + doc.split("- 0 ", 1)[1].split(". - ", 1)[0]  # "0 package and archive; 1 ..."
+    from_doc = [tuple(part.strip().split(" ", 1)) for part in listed.split(";")]
+    assert from_doc == [(d, n) for d, n in codes.FAMILIES]
+    digits = {d for d, _ in codes.FAMILIES}
+    assert {codes_doc.family_of(c) for c in codes.ALL_CODES} <= digits
+
+
+def test_the_reference_lists_every_code_once_in_order() -> None:
+    text = codes_doc.render_reference()
+    headings = re.findall(r"^### (AOT\d{3}) (\S+)$", text, re.MULTILINE)
+    assert headings == [(c.code, c.name) for c in codes.ALL_CODES]
+    for c in codes.ALL_CODES:
+        assert text.count(f'<a id="{c.code.lower()}"></a>') == 1, c.code
+        section = text.split(f"### {c.code} {c.name}\n", 1)[1].split("\n### ", 1)[0]
+        flat = " ".join(section.split())
+        assert f"Category: {c.category.value}" in flat, c.code
+        assert f"**{c.severity.value}**" in flat, c.code
+        assert all(f"{sev.value} (" in flat for sev, _ in c.overrides), c.code
+        assert " ".join(c.example.split()) in flat, c.code
+        assert flat.count("What to do: ") == 1, c.code
+
+
+def test_markdown_escapes_what_would_render_wrong() -> None:
+    assert codes_doc._md("lay it out as <repo>/<model>") == "lay it out as \\<repo\\>/\\<model\\>"
+    assert codes_doc._md("objects (opaque_obj_*)") == "objects (opaque_obj\\_\\*)"
+    assert codes_doc._md("torch._inductor and `a_*_<b>`") == "torch.\\_inductor and `a_*_<b>`"
+    assert codes_doc._md("package_constants_in_so=True") == "package_constants_in_so=True"
 
 
 # --------------------------------------------------------------------------------------------
