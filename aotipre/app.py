@@ -506,10 +506,10 @@ def inspect(
         None,
         "--target",
         help="Deployment target(s) to judge the binaries against ('cuda,cc=8.0,9.0,torch=2.12'; "
-        "';' between several; a name from [tool.aotipre.targets]). Default: this machine.",
+        "';' between several; a name from the config table tool.aotipre.targets). Default: this machine.",
     ),
     config_file: Path | None = typer.Option(
-        None, "--config", help="Configuration file (for [tool.aotipre.targets])."
+        None, "--config", help="Configuration file (for its tool.aotipre.targets table)."
     ),
     no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
 ) -> None:

@@ -11,7 +11,7 @@ For every release given (a wheel file, or an installed `torch` folder), it recor
 
 aotipre uses the first to say whether a target torch can dlopen a package (every shim function
 the .so imports must be exported) and both to bound the torch release that produced an
-AOTI-only package. Usage (see README, "Deployment targets"):
+AOTI-only package. Usage (see docs/targets.md, "The torch table"):
 
     pip download torch==2.12.0 --no-deps -d wheels/
     python scripts/build_torch_table.py wheels/torch-2.1*.whl .venv/lib/python3.11/site-packages/torch

@@ -233,7 +233,8 @@ def test_documented_examples_are_valid(project: Path) -> None:
     from aotipre import batch
 
     repo = Path(__file__).resolve().parents[1]
-    blocks = toml_blocks(repo / "README.md") + toml_blocks(repo / "docs" / "ci.md")
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    blocks = [block for page in pages for block in toml_blocks(page)]
     configs = [b for b in blocks if b.startswith("[tool.aotipre]")]
     manifests = [b for b in blocks if "[[package]]" in b]
     assert len(configs) == 2 and len(manifests) == 1

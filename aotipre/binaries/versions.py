@@ -1,7 +1,7 @@
 """The torch releases as an AOTI package meets them: which `aoti_*` shim functions each exports
 and which `AOTInductor*` entry points a package it builds defines. The data is
-torch_table.json, made by scripts/build_torch_table.py from the released wheels (README,
-"Deployment targets"); it is read on first use only.
+torch_table.json, made by scripts/build_torch_table.py from the released wheels (docs/targets.md,
+"The torch table"); it is read on first use only.
 """
 
 from __future__ import annotations

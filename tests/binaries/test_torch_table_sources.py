@@ -144,7 +144,7 @@ def test_the_method_against_a_wheel_row(script: ModuleType) -> None:
 
 
 def test_215_is_not_in_the_table() -> None:
-    """No v2.15.0 sources could be read (see README, "Deployment targets"): no row, and a
+    """No v2.15.0 sources could be read (see docs/targets.md, "The torch table"): no row, and a
     --target torch=2.15 stays AOT439 (tests/binaries/test_targets.py)."""
     table = load_table()
     assert table.releases[-1] == "2.14" and "2.15" not in table.releases
