@@ -1,6 +1,6 @@
 """The Python interpreters the torch workers run in (`--python`, config key `python`).
 
-aotipre runs where it is installed; its workers (aotipre/runner/worker.py: the standard library
+aotipre runs where it is installed; its workers (aotipre/runner/worker/: the standard library
 and torch, no aotipre import) can run in another interpreter, e.g. the serving image's venv
 with the exact torch of the deployment. `probe` validates one interpreter in a subprocess that
 imports nothing heavy (torch's version comes from its installed metadata); aotipre.matrix runs a

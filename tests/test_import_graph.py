@@ -9,17 +9,25 @@ imports along the way are not edges (a package's __init__ may re-export its subm
 One exception: the root `aotipre/__init__.py` is the public facade whose lazy `__getattr__`
 hands out `aotipre.check` and friends; its own imports are not edges, so that any module may
 read `aotipre.__version__` from it.
+
+The worker package (runner/worker/, run by path where aotipre may not be installed) has a rule
+of its own: torch, the standard library and its sibling modules only (relative imports).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "aotipre"
 FACADE = "aotipre"
+WORKER = PACKAGE / "runner" / "worker"
+WORKER_MAY_IMPORT = frozenset({"torch", "triton"})
+"""What the worker imports besides the standard library and its own modules (triton: torch's,
+where it is installed, to trace kernel launches)."""
 
 
 def module_files() -> dict[str, Path]:
@@ -138,3 +146,38 @@ def test_the_triage_modules_depend_one_way() -> None:
     assert "aotipre.triage.escalate" not in graph["aotipre.triage.artifacts"]
     assert "aotipre.triage.schedule" not in graph["aotipre.triage.conclude"]
     assert "aotipre.triage.state" in graph["aotipre.triage.conclude"]
+
+
+def worker_imports(path: Path) -> tuple[set[str], set[str]]:
+    """(the top-level names of its absolute imports, the siblings it imports) of a worker module;
+    a relative import that leaves the worker package fails the test."""
+    absolute: set[str] = set()
+    siblings: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            absolute.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            absolute.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 1, f"{path.name}: a relative import out of the worker package"
+            if node.module:
+                siblings.add(node.module.split(".")[0])
+            else:
+                siblings.update(a.name for a in node.names)
+    return absolute, siblings
+
+
+def test_the_worker_imports_torch_the_standard_library_and_itself_only() -> None:
+    """The worker runs by path in interpreters without aotipre (runner/worker/__main__.py): none
+    of its modules imports aotipre or anything else but torch and the standard library, and its
+    own modules import each other one way."""
+    files = {path.stem: path for path in sorted(WORKER.glob("*.py"))}
+    assert {"__init__", "__main__", "protocol"} <= set(files)
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        absolute, siblings = worker_imports(path)
+        foreign = absolute - set(sys.stdlib_module_names) - WORKER_MAY_IMPORT
+        assert not foreign, f"runner/worker/{path.name} imports {sorted(foreign)}"
+        assert siblings <= set(files), f"runner/worker/{path.name} imports {sorted(siblings)}"
+        graph[name] = siblings - {name}
+    assert cycles(graph) == []

@@ -1,4 +1,4 @@
-"""How the parent starts a torch worker (aotipre/runner/worker.py): its script, its argv, the
+"""How the parent starts a torch worker (aotipre/runner/worker/): its script, its argv, the
 environment every model call gets, and the start-up slack on top of the per-step limits.
 
 Read these through the module (`launch.WORKER_PATH`), not `from ... import`: the fake-worker
@@ -15,7 +15,7 @@ from typing import Any
 
 from aotipre.runner.proc import ProcessOutcome, run_process
 
-WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+WORKER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker", "__main__.py")
 RUNTIME_CHECK_ENV = {"AOTI_RUNTIME_CHECK_INPUTS": "1"}
 SYNC_ENV = {"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 """Synchronous launches (the failing call is the faulting kernel) and no caching allocator (an
@@ -28,7 +28,7 @@ STARTUP_SLACK_S = 120.0
 def worker_argv(
     python: str | None, worker_command: Sequence[str] | None, job_path: str
 ) -> tuple[str, ...]:
-    """`python worker.py JOB` (the running interpreter by default), or the test hook's argv."""
+    """`python worker/__main__.py JOB` (this interpreter by default), or the test hook's argv."""
     if worker_command:
         return (*worker_command, job_path)
     return (python or sys.executable, WORKER_PATH, job_path)

@@ -1,4 +1,4 @@
-"""What a deployment pays, from the worker's measurements (runner/worker.py `measure_load`,
+"""What a deployment pays, from the worker's measurements (runner/worker/perf.py `measure_load`,
 `latency_runs`): the cold-start breakdown, memory and latency of one model as a record, and the
 judgements on it: budgets, a regression against a baseline package, a leak, and what the user
 can do about a slow load. Pure functions on plain data (no torch, no processes)."""

@@ -241,7 +241,7 @@ def test_a_single_run_that_hangs_skips_the_concurrent_runs(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    from aotipre.runner import worker
+    from aotipre.runner import launch
 
     run = {"id": "cpp_run", "op": "cpp_run", "binary": str(FAKE), "package": "p.pt2",
            "inputs": "in.pt", "mode": "run", "timeout_s": 2.0}  # fmt: skip
@@ -252,7 +252,7 @@ def test_a_single_run_that_hangs_skips_the_concurrent_runs(tmp_path: Path) -> No
     (tmp_path / "job.json").write_text(json.dumps(job))
     result = tmp_path / "result.json"
     proc = subprocess.run(
-        [sys.executable, worker.__file__, str(tmp_path / "job.json")],
+        [sys.executable, launch.WORKER_PATH, str(tmp_path / "job.json")],
         env={**os.environ, "AOTIPRE_RESULT_PATH": str(result), "FAKE_HARNESS": "hang"},
         capture_output=True,
         text=True,

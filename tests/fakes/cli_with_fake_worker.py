@@ -1,5 +1,5 @@
 """`python cli_with_fake_worker.py WORKER.py ARGS...`: the real aotipre CLI, with WORKER.py in
-place of aotipre/runner/worker.py (e.g. fake_torch_worker.py, scripted by $AOTIPRE_FAKE_SCRIPT).
+place of launch.WORKER_PATH (e.g. fake_torch_worker.py, scripted by $AOTIPRE_FAKE_SCRIPT).
 
 Lets a test drive the whole command (option parsing, Ctrl-C handling, exit codes) against a
 worker that crashes or hangs on demand, without torch.

@@ -1,4 +1,4 @@
-"""A stand-in for aotipre/runner/worker.py that speaks its protocol and misbehaves on demand.
+"""A stand-in for aotipre/runner/worker/ that speaks its protocol and misbehaves on demand.
 
 `python fake_torch_worker.py JOB.json`; the script comes from `$AOTIPRE_FAKE_SCRIPT` (JSON):
 `{step id or op: behaviour}` where a behaviour is a dict with any of
@@ -80,7 +80,11 @@ def _default_entry(op: str, step: dict) -> dict:
     if op == "probe":
         if step.get("layout"):  # as measured on a pointwise model: refused, else read wrongly
             if step.get("unchecked"):
-                differ = {**_default_entry("compare", step)["outputs"][0], "mismatches": 8, "max_abs": 1.5}
+                differ = {
+                    **_default_entry("compare", step)["outputs"][0],
+                    "mismatches": 8,
+                    "max_abs": 1.5,
+                }
                 return {
                     "outcome": "accepted",
                     "outputs": [dict(DEFAULT_OUTPUT)],

@@ -1,4 +1,4 @@
-"""A stand-in for aotipre/runner/worker.py that replays crash logs for crash-triage tests.
+"""A stand-in for aotipre/runner/worker/ that replays crash logs for crash-triage tests.
 
 `python fake_triage_worker.py JOB.json`; the scenario comes from `$AOTIPRE_FAKE_TRIAGE` (JSON):
 - `modes`: `{mode: behaviour}` for a model call (`run` step), where the mode is chosen the way a

@@ -1,4 +1,4 @@
-"""The worker result protocol, as the fake workers speak it (what aotipre/runner/worker.py does).
+"""The worker result protocol, as the fake workers speak it (what aotipre/runner/worker/ does).
 
 The result file (`$AOTIPRE_RESULT_PATH`, JSON) is rewritten atomically (a temporary file, then
 os.replace) at start, when a step starts (`current`: its id, log path and start time), when it

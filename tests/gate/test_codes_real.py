@@ -265,7 +265,7 @@ def worker_pids() -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and b"runner/worker.py" in cmdline:
+        if ppid == os.getpid() and b"runner/worker/__main__.py" in cmdline:
             out.append(int(entry))
     return out
 

@@ -1,4 +1,4 @@
-"""The real worker's comparison and output summaries (aotipre/runner/worker.py), with real
+"""The real worker's comparison and output summaries (aotipre/runner/worker/), with real
 tensors: tolerances at their edge, rtol and atol each doing their own job, NaN/Inf counted."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The perf record and its judgements (budgets, regressions, leaks, advice), on injected
-measurements: FAKE_* below are hand-written worker entries shaped like runner/worker.py's
+measurements: FAKE_* below are hand-written worker entries shaped like runner/worker/perf.py's
 `measure_load`, run `perf` and `latency_runs` output (test_worker_perf.py checks the real ones)."""
 
 from __future__ import annotations

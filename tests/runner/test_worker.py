@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from aotipre.runner import worker  # noqa: E402
+from aotipre.runner import launch, worker  # noqa: E402
 
 
 def test_normalize_inputs_follows_the_sample_inputs_convention() -> None:
@@ -171,3 +176,62 @@ def test_value_at_follows_the_input_paths() -> None:
     assert worker.value_at(tree, "kwargs['pair'][1]") is b
     with pytest.raises(KeyError):
         worker.value_at(tree, "kwargs['nope']")
+
+
+USER_COMPARE = """\
+import json, os, sys
+with open(os.environ["USER_MODULE_SAW"], "w") as f:
+    json.dump({"file": __file__, "modules": sorted(sys.modules)}, f)
+"""
+
+
+def test_the_worker_runs_by_path_where_aotipre_cannot_be_imported(tmp_path: Path) -> None:
+    """The worker's script (launch.WORKER_PATH) in an interpreter without aotipre (no site processing, so no editable
+    install; only torch's folder on the path; run from /): the worker answers its job without
+    importing aotipre, and the user's module named like one of the worker's (`compare`, given to
+    --import) is the user's, not the worker's."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "compare.py").write_text(USER_COMPARE)
+    site = str(Path(torch.__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AOTIPRE_"))}
+    env["PYTHONPATH"] = os.pathsep.join([site, str(user)])
+    python = [sys.executable, "-S", "-X", "importtime"]
+    probe = subprocess.run(
+        [*python, "-c", "import aotipre"], env=env, cwd="/", capture_output=True, check=False
+    )
+    assert probe.returncode != 0, "aotipre must not be importable in this interpreter"
+
+    steps = [{"id": "ops", "op": "custom_ops", "ops": ["aten::add"]}]
+    job = {"protocol": 1, "tag": "t", "workdir": str(tmp_path), "device": "cpu", "steps": steps}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    result, saw = tmp_path / "result.json", tmp_path / "saw.json"
+    env.update(
+        AOTIPRE_RESULT_PATH=str(result),
+        AOTIPRE_CUSTOM_OPS=json.dumps({"import": ["compare"]}),
+        USER_MODULE_SAW=str(saw),
+    )
+    proc = subprocess.run(
+        [*python, launch.WORKER_PATH, str(tmp_path / "job.json")],
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(result.read_text())
+    assert out["done"] and out["custom_ops"] == {"library": [], "import": ["compare"]}
+    assert out["steps"]["ops"]["status"] == "ok"
+    assert out["steps"]["ops"]["ops"] == {"aten::add": "registered"}
+    seen = json.loads(saw.read_text())
+    assert seen["file"] == str(user / "compare.py")
+    assert "_aotipre_worker.compare" in seen["modules"]  # the worker's own, under its own name
+    imported = [
+        line.rsplit("|", 1)[1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    ]
+    assert "_aotipre_worker.protocol" in imported and "torch" in imported
+    assert not [m for m in imported + seen["modules"] if m.split(".")[0] == "aotipre"]

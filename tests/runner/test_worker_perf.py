@@ -15,9 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from aotipre.runner import worker  # noqa: E402
+from aotipre.runner import launch, worker  # noqa: E402
 
-WORKER = Path(worker.__file__)
+WORKER = Path(launch.WORKER_PATH)
 
 
 def test_percentile_is_nearest_rank() -> None:

@@ -86,7 +86,8 @@ class DynamicOptions:
     or safetensors), run and compared with the ExportedProgram run with the same weights (the
     weights stage); None: no such stage step."""
     worker_command: tuple[str, ...] | None = None
-    """Test hook: argv prefix that replaces `python worker.py` (the job path is appended)."""
+    """Test hook: argv prefix that replaces `python worker/__main__.py` (the job path is
+    appended)."""
     perf: PerfOptions | None = field(default_factory=PerfOptions)
     """The perf stage's options; None: no perf stage (and no measuring in load and run)."""
 

@@ -1,0 +1,39 @@
+"""Run the torch worker by path: `python aotipre/runner/worker/__main__.py JOB.json` (what
+launch.worker_argv starts, in any interpreter that has torch; aotipre need not be installed).
+
+The package is loaded from this folder under a private name, with the folder taken off sys.path:
+the user's custom-op modules (`--import NAME`, imported by name in this process) and the worker's
+own (`compare`, `inputs`...) cannot shadow each other, and nothing imports the aotipre package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+PACKAGE = "_aotipre_worker"
+
+
+def load_worker() -> ModuleType:
+    """The worker package (this folder), imported as `_aotipre_worker`."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    # Python put the script's folder first on sys.path: its module names are not the user's
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != here]
+    loaded = sys.modules.get(PACKAGE)
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.spec_from_file_location(
+        PACKAGE, os.path.join(here, "__init__.py"), submodule_search_locations=[here]
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the worker package from {here}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[PACKAGE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+if __name__ == "__main__":
+    sys.exit(load_worker().main(sys.argv))

@@ -1,0 +1,396 @@
+"""Performance in the worker (the perf stage): what a deployment pays at a cold start (the load
+timed part by part) and per call (latency, memory growth over repeated calls)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+
+from .core import WorkerCore
+from .loading import _so_names, device_index, load_package_like_torch, load_pt2_failures
+
+MB = 1024 * 1024
+
+
+def memory_snapshot(device: str) -> dict[str, Any]:
+    """Host and GPU memory of this process now (bytes). `host.peak_rss` is getrusage's
+    ru_maxrss, `vm_hwm`/`vm_rss` come from /proc/self/status; `children_peak_rss` is the largest
+    child process (the ISA probe's). GPU: the caching allocator's view (what intermediate
+    buffers take) and the driver's (`device_used`: total - free, as nvidia-smi shows it; AOTI
+    allocates its constants with cudaMalloc, outside the caching allocator)."""
+    import resource
+
+    out: dict[str, Any] = {
+        "host": {
+            "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "children_peak_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+        }
+    }
+    with contextlib.suppress(OSError):
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmHWM", "VmRSS") and value.strip().endswith("kB"):
+                    out["host"][key.lower().replace("vm", "vm_")] = int(value.split()[0]) * 1024
+    if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_initialized():
+        index = device_index(device)
+        dev = torch.device("cuda", max(index, 0))
+        free, total = torch.cuda.mem_get_info(dev)
+        out["gpu"] = {
+            "allocated": torch.cuda.memory_allocated(dev),
+            "max_allocated": torch.cuda.max_memory_allocated(dev),
+            "reserved": torch.cuda.memory_reserved(dev),
+            "max_reserved": torch.cuda.max_memory_reserved(dev),
+            "device_used": total - free,
+            "device_total": total,
+        }
+    return out
+
+
+class CallTimer:
+    """Patches callables (module functions, class methods) for the duration of a `with` block
+    and adds up their calls and seconds by key; `on_call(key, args, seconds, error)` sees each.
+    Nothing is patched when an attribute is missing (another torch version): that key stays out
+    of the result."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[float]] = {}
+        """key -> [calls, seconds, failed calls]"""
+        self.events: list[tuple[str, tuple[Any, ...], float, bool]] = []
+        self.starts: list[float] = []
+        """Wall-clock start of each construction of a class patched with patch_class."""
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def patch(self, owner: Any, name: str, key: str) -> None:
+        original = getattr(owner, name, None)
+        if original is None:
+            return
+        timer = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            failed = True
+            try:
+                result = original(*args, **kwargs)
+                failed = False
+                return result
+            finally:
+                spent = time.perf_counter() - started
+                entry = timer.calls.setdefault(key, [0, 0.0, 0])
+                entry[0] += 1
+                entry[1] += spent
+                entry[2] += int(failed)
+                timer.events.append((key, args, spent, failed))
+
+        self._saved.append((owner, name, vars(owner).get(name)))
+        setattr(owner, name, timed)
+
+    def patch_class(self, owner: Any, name: str, key: str) -> None:
+        """Time the construction of the class `owner.name` (a C++ class: its static methods
+        stay reachable through the stand-in)."""
+        found = getattr(owner, name, None)
+        if found is None:
+            return
+        cls: Any = found
+        timer = self
+
+        class Constructor:
+            def __call__(self, *args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                timer.starts.append(time.time())
+                try:
+                    return cls(*args, **kwargs)
+                finally:
+                    entry = timer.calls.setdefault(key, [0, 0.0, 0])
+                    entry[0] += 1
+                    entry[1] += time.perf_counter() - started
+
+            def __getattr__(self, attr: str) -> Any:
+                return getattr(cls, attr)
+
+        self._saved.append((owner, name, cls))
+        setattr(owner, name, Constructor())
+
+    def __enter__(self) -> CallTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in reversed(self._saved):
+            if original is None:  # inherited: drop the patch, the base's attribute shows again
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+        self._saved.clear()
+
+    def seconds(self, key: str) -> float | None:
+        entry = self.calls.get(key)
+        return entry[1] if entry else None
+
+    def count(self, key: str) -> int:
+        entry = self.calls.get(key)
+        return int(entry[0]) if entry else 0
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (exec), from /proc (10 ms resolution): before the
+    load, that is the interpreter's start and `import torch`."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _loader_modules() -> dict[str, Any]:
+    """The modules whose functions a load goes through (imported here, and timed)."""
+    import torch._inductor.codecache as codecache
+    import torch._inductor.cpp_builder as cpp_builder
+    import torch._inductor.cpu_vec_isa as cpu_vec_isa
+    import torch._inductor.package  # noqa: F401 - what aoti_load_package imports
+
+    mods: dict[str, Any] = {
+        "codecache": codecache,
+        "cpu_vec_isa": cpu_vec_isa,
+        "cpp_builder": cpp_builder,
+    }
+    with contextlib.suppress(ImportError):
+        from torch.export.pt2_archive import _package
+
+        mods["pt2"] = _package
+    return mods
+
+
+def _extraction_dirs() -> set[str]:
+    """The folders in TMPDIR and /tmp that exist now: where a load may extract the model
+    (torch 2.13: `$TMPDIR/aotinductor_*`; the torch 2.11 wheel on the GPU test machine left
+    no such folder, so the name is not relied on when the .so names are known)."""
+    import tempfile
+
+    found: set[str] = set()
+    for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(base):
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        found.add(entry.path)
+    return found
+
+
+def _extraction(before: set[str], so_names: set[str], started: float) -> dict[str, Any]:
+    """The folder this load extracted the model into: its files, bytes, and when the last file
+    was written (seconds after the loader started; file times are as coarse as the kernel's
+    clock tick, a few ms)."""
+    for folder in sorted(_extraction_dirs() - before):
+        files = 0
+        size = 0
+        last = started
+        names = set()
+        for root, _dirs, entries in os.walk(folder):
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    st = os.stat(os.path.join(root, entry))
+                    files += 1
+                    size += st.st_size
+                    last = max(last, st.st_mtime)
+                    names.add(entry)
+        if not (
+            so_names & names if so_names else folder.rpartition("/")[2].startswith("aotinductor_")
+        ):
+            continue  # another process's folder
+        return {"folder": folder, "files": files, "bytes": size, "written_s": last - started}
+    return {}
+
+
+def measure_load(
+    path: str,
+    model: str,
+    index: int,
+    want_ep: bool,
+    device: str,
+    failures: list[str] | None = None,
+) -> tuple[Any, Any, str, dict[str, Any]]:
+    """`load_package_like_torch`, timed part by part. Returns its (runner, ep, how) and:
+    `import_s` (the loader's modules; 0 when this process had them), `cuda_init_s`, `total_s`
+    (the load call), `probe` (torch's CPU-ISA probe `get_device_information`: seconds, the
+    check programs it built and dlopened in child processes, how many of them needed g++ and
+    how many of those failed - a failed build is not cached, so every cold start pays it again
+    - and `base_checks_s`, the share that TORCHINDUCTOR_VEC_ISA_OK=1 skips), `exported_program_s`,
+    `loader_s` (the C++ AOTIModelPackageLoader: extraction, dlopen, constants to the device),
+    `extraction` (folder, files, bytes, seconds), `dlopen_constants_s`, `other_s`, and memory
+    before and after."""
+    out: dict[str, Any] = {
+        "fresh_process": "torch._inductor.package" not in sys.modules,
+        "process_age_s": process_age_s(),
+        "torch_version": torch.__version__,
+    }
+    started = time.perf_counter()
+    mods = _loader_modules()
+    out["import_s"] = time.perf_counter() - started
+    if device.startswith("cuda") and torch.cuda.is_available():
+        started = time.perf_counter()
+        with contextlib.suppress(Exception):  # a broken CUDA fails the load itself, as it would
+            torch.cuda.init()
+            torch.cuda.synchronize(max(index, 0))
+            out["cuda_init_s"] = time.perf_counter() - started
+    with contextlib.suppress(Exception):
+        out["memory_before"] = memory_snapshot(device)
+    isa = mods["cpu_vec_isa"]
+    cache_info = getattr(getattr(isa, "valid_vec_isa_list", None), "cache_info", None)
+    out["probe_cached"] = bool(cache_info and cache_info().currsize)
+    timer = CallTimer()
+    before = _extraction_dirs()
+    with timer, load_pt2_failures([] if failures is None else failures):
+        timer.patch(mods["codecache"], "get_device_information", "probe")
+        vec = getattr(isa, "VecISA", None)
+        if vec is not None:
+            timer.patch(vec, "check_build", "check_build")
+            timer.patch(vec, "_probe_load", "dlopen_child")
+        timer.patch(getattr(mods["cpp_builder"], "CppBuilder", None), "build", "gxx")
+        if "pt2" in mods:
+            timer.patch(mods["pt2"], "_load_exported_programs", "exported_program")
+        timer.patch_class(torch._C._aoti, "AOTIModelPackageLoader", "loader")
+        started = time.perf_counter()
+        runner, ep, how = load_package_like_torch(path, model, index, want_ep)
+        out["total_s"] = time.perf_counter() - started
+    try:  # the load succeeded: nothing in its bookkeeping may turn it into a failure
+        _load_breakdown(out, timer, vec, before, path, model)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(max(index, 0))
+        out["memory_after"] = memory_snapshot(device)
+    except Exception as exc:
+        out["measure_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    return runner, ep, how, out
+
+
+def _load_breakdown(
+    out: dict[str, Any], timer: CallTimer, vec: Any, before: set[str], path: str, model: str
+) -> None:
+    """The parts of a timed load (measure_load), from what its CallTimer saw."""
+    base_code = getattr(vec, "_avx_code", None)
+    base_s = sum(
+        spent for key, args, spent, _ in timer.events if key == "check_build" and base_code in args
+    )
+    out["probe"] = {
+        "seconds": timer.seconds("probe"),
+        "check_programs": timer.count("check_build"),
+        "dlopen_children": timer.count("dlopen_child"),
+        "dlopen_children_s": timer.seconds("dlopen_child"),
+        "gxx_builds": timer.count("gxx"),
+        "gxx_s": timer.seconds("gxx"),
+        "gxx_failed": int(timer.calls.get("gxx", [0, 0.0, 0])[2]),
+        "base_checks": sum(
+            1 for key, args, _, _ in timer.events if key == "check_build" and base_code in args
+        ),
+        "base_checks_s": base_s,
+        "vec_isa_ok": os.environ.get("TORCHINDUCTOR_VEC_ISA_OK"),
+    }
+    out["exported_program_s"] = timer.seconds("exported_program")
+    out["loader_s"] = timer.seconds("loader")
+    out["loader_calls"] = timer.count("loader")
+    if timer.starts:
+        extraction = _extraction(before, _so_names(path, model), timer.starts[-1])
+        if extraction and out["loader_s"] is not None:
+            extraction["written_s"] = min(max(extraction["written_s"], 0.0), out["loader_s"])
+            out["dlopen_constants_s"] = out["loader_s"] - extraction["written_s"]
+        out["extraction"] = extraction
+    known = sum(out[k] or 0.0 for k in ("exported_program_s", "loader_s"))
+    out["other_s"] = max(0.0, out["total_s"] - known - (out["probe"]["seconds"] or 0.0))
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of an ascending list."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def growth_per_run(series: list[int]) -> float:
+    """Least-squares slope of a memory series (bytes per run); 0 for fewer than 2 points."""
+    n = len(series)
+    if n < 2:
+        return 0.0
+    mean_x = (n - 1) / 2.0
+    mean_y = sum(series) / n
+    num = sum((i - mean_x) * (y - mean_y) for i, y in enumerate(series))
+    den = sum((i - mean_x) ** 2 for i in range(n))
+    return num / den
+
+
+def latency_runs(call: Any, device: str, warmup: int, runs: int, budget_s: float) -> dict[str, Any]:
+    """Up to `warmup` untimed calls, then up to `runs` timed ones (each to the end of its GPU
+    work), all within `budget_s` seconds (the warm-up within half of it; at least one warm-up
+    and two timed calls), so a slow model does not make the check slow; outputs are dropped at
+    once, so memory that grows run over run is the model's (a leak), not ours. Returns the
+    samples, p50/p99/min/mean/max in ms, and the memory series after every timed run (host
+    RSS; on CUDA the caching allocator and the driver view) with their growth per run."""
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    started = time.perf_counter()
+    done_warmup = 0
+    while done_warmup < warmup and (
+        done_warmup == 0 or time.perf_counter() - started < budget_s / 2
+    ):
+        call()
+        sync()
+        done_warmup += 1
+    samples: list[float] = []
+    rss: list[int] = []
+    allocated: list[int] = []
+    device_used: list[int] = []
+    deadline = started + budget_s
+    while len(samples) < runs and (len(samples) < 2 or time.perf_counter() < deadline):
+        started = time.perf_counter()
+        call()
+        sync()
+        samples.append((time.perf_counter() - started) * 1000.0)
+        snap = memory_snapshot(device)
+        rss.append(int(snap["host"].get("vm_rss", snap["host"]["peak_rss"])))
+        if "gpu" in snap:
+            allocated.append(int(snap["gpu"]["allocated"]))
+            device_used.append(int(snap["gpu"]["device_used"]))
+    ordered = sorted(samples)
+    out: dict[str, Any] = {
+        "warmup": done_warmup,
+        "runs": len(samples),
+        "samples_ms": samples,
+        "p50_ms": percentile(ordered, 50),
+        "p99_ms": percentile(ordered, 99),
+        "min_ms": ordered[0] if ordered else math.nan,
+        "max_ms": ordered[-1] if ordered else math.nan,
+        "mean_ms": sum(samples) / len(samples) if samples else math.nan,
+        "memory": {"host_rss": rss, "host_rss_growth_per_run": growth_per_run(rss)},
+    }
+    if allocated:
+        out["memory"].update(
+            gpu_allocated=allocated,
+            gpu_allocated_growth_per_run=growth_per_run(allocated),
+            gpu_device_used=device_used,
+            gpu_device_used_growth_per_run=growth_per_run(device_used),
+        )
+    return out
+
+
+class PerfOps(WorkerCore):
+    """Step `latency` (the load's and the run's measurements are their steps' `measure`)."""
+
+    def op_latency(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Run latency and memory growth over repeated calls (see latency_runs)."""
+        args, kwargs = self.get_inputs(entry)
+        self.phase(entry, "calls")
+        entry["perf"] = latency_runs(
+            lambda: self.call_aoti(args, kwargs),
+            self.device,
+            warmup=int(step.get("warmup", 3)),
+            runs=int(step.get("runs", 20)),
+            budget_s=float(step.get("budget_s", 5.0)),
+        )
