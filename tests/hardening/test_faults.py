@@ -358,11 +358,14 @@ def test_ctrl_c_during_a_real_compile_leaves_no_compiler_temporary_file(
     # left them behind (found by a sweep). The real worker and g++, interrupted mid-compile.
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    # an inductor cache of this pytest process (importing torch._inductor.codecache in an
+    # earlier test sets TORCHINDUCTOR_CACHE_DIR) would let the compile skip g++ altogether
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")}
+    env["TMPDIR"] = str(tmp)
     proc = subprocess.Popen(
         [sys.executable, "-m", "aotipre", "check", str(pkg("ep_only")), "--no-cache",
          "--compile-at-deploy", "--no-config"],
-        env=dict(os.environ, TMPDIR=str(tmp)), cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 300
