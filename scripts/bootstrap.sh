@@ -38,7 +38,7 @@ PYEOF
   echo "bootstrap: installing torch==$TORCH into $VENV" >&2
   python -m pip install -q "torch==$TORCH"
 fi
-if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient')" 2>/dev/null; then
+if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, xdist, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient')" 2>/dev/null; then
   echo "bootstrap: installing aotipre[torch,test] into $VENV" >&2
   python -m pip install -q -e ".[torch,test]"
 fi
