@@ -38,7 +38,12 @@ def test_registered_as_a_pytest11_entry_point() -> None:
 
 
 @pytest.fixture
-def project(pytester: pytest.Pytester, pkg: Pkg) -> pytest.Pytester:
+def project(
+    pytester: pytest.Pytester, pkg: Pkg, monkeypatch: pytest.MonkeyPatch
+) -> pytest.Pytester:
+    # the reports' tables wrap at $COLUMNS when it is set (pytest-xdist's workers set it to 80):
+    # the inner runs print them at their natural widths, as with no terminal
+    monkeypatch.delenv("COLUMNS", raising=False)
     (pytester.path / "models").mkdir()
     shutil.copy(pkg("aoti"), pytester.path / "models" / "model.pt2")
     shutil.copy(pkg("aoti_inputs"), pytester.path / "models" / "good.pt")
