@@ -47,6 +47,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["-m", "not slow and not gpu"]
 INVARIANTS = "tests/gate/test_invariants.py"
+REPORTS = (
+    "tests/report/test_github.py",
+    "tests/report/test_junit.py",
+    "tests/report/test_markdown.py",
+    "tests/report/test_sarif.py",
+    "tests/report/test_table_readable.py",
+)
+"""The renderers' fast tests (test_cli_reports.py reads files a mutation tree does not copy)."""
+CLI_REPORTS = "tests/report/test_cli_reports.py"
+CONFIG = ("tests/test_config.py", "--deselect",
+          "tests/test_config.py::test_documented_examples_are_valid")  # fmt: skip
+"""The configuration's fast tests, less the one that reads docs/ (not copied; being rewritten)."""
 
 
 @dataclass(frozen=True)
@@ -118,15 +130,147 @@ TARGETS: tuple[Target, ...] = (
         ("tests/gate/test_compare_findings.py",),
     ),
     Target(
-        "aotipre/runner/worker.py",
-        ("tensor_summary", "compare_outputs", "compare_leaf", "_unravel"),
+        "aotipre/runner/worker/inputs.py",
+        ("tensor_summary",),
+        ("tests/gate/test_worker_compare.py",),
+    ),
+    Target(
+        "aotipre/runner/worker/compare.py",
+        ("compare_outputs", "compare_leaf", "_unravel"),
         ("tests/gate/test_worker_compare.py",),
     ),
     Target(
         "aotipre/runner/perf.py",
         ("budget_judgements", "regression_judgements", "_worse", "leak_judgements",
-         "_mostly_rising", "advice_judgements", "ColdStart.package_s"),
-        ("tests/runner/test_perf.py",),
+         "_mostly_rising", "advice_judgements", "ColdStart.package_s",
+         # session 11: the record the judgements read, and the hints they give
+         "ColdStart.total_s", "Memory.host_peak", "Memory.gpu_peak", "_gpu_used_delta",
+         "record_from_worker", "Budgets.any", "_probe_hint", "folder_hint", "_version"),
+        ("tests/runner/test_perf.py", "tests/gate/test_mutants_perf.py"),
+    ),
+    # ---- session 11: every module that decides a verdict, a severity, an exit code or what
+    # an option does (RELIABILITY.md, "Extended in session 11")
+    # the deployment-target checks
+    Target(
+        "aotipre/checks/target.py",
+        ("check_host", "row_for", "_Context.__init__", "_Context.add", "_Context.device",
+         "_Context.platform", "_Context.libc", "_Context.shim", "_Context.gpu",
+         "_Context._driver", "_Context._gpu_from_metadata", "_Context.cpu",
+         "_Context._isa_from_flags", "_norm_machine", "_fmt_cc"),
+        ("tests/gate/test_mutants_targets.py", "tests/gate/test_static_package.py",
+         "tests/binaries/test_targets.py"),
+    ),
+    Target(
+        "aotipre/host.py",
+        ("TorchRuntime.release", "isa_words", "parse_targets", "is_target_name",
+         "parse_target", "_target_value", "_version_value", "isa_flags", "_norm_cc"),
+        ("tests/gate/test_mutants_targets.py", "tests/binaries/test_targets.py"),
+    ),
+    # the binary readers' ISA and version logic
+    Target(
+        "aotipre/binaries/x86.py",
+        ("cpuinfo_flag", "IsaScan.complete", "IsaScan.use", "scan_elf", "_functions",
+         "_function_at"),
+        ("tests/gate/test_mutants_binaries.py", "tests/binaries/test_x86.py"),
+    ),
+    Target(
+        "aotipre/binaries/cuda.py",
+        ("GpuImage.runs_on", "GpuImage.min_driver", "read_cubin", "_cc_pair"),
+        ("tests/gate/test_mutants_binaries.py", "tests/binaries/test_cuda.py"),
+    ),
+    Target(
+        "aotipre/binaries/elf.py",
+        ("version_key", "highest"),
+        ("tests/gate/test_mutants_binaries.py", "tests/binaries/test_elf.py"),
+    ),
+    Target(
+        "aotipre/binaries/facts.py",
+        ("_shared_object", "_is_entry_point", "_compile_flags", "parse_flags", "_gpu_member"),
+        ("tests/gate/test_mutants_binaries.py", "tests/binaries/test_elf.py"),
+    ),
+    Target(
+        "aotipre/binaries/versions.py",
+        ("Table.exports", "load_table", "release_key", "ProducerRange.text", "producer_range"),
+        ("tests/gate/test_mutants_binaries.py", "tests/binaries/test_torch_table_sources.py"),
+    ),
+    # every report format's gate decision
+    Target(
+        "aotipre/report/common.py",
+        None,
+        ("tests/gate/test_mutants_reports.py", *REPORTS),
+    ),
+    Target(
+        "aotipre/report/__init__.py",
+        ("_Renderers.__getitem__", "render_report", "render_reports", "parse_report_spec"),
+        ("tests/gate/test_mutants_reports.py", *REPORTS, f"{CLI_REPORTS}::test_report_spec",
+         f"{CLI_REPORTS}::test_every_format_is_registered_for_one_and_many_packages"),
+    ),
+    Target(
+        "aotipre/report/junit.py",
+        ("render_reports", "_cases", "_suite", "_outcome"),
+        ("tests/gate/test_mutants_reports.py", "tests/report/test_junit.py"),
+    ),
+    Target(
+        "aotipre/report/sarif.py",
+        ("render_reports", "_result", "_member"),
+        ("tests/gate/test_mutants_reports.py", "tests/report/test_sarif.py"),
+    ),
+    Target(
+        "aotipre/report/github.py",
+        ("render_reports", "append_step_summary"),
+        ("tests/gate/test_mutants_reports.py", "tests/report/test_github.py"),
+    ),
+    Target(
+        "aotipre/report/markdown.py",
+        ("render_reports",),
+        ("tests/gate/test_mutants_reports.py", "tests/report/test_markdown.py"),
+    ),
+    Target(
+        "aotipre/report/table.py",
+        ("render_report", "render_reports"),
+        ("tests/gate/test_mutants_reports.py", "tests/report/test_table_readable.py"),
+    ),
+    # configuration and option plumbing
+    Target(
+        "aotipre/config.py",
+        ("Settings.inputs_for", "Settings.check_options", "_bool", "check_number", "_fail_on",
+         "_string", "_target", "_targets", "_device", "_codes", "_pythons", "_strings",
+         "_modules", "parse_values", "parse_flags", "discover_config", "_untrusted",
+         "load_config", "_check_target_names", "_inputs_table"),
+        ("tests/gate/test_mutants_options.py", *CONFIG),
+    ),
+    Target(
+        "aotipre/bounds.py",
+        ("number.parse", "integer.parse"),
+        ("tests/gate/test_mutants_options.py", *CONFIG),
+    ),
+    Target(
+        "aotipre/runner/stages/options.py",
+        ("DynamicOptions.__post_init__", "parse_device"),
+        ("tests/gate/test_mutants_options.py", *CONFIG),
+    ),
+    Target(
+        "aotipre/batch.py",
+        ("run_settings", "plan"),
+        ("tests/gate/test_mutants_options.py", "tests/test_batch.py"),
+    ),
+    Target(
+        "aotipre/commands.py",
+        ("check", "inspect", "doctor", "_render_doctors", "_doctor_report_spec"),
+        ("tests/gate/test_mutants_options.py", "tests/test_batch.py"),
+    ),
+    # the choice of reference program
+    Target(
+        "aotipre/runner/reference.py",
+        None,
+        ("tests/gate/test_mutants_reference.py",),
+    ),
+    # the perf stage (its budgets and judgements: runner/perf.py above)
+    Target(
+        "aotipre/runner/stages/perf.py",
+        ("PerfStage.progress", "PerfStage.plan", "PerfStage.result", "PerfStage._against",
+         "measure_baseline", "_compiled_at_load"),
+        ("tests/gate/test_mutants_perf.py", "tests/runner/test_stage_perf.py"),
     ),
 )  # fmt: skip
 
@@ -177,7 +321,7 @@ NAMED: tuple[Named, ...] = (
     ),
     Named(
         "the worker drops NaN/Inf from outputs",
-        "aotipre/runner/worker.py",
+        "aotipre/runner/worker/inputs.py",
         'out["nan"] = int(torch.isnan(d).sum())\n        out["inf"] = int(torch.isinf(d).sum())',
         'out["nan"] = 0\n        out["inf"] = 0',
         ("tests/gate/test_worker_compare.py", f"{SLOW_CODES}::test_aot702_nan_in_outputs_aoti_only"),
@@ -205,7 +349,7 @@ NAMED: tuple[Named, ...] = (
     ),
     Named(
         "--rtol/--atol swapped in the comparison",
-        "aotipre/runner/worker.py",
+        "aotipre/runner/worker/compare.py",
         "r = d_rtol if rtol is None else rtol\n    t = d_atol if atol is None else atol",
         "r = d_rtol if atol is None else atol\n    t = d_atol if rtol is None else rtol",
         ("tests/gate/test_worker_compare.py",),
@@ -407,10 +551,10 @@ def named_mutants() -> list[Mutant]:
 
 
 def copy_tree(dest: Path) -> None:
-    for name in ("aotipre", "tests", "scripts", "fixtures"):
+    for name in ("aotipre", "tests", "scripts", "fixtures", "docs"):
         shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, dest / name)
+    for name in ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml"):
+        shutil.copy(REPO / name, dest / name)  # the docs and hook tests read them
     cache = REPO / ".fixture-cache"
     if cache.is_dir():
         (dest / ".fixture-cache").symlink_to(cache)
