@@ -140,13 +140,16 @@ def test_perf_stage_on_a_real_package(pkg: Callable[[str], Path], tmp_path: Path
         CheckOptions(
             inputs=str(pkg("aoti_inputs")),
             dynamic=DynamicOptions(
-                probe=False, perf=PerfOptions(runs=6, against=str(pkg("both")), tolerance=100.0)
+                probe=False, perf=PerfOptions(runs=6, against=str(pkg("both")), tolerance=1e6)
             ),
         ),
     )
     st = {s.name: s for s in report.stages}
     assert st["perf"].status in (StageStatus.PASSED, StageStatus.FAILED), st["perf"].detail
-    assert not [f for f in report.findings if f.code.startswith("AOT65")]  # tolerance 100x
+    # the comparison runs; what it decides is test_perf.py's (fixed measurements): timings of a
+    # shared 2-core machine are noise (a test on the other core once made the fastest of six
+    # calls 220x slower than the baseline's), so no tolerance a real regression would exceed
+    assert not [f for f in report.findings if f.code.startswith("AOT65")]
     data = json.loads(render_report(report, "json"))
     (perf,) = data["performance"]
     cold, mem, lat = perf["cold"], perf["memory"], perf["latency"]
