@@ -25,11 +25,14 @@ import re
 import struct
 from dataclasses import dataclass
 
-from aotipre.binaries.elf import EM_CUDA, ElfError, ElfFile
+from aotipre.binaries.elf import EM_CUDA, MAX_SECTIONS, ElfError, ElfFile
 from aotipre.binaries.source import Source, SourceError
 
 FATBIN_MAGIC = 0xBA55ED50
-MAX_FATBIN_ENTRIES = 4096
+MAX_FATBIN_ENTRIES = 256
+"""Entries of one fatbin (real: a multi-arch AOTI kernel holds a SASS and a PTX entry per
+architecture, 2 in the torch 2.11 fixture, 3 in tests/binaries/data/multi.fatbin). The cubins
+of one fatbin also share one budget of MAX_SECTIONS sections: entries x sections stays bounded."""
 _FATBIN_HEADER = struct.Struct("<IHHQ")
 _ENTRY_HEAD = struct.Struct("<HHIQ")
 
@@ -124,6 +127,10 @@ def read_cubin(source: Source) -> GpuImage:
         elf = ElfFile(source)
     except ElfError as exc:
         raise CudaBinaryError(f"not a cubin: {exc}") from None
+    return _cubin_image(elf)
+
+
+def _cubin_image(elf: ElfFile) -> GpuImage:
     if elf.header.machine != EM_CUDA:
         raise CudaBinaryError(f"an ELF file for {elf.header.machine_name}, not a CUDA cubin")
     flags = elf.header.flags
@@ -162,9 +169,13 @@ def read_fatbin(source: Source) -> tuple[GpuImage, ...]:
     out: list[GpuImage] = []
     offset = header_size
     end = header_size + entries_size
+    entries = sections = 0  # sections: of the embedded cubins together
     while offset < end:
-        if len(out) >= MAX_FATBIN_ENTRIES:
-            raise CudaBinaryError(f"more than {MAX_FATBIN_ENTRIES} fatbin entries")
+        entries += 1
+        if entries > MAX_FATBIN_ENTRIES:
+            raise CudaBinaryError(
+                f"more than {MAX_FATBIN_ENTRIES} fatbin entries, more than aotipre reads"
+            )
         kind, _ver, entry_header, payload = _ENTRY_HEAD.unpack(
             _read(source, offset, _ENTRY_HEAD.size)
         )
@@ -180,9 +191,16 @@ def read_fatbin(source: Source) -> tuple[GpuImage, ...]:
             )
             if not flags & 0xA000:  # an uncompressed cubin says more about itself
                 try:
-                    image = read_cubin(_Slice(source, offset + entry_header, payload))
-                except CudaBinaryError:
+                    cubin = ElfFile(_Slice(source, offset + entry_header, payload))
+                    sections += len(cubin.sections)
+                    image = _cubin_image(cubin)
+                except (ElfError, CudaBinaryError):
                     pass
+                if sections > MAX_SECTIONS:
+                    raise CudaBinaryError(
+                        f"the cubins of this fatbin have more than {MAX_SECTIONS} sections "
+                        "together, more than aotipre reads"
+                    )
             out.append(image)
         offset += entry_header + payload
     return tuple(out)

@@ -2,9 +2,18 @@
 needs and definitions, dynamic and static symbols, notes.
 
 Why not pyelftools: importing it costs ~45 ms, a fifth of the static lane's whole budget, and
-aotipre needs only these few tables. Nothing here loads or runs the file. Every count and size
-is bounded before it is read (the members are untrusted); every failure is an ElfError with one
-line. Little-endian ELF64 only: x86-64 and aarch64 shared objects and CUDA cubins are all that.
+aotipre needs only these few tables. Nothing here loads or runs the file. The members are
+untrusted, so the work is bounded by objects, not by the sizes a header declares: every table
+has a cap on its entries (checked against the declared size before anything is read) and on
+its bytes, every linked list is walked at most once per record, and the names decoded from a
+string table share one byte budget. Every failure is an ElfError with one line. Little-endian
+ELF64 only: x86-64 and aarch64 shared objects and CUDA cubins are all that.
+
+The caps sit far above what real files need, measured over the 1,214 ELF files of this
+repository's machine (Debian 12's /usr/lib and the torch 2.13 CPU venv): at most 64 sections
+(libc.so.6), 51 dynamic entries, 75,415 dynamic symbols (libtorch_cpu.so, whose .dynstr of
+5.2 MB is the largest string table and whose names take 5.1 MB), 60 version-need records
+(libtorch_cpu.so: 9 libraries, 51 versions) and 63 version definitions (libnss3.so).
 """
 
 from __future__ import annotations
@@ -16,13 +25,24 @@ from dataclasses import dataclass
 from aotipre.binaries.source import Source, SourceError
 
 MAX_SECTIONS = 4096
+"""Section headers of one file (real: at most 64)."""
 MAX_SEGMENTS = 4096
-MAX_SYMBOLS = 4_000_000
-"""libtorch_cpu.so exports about 200,000 symbols; a package .so a few thousand."""
-MAX_TABLE_BYTES = 256 * 1024 * 1024
-"""Largest string or symbol table read into memory (libtorch_cpu.so's .dynstr is ~30 MB)."""
-MAX_DYNAMIC = 100_000
-MAX_VERSION_ENTRIES = 10_000
+MAX_SYMBOLS = 500_000
+"""Entries of one symbol table (real: libtorch_cpu.so has 75,415 dynamic symbols, a package .so
+a few thousand; libtorch_cpu.so's 530,468 static ones are never read: aotipre reads .symtab only
+of a package's own .so)."""
+MAX_TABLE_BYTES = 32 * 1024 * 1024
+"""Largest table read into memory (real: libtorch_cpu.so's .dynstr, 5.2 MB)."""
+MAX_NAME_BYTES = 32 * 1024 * 1024
+"""Bytes of names decoded from one string table by one read (real: libtorch_cpu.so's dynamic
+symbol names, 5.1 MB). Names at many offsets of a table without NULs would each run to its end."""
+MAX_DYNAMIC_ENTRIES = 4096
+"""Entries of the dynamic section (real: at most 51)."""
+MAX_VERSION_RECORDS = 4096
+"""Records of one GNU version table: version-need entries and their vernaux records together,
+or version definitions (real: at most 63)."""
+MAX_NOTES = 1024
+"""Notes of one note section (a cubin's .note.nv.tkinfo holds one)."""
 
 ELF_MAGIC = b"\x7fELF"
 EM_X86_64 = 62
@@ -61,8 +81,10 @@ class Section:
     entsize: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Symbol:
+    """One symbol table entry (slots: a table may hold up to MAX_SYMBOLS of them)."""
+
     name: str
     value: int
     size: int
@@ -142,15 +164,16 @@ class ElfFile:
             raise ElfError(f"{shnum} sections, more than aotipre reads ({MAX_SECTIONS})")
         raw = _read(self.source, shoff, shnum * _SHDR.size, "the section headers")
         headers = list(_SHDR.iter_unpack(raw))
-        names = b""
+        table = b""
         if 0 < shstrndx < shnum:
             h = headers[shstrndx]
-            names = self._bytes_at(h[4], min(h[5], 1 << 20), "the section name table")
+            table = self._bytes_at(h[4], min(h[5], 1 << 20), "the section name table")
+        names = _Names(table, "the section names")
         out = []
         for h in headers:
             out.append(
                 Section(
-                    name=_cstr(names, h[0]),
+                    name=names(h[0]),
                     type=h[1],
                     flags=h[2],
                     addr=h[3],
@@ -169,23 +192,32 @@ class ElfFile:
     def _of_type(self, kind: int) -> Section | None:
         return next((s for s in self.sections if s.type == kind), None)
 
-    def section_bytes(self, section: Section, limit: int = MAX_TABLE_BYTES) -> bytes:
-        """The contents of a section (empty for NOBITS); ElfError when larger than `limit`."""
+    def section_bytes(
+        self, section: Section, limit: int = MAX_TABLE_BYTES, *, prefix: bool = False
+    ) -> bytes:
+        """The contents of a section (empty for NOBITS). One larger than `limit` is an ElfError,
+        or with `prefix` gives its first `limit` bytes (never more bytes than asked for: a
+        sparse file can declare terabytes)."""
         if section.type == SHT_NOBITS or section.size == 0:
             return b""
-        if section.size > limit:
-            raise ElfError(
-                f"section {section.name} is {section.size} bytes, more than aotipre reads ({limit})"
-            )
-        return self._bytes_at(section.offset, section.size, f"section {section.name}")
+        size = section.size
+        if size > limit:
+            if not prefix:
+                raise ElfError(
+                    f"section {section.name} is {size} bytes, more than aotipre reads ({limit})"
+                )
+            size = limit
+        return self._bytes_at(section.offset, size, f"section {section.name}")
 
     def _bytes_at(self, offset: int, size: int, what: str) -> bytes:
         return _read(self.source, offset, size, what)
 
-    def _linked(self, section: Section) -> bytes:
+    def _strings(self, section: Section) -> _Names:
+        """The names of the string table `section` links to."""
         if not 0 < section.link < len(self.sections):
             raise ElfError(f"section {section.name} links to no string table")
-        return self.section_bytes(self.sections[section.link])
+        table = self.sections[section.link]
+        return _Names(self.section_bytes(table), f"the names in {table.name}")
 
     # ---------------------------------------------------------------- dynamic
 
@@ -193,8 +225,12 @@ class ElfFile:
         sec = self._of_type(SHT_DYNAMIC)
         if sec is None:
             return []
-        if sec.size > MAX_DYNAMIC * _DYN.size:
-            raise ElfError(f"the dynamic section is {sec.size} bytes (too large)")
+        count = sec.size // _DYN.size
+        if count > MAX_DYNAMIC_ENTRIES:
+            raise ElfError(
+                f"{count} entries in the dynamic section, more than aotipre reads "
+                f"({MAX_DYNAMIC_ENTRIES})"
+            )
         data = self.section_bytes(sec)
         out = []
         for tag, value in _DYN.iter_unpack(data[: len(data) - len(data) % _DYN.size]):
@@ -208,8 +244,8 @@ class ElfFile:
         sec = self._of_type(SHT_DYNAMIC)
         if sec is None:
             return ()
-        strings = self._linked(sec)
-        return tuple(_cstr(strings, v) for tag, v in self.dynamic_entries() if tag == DT_NEEDED)
+        name = self._strings(sec)
+        return tuple(name(v) for tag, v in self.dynamic_entries() if tag == DT_NEEDED)
 
     def version_needs(self) -> dict[str, tuple[str, ...]]:
         """SHT_GNU_verneed: library -> the symbol versions it must define (GLIBC_2.34, ...)."""
@@ -222,51 +258,44 @@ class ElfFile:
         """SHT_GNU_verdef: the symbol versions this library defines (libc: GLIBC_2.2.5...)."""
         return tuple(name for name, _index in self._verdef())
 
-    def _version_entries(
-        self, sh_type: int, fmt: str, what: str
-    ) -> Iterator[tuple[tuple[int, ...], int, bytes, bytes]]:
-        """(header fields, offset, section bytes, linked string table) of each entry of a GNU
-        version section, following each entry's last field (the offset of the next one); at
-        most MAX_VERSION_ENTRIES whatever its sh_info claims."""
+    def _version_table(self, sh_type: int) -> tuple[Section, bytes, _Names] | None:
+        """A GNU version section, its bytes and the names of its string table."""
         sec = self._of_type(sh_type)
         if sec is None:
-            return
-        data, strings = self.section_bytes(sec), self._linked(sec)
-        offset = 0
-        for _ in range(min(sec.info or MAX_VERSION_ENTRIES, MAX_VERSION_ENTRIES)):
-            fields = _unpack(fmt, data, offset, what)
-            yield fields, offset, data, strings
-            if fields[-1] == 0:
-                break
-            offset += fields[-1]
+            return None
+        return sec, self.section_bytes(sec), self._strings(sec)
 
     def _verneed(self) -> list[tuple[str, str, int]]:
         """(library, version name, version index) of each SHT_GNU_verneed entry."""
+        table = self._version_table(SHT_GNU_VERNEED)
+        if table is None:
+            return []
+        sec, data, name = table
+        seen: set[int] = set()
         out = []
-        for head, offset, data, strings in self._version_entries(
-            SHT_GNU_VERNEED, "<HHIII", "version-needs"
-        ):
-            _v, cnt, file_off, aux, _next = head
-            library = _cstr(strings, file_off)
-            at = offset + aux
-            for _ in range(min(cnt, MAX_VERSION_ENTRIES)):
-                _h, _fl, index, name_off, anext = _unpack("<IHHII", data, at, "version-needs")
-                out.append((library, _cstr(strings, name_off), index & 0x7FFF))
-                if anext == 0:
-                    break
-                at += anext
+        entries = _walk(data, 0, "<HHIII", "version-needs", seen, _entry_count(sec))
+        for at, (_v, cnt, file_off, aux, _next) in entries:
+            library = name(file_off)
+            for _at, (_h, _fl, index, name_off, _n) in _walk(
+                data, at + aux, "<IHHII", "version-needs", seen, cnt
+            ):
+                out.append((library, name(name_off), index & 0x7FFF))
         return out
 
     def _verdef(self) -> list[tuple[str, int]]:
-        """(version name, version index) of each SHT_GNU_verdef entry."""
+        """(version name, version index) of each SHT_GNU_verdef entry. Only an entry's first
+        verdaux record is read (the version's own name; the others name its parents), so its
+        vda_next chain is never followed."""
+        table = self._version_table(SHT_GNU_VERDEF)
+        if table is None:
+            return []
+        sec, data, name = table
         out = []
-        for head, offset, data, strings in self._version_entries(
-            SHT_GNU_VERDEF, "<HHHHIII", "version-definitions"
-        ):
-            _v, _fl, index, cnt, _h, aux, _next = head
+        entries = _walk(data, 0, "<HHHHIII", "version-definitions", set(), _entry_count(sec))
+        for at, (_v, _fl, index, cnt, _h, aux, _next) in entries:
             if cnt:
-                (name_off,) = _unpack("<I", data, offset + aux, "version-definitions")
-                out.append((_cstr(strings, name_off), index & 0x7FFF))
+                (name_off,) = _unpack("<I", data, at + aux, "version-definitions")
+                out.append((name(name_off), index & 0x7FFF))
         return out
 
     # ---------------------------------------------------------------- symbols
@@ -276,24 +305,19 @@ class ElfFile:
         sec = self._of_type(SHT_DYNSYM)
         if sec is None:
             return []
-        versions = self._version_names(sec)
-        return self._symbols(sec, versions)
+        count = _symbol_count(sec)
+        return self._symbols(sec, count, self._version_names(count))
 
     def static_symbols(self) -> list[Symbol]:
         """.symtab entries (absent from a stripped file)."""
         sec = self._of_type(SHT_SYMTAB)
-        return [] if sec is None else self._symbols(sec, None)
+        return [] if sec is None else self._symbols(sec, _symbol_count(sec), None)
 
-    def _symbols(self, sec: Section, versions: list[str | None] | None) -> list[Symbol]:
-        if sec.entsize not in (0, _SYM.size):
-            raise ElfError(f"section {sec.name}: symbol size {sec.entsize}")
-        count = sec.size // _SYM.size
-        if count > MAX_SYMBOLS:
-            raise ElfError(f"{count} symbols in {sec.name}, more than aotipre reads")
+    def _symbols(self, sec: Section, count: int, versions: list[str | None] | None) -> list[Symbol]:
         data = self.section_bytes(sec)
-        strings = self._linked(sec)
+        name = self._strings(sec)
         out = []
-        for i, (name, info, _other, shndx, value, size) in enumerate(
+        for i, (name_off, info, _other, shndx, value, size) in enumerate(
             _SYM.iter_unpack(data[: count * _SYM.size])
         ):
             if i == 0:
@@ -301,7 +325,7 @@ class ElfFile:
             version = versions[i] if versions is not None and i < len(versions) else None
             out.append(
                 Symbol(
-                    name=_cstr(strings, name),
+                    name=name(name_off),
                     value=value,
                     size=size,
                     bind=info >> 4,
@@ -312,12 +336,14 @@ class ElfFile:
             )
         return out
 
-    def _version_names(self, dynsym: Section) -> list[str | None] | None:
+    def _version_names(self, count: int) -> list[str | None] | None:
+        """The version name of each of `count` dynamic symbols (.gnu.version holds one index a
+        symbol; only `count` of them are read, whatever its size says)."""
         versym = self._of_type(SHT_GNU_VERSYM)
         if versym is None:
             return None
         index = self._version_index()
-        raw = self.section_bytes(versym)
+        raw = self.section_bytes(versym, 2 * count, prefix=True)
         ids = struct.unpack_from(f"<{len(raw) // 2}H", raw)
         return [index.get(i & 0x7FFF) for i in ids]
 
@@ -337,7 +363,11 @@ class ElfFile:
         data = self.section_bytes(sec, limit)
         out: list[tuple[str, int, bytes]] = []
         offset = 0
-        while offset + 12 <= len(data) and len(out) < 1000:
+        while offset + 12 <= len(data):
+            if len(out) == MAX_NOTES:
+                raise ElfError(
+                    f"more than {MAX_NOTES} notes in {section_name}, more than aotipre reads"
+                )
             namesz, descsz, ntype = struct.unpack_from("<III", data, offset)
             name_at = offset + 12
             desc_at = name_at + _align4(namesz)
@@ -369,11 +399,68 @@ def _unpack(fmt: str, data: bytes, offset: int, table: str) -> tuple[int, ...]:
     return struct.unpack_from(fmt, data, offset)
 
 
-def _cstr(table: bytes, offset: int) -> str:
-    if not 0 <= offset < len(table):
-        return ""
-    end = table.find(b"\0", offset)
-    return table[offset : end if end >= 0 else len(table)].decode("utf-8", errors="replace")
+def _symbol_count(sec: Section) -> int:
+    """The number of entries of a symbol table, checked before any of them is read."""
+    if sec.entsize not in (0, _SYM.size):
+        raise ElfError(f"section {sec.name}: symbol size {sec.entsize}")
+    count = sec.size // _SYM.size
+    if count > MAX_SYMBOLS:
+        raise ElfError(f"{count} symbols in {sec.name}, more than aotipre reads ({MAX_SYMBOLS})")
+    return count
+
+
+def _entry_count(sec: Section) -> int:
+    """How many entries a GNU version section has: its sh_info, or without one as many as its
+    list holds (then at most MAX_VERSION_RECORDS, and one more is an error)."""
+    return sec.info or MAX_VERSION_RECORDS + 1
+
+
+def _walk(
+    data: bytes, at: int, fmt: str, table: str, seen: set[int], count: int
+) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """(offset, fields) of up to `count` records of a GNU version table from byte `at`, each
+    linked to the next by its last field (relative; 0 ends the list). `seen` holds the offsets
+    read so far in the whole table: chains that loop or join, or more than MAX_VERSION_RECORDS
+    records in all, are an ElfError, so a table costs at most one step per record (issue #30:
+    records sharing one vernaux chain made the walk quadratic)."""
+    for _ in range(count):
+        if at in seen:
+            raise ElfError(f"the {table} table links back to its record at byte {at}, already read")
+        if len(seen) >= MAX_VERSION_RECORDS:
+            raise ElfError(
+                f"the {table} table has more than {MAX_VERSION_RECORDS} records, more than "
+                "aotipre reads"
+            )
+        seen.add(at)
+        fields = _unpack(fmt, data, at, table)
+        yield at, fields
+        if fields[-1] == 0:
+            return
+        at += fields[-1]
+
+
+class _Names:
+    """The names of one string table, decoded against one byte budget (MAX_NAME_BYTES): without
+    it, names at many offsets of a table with no NUL would each run to its end."""
+
+    def __init__(self, table: bytes, what: str) -> None:
+        self._table = table
+        self._what = what
+        self._left = MAX_NAME_BYTES
+
+    def __call__(self, offset: int) -> str:
+        if not 0 <= offset < len(self._table):
+            return ""
+        end = self._table.find(b"\0", offset, offset + self._left + 1)
+        if end < 0:
+            end = len(self._table)  # the last name may lack its NUL
+        if end - offset > self._left:
+            raise ElfError(
+                f"{self._what} take more than {MAX_NAME_BYTES} bytes, more than aotipre reads "
+                "(a string table without NUL terminators?)"
+            )
+        self._left -= end - offset
+        return self._table[offset:end].decode("utf-8", errors="replace")
 
 
 def _align4(n: int) -> int:

@@ -130,7 +130,7 @@ def scan_elf(elf: ElfFile) -> IsaScan:
         )
     size = min(text.size, MAX_SCAN_BYTES)
     try:
-        code = elf.section_bytes(text, limit=text.size)[:size]
+        code = elf.section_bytes(text, size, prefix=True)
     except ElfError as exc:
         return IsaScan(0, text_bytes=text.size, error=str(exc))
     names = {
