@@ -10,7 +10,8 @@
 #
 #   AOTIPRE_VENV   the venv folder (default .venv)
 #   AOTIPRE_TORCH  the torch release to pin (default 2.13.0, the CPU wheel this workplace
-#                  provides; CI's second environment uses 2.14.1 in .venv-2.14)
+#                  provides; CI's other environments use 2.14.1 in .venv-2.14 and 2.15.0 in
+#                  .venv-2.15)
 #   PYTHON         the interpreter that creates the venv (default python3)
 #
 # Sourced by scripts/demo.sh, scripts/test.sh and .ci/run; safe to run again (it installs only
@@ -30,21 +31,35 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
+# This workplace's pip constraint file caps torch at 2.14.1 only because 2.13.0 and 2.14.1 lie on
+# its disk. A newer release (2.15.0: the registry's default wheel, a CUDA 13.2 build whose CUDA
+# libraries import on a CPU-only machine; ~5.3 GB installed, ~75 s here) is installed with the
+# cap lifted for this venv's installs, or pip would take torch back to 2.14.1 when it installs
+# aotipre.
+lift=()
+if python3 - "$TORCH" <<'PYEOF'; then
+import sys
+sys.exit(0 if tuple(int(p) for p in sys.argv[1].split(".")[:3]) > (2, 14, 1) else 1)
+PYEOF
+  lift=(env PIP_CONSTRAINT=/dev/null)
+fi
 if ! TORCH="$TORCH" python - <<'PYEOF' 2>/dev/null; then
 import os, sys, torch
 want = os.environ["TORCH"]
 sys.exit(0 if torch.__version__.split("+")[0] == want else 1)
 PYEOF
   echo "bootstrap: installing torch==$TORCH into $VENV" >&2
-  python -m pip install -q "torch==$TORCH"
+  "${lift[@]}" python -m pip install -q "torch==$TORCH"
 fi
 if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, xdist, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient')" 2>/dev/null; then
   echo "bootstrap: installing aotipre[torch,test] into $VENV" >&2
-  python -m pip install -q -e ".[torch,test]"
+  # flock: .ci/run builds two venvs at once from this checkout, and an editable install writes
+  # aotipre.egg-info here
+  "${lift[@]}" flock pyproject.toml python -m pip install -q -e ".[torch,test]"
 fi
 # A venv kept between checkouts (CI's cached second environment) may hold an editable aotipre
 # of another folder: point it at this one.
 if [ "$(python -c 'import aotipre, os; print(os.path.dirname(os.path.dirname(os.path.realpath(aotipre.__file__))))' 2>/dev/null)" != "$(pwd -P)" ]; then
   echo "bootstrap: pointing $VENV's aotipre at $(pwd -P)" >&2
-  python -m pip install -q --no-deps -e .
+  "${lift[@]}" flock pyproject.toml python -m pip install -q --no-deps -e .
 fi

@@ -100,14 +100,14 @@ def test_sources_row_from_a_checkout(script: ModuleType, tmp_path: Path) -> None
 def test_sources_mode_writes_a_marked_row(script: ModuleType, tmp_path: Path) -> None:
     table = tmp_path / "table.json"
     table.write_text((REPO / "aotipre/binaries/torch_table.json").read_text())
-    argv = ["--sources", str(_checkout(tmp_path / "pytorch")), "--version", "2.15.0"]
+    argv = ["--sources", str(_checkout(tmp_path / "pytorch")), "--version", "2.16.0"]
     assert script.main([*argv, "--output", str(table)]) == 0
     data = json.loads(table.read_text())
-    assert data["releases"]["2.15"]["derived"] == "sources"
-    assert data["releases"]["2.15"]["version"] == "2.15.0"
-    assert "derived" not in data["releases"]["2.14"]  # the wheel rows are kept as they were
-    assert data["shim"]["aoti_torch_dtype_new_in_215"] == ["2.15"]
-    assert data["entry_points"]["AOTInductorGetLastError"] == ["2.13", "2.14", "2.15"]
+    assert data["releases"]["2.16"]["derived"] == "sources"
+    assert data["releases"]["2.16"]["version"] == "2.16.0"
+    assert "derived" not in data["releases"]["2.15"]  # the wheel rows are kept as they were
+    assert data["shim"]["aoti_torch_dtype_new_in_215"] == ["2.16"]
+    assert data["entry_points"]["AOTInductorGetLastError"] == ["2.13", "2.14", "2.15", "2.16"]
     # A wheel-derived row is never replaced by one read from sources.
     argv = ["--sources", str(tmp_path / "pytorch"), "--version", "2.14.1"]
     assert script.main([*argv, "--output", str(table)]) == 0
@@ -143,9 +143,25 @@ def test_the_method_against_a_wheel_row(script: ModuleType) -> None:
     assert set(got["entry_points"]) == {n for n, r in table.entry_points.items() if "2.13" in r}
 
 
-def test_215_is_not_in_the_table() -> None:
-    """No v2.15.0 sources could be read (see docs/targets.md, "The torch table"): no row, and a
-    --target torch=2.15 stays AOT439 (tests/binaries/test_targets.py)."""
+def test_215_row_comes_from_the_wheel() -> None:
+    """torch 2.15.0 installs from the package registry (scripts/bootstrap.sh lifts this
+    workplace's 2.14.1 cap): its row was read from torch-2.15.0-cp311-...-x86_64.whl (+cu132) by
+    `scripts/build_torch_table.py WHEEL`, like every other row; the field notes' counts."""
     table = load_table()
-    assert table.releases[-1] == "2.14" and "2.15" not in table.releases
-    assert set(table.derived.values()) == {"wheel"}
+    assert table.releases[-1] == "2.15" and set(table.derived.values()) == {"wheel"}
+    assert len(table.exports("2.15")) == 506
+    assert sum("2.15" in r for r in table.entry_points.values()) == 47
+
+
+SECOND_TORCHES = sorted((REPO).glob(".venv-2.1[5-9]/lib/python3*/site-packages/torch"))
+
+
+@pytest.mark.skipif(not SECOND_TORCHES, reason="no .venv-2.15 (bash .ci/run builds it)")
+def test_the_215_row_against_its_installed_wheel(script: ModuleType) -> None:
+    """The method, run on the installed 2.15.0 (CI's .venv-2.15): its libraries' exports and
+    interface.cpp give the row in the table, and its headers give exactly the same names."""
+    folder = SECOND_TORCHES[0]
+    table = load_table()
+    got = script.read_sources(folder, "2.15.0")
+    assert set(got["shim"]) == table.exports("2.15")
+    assert set(got["entry_points"]) == {n for n, r in table.entry_points.items() if "2.15" in r}

@@ -345,6 +345,7 @@ def test_the_releases_that_could_have_built_a_package() -> None:
     assert found.evidence == (
         "not 2.13: lacks AOTInductorGetLastError, which 2.13 packages define",
         "not 2.14: lacks AOTInductorGetLastError, which 2.14 packages define",
+        "not 2.15: lacks AOTInductorGetLastError, which 2.15 packages define",
     )
     # a shim function 2.12 added: not 2.11
     found = producer_range(entry_points_of("2.11"), ("aoti_torch_cpu_rand_like",))
@@ -353,8 +354,10 @@ def test_the_releases_that_could_have_built_a_package() -> None:
         "not 2.11: imports aoti_torch_cpu_rand_like, which 2.11 does not export"
     )
     found = producer_range(entry_points_of("2.14"), ())
-    assert found.releases == ("2.14",) and found.text == "2.14 or newer"
+    assert found.releases == ("2.14",) and found.text == "2.14"
     assert found.evidence[0] == "not 2.11: defines AOTInductorGetLastError (from a later release)"
+    found = producer_range(entry_points_of("2.15"), ())  # the newest row: "or newer"
+    assert found.releases == ("2.15",) and found.text == "2.15 or newer"
     found = producer_range(entry_points_of("2.13"), ())
     assert found.releases == ("2.13",) and found.text == "2.13"
 
