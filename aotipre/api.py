@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aotipre import __version__, codes
 from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
+from aotipre.checks.contract import check_reference_program
 from aotipre.checks.custom_ops import Registration, check_custom_ops
 from aotipre.checks.package import export_vs_compiled_bounds
 from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
@@ -78,14 +79,23 @@ class CheckOptions:
     """The model server's configuration the package is deployed with (a Triton config.pbtxt,
     read once with aotipre.serving.triton.load_serving_config or found in a model repository): the
     static lane checks the package against it (AOT040-AOT049)."""
+    allow_pickle: bool = False
+    """The user accepts members that loading the package unpickles without restriction
+    (--allow-pickle): AOT081 is a warning, not an error, and the dynamic stages load it."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
 
 
 def inspect(path: str | os.PathLike[str]) -> PackageInfo:
-    """Read a .pt2 without loading any code. Raises PackageError with one clear line."""
-    return read_package(path)
+    """Read a .pt2 without loading any code; an AOTI-only model's outputs (which it records
+    nowhere else) are read from its wrapper.cpp. Raises PackageError with one clear line."""
+    from aotipre.serving.triton import with_wrapper_outputs
+
+    opened = open_package(path)
+    with opened.archive:
+        models = tuple(with_wrapper_outputs(m, opened.archive) for m in opened.info.models)
+    return dataclasses.replace(opened.info, models=models)
 
 
 def compatibility(
@@ -252,6 +262,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         hosts,
         soft_host=soft,
         compile_at_deploy=opts.compile_at_deploy,
+        allow_pickle=opts.allow_pickle,
         archive=archive,
     )
     findings += check_custom_ops(
@@ -280,7 +291,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     )
     if opts.static_only:
         return
-    if models and not _runtime_ready(report, opts):
+    if models and not _runtime_ready(report, opts, models):
         return
     opts = _with_target_checks(opts, hosts)
     for model in models:
@@ -321,20 +332,23 @@ def _reference_bounds(
     models: list[ModelInfo], references: dict[str, tuple[ModelInfo, str]]
 ) -> list[Finding]:
     """AOT013 for AOTI-only models against their --exported-program: its dynamic ranges where
-    the compiled code checks narrower bounds (what a "both" archive gets)."""
+    the compiled code checks narrower bounds (what a "both" archive gets); AOT070 instead when
+    it is not the program the code was compiled from."""
     out: list[Finding] = []
     for model in models:
         if model.name in references:
             ep_model, label = references[model.name]
-            out += export_vs_compiled_bounds(model, ep_model, label)
+            other = check_reference_program(model, ep_model, label)
+            out += other or export_vs_compiled_bounds(model, ep_model, label)
     return out
 
 
-def _runtime_ready(report: Report, opts: CheckOptions) -> bool:
+def _runtime_ready(report: Report, opts: CheckOptions, models: list[ModelInfo]) -> bool:
     """The interpreter the workers will run in has a supported torch (runtimes.probe: no torch
     import, cached per interpreter); else the report could not check, with the probe's one line
-    (how to get a torch), instead of a worker dying on `import torch`. A test's fake worker
-    (`worker_command`) stands for its own runtime."""
+    (how to get a torch) as its error and each model's dynamic stages skipped for it, instead of
+    a worker dying on `import torch`. A test's fake worker (`worker_command`) stands for its own
+    runtime."""
     from aotipre.runtimes import probe
 
     dynamic = opts.dynamic
@@ -343,7 +357,15 @@ def _runtime_ready(report: Report, opts: CheckOptions) -> bool:
     try:
         probe(dynamic.python if dynamic is not None else None)
     except UsageError as exc:
+        from aotipre.runner.stages import STAGES
+
         report.error = str(exc)
+        why = "not run: no interpreter with a supported torch to run the workers (see the error)"
+        report.stages.extend(
+            StageResult(name=n, status=StageStatus.SKIPPED, detail=why, model=m.name)
+            for m in models
+            for n in STAGES
+        )
         return False
     return True
 
@@ -389,9 +411,9 @@ def _with_target_checks(opts: CheckOptions, hosts: list[HostInfo]) -> CheckOptio
 
 
 def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
-    """The stages' options, with CheckOptions' custom-op registration, --cpp, the triage
-    options that apply to a compile fault (--no-escalate, --sanitizer) and the triage's
-    --exported-program (the reference of compare and probe too) folded in."""
+    """The stages' options, with CheckOptions' custom-op registration, --cpp, --allow-pickle,
+    the triage options that apply to a compile fault (--no-escalate, --sanitizer) and the
+    triage's --exported-program (the reference of compare and probe too) folded in."""
     from dataclasses import replace
 
     from aotipre.runner.stages import DynamicOptions
@@ -411,6 +433,8 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
         )
     if opts.weights and not dynamic.weights:
         dynamic = replace(dynamic, weights=str(opts.weights))
+    if opts.allow_pickle and not dynamic.allow_pickle:
+        dynamic = replace(dynamic, allow_pickle=True)
     return dynamic
 
 

@@ -432,6 +432,16 @@ def check(
         rich_help_panel="Dynamic stages",
         metavar="",
     ),
+    allow_pickle: bool | None = typer.Option(
+        None,
+        "--allow-pickle/--no-allow-pickle",
+        help="Trust packages (and --against baselines) holding members torch unpickles without "
+        "restriction (AOT081: pickled weights or constants, opaque objects): load them in the "
+        "dynamic stages, AOT081 a warning. (default: no: not loaded, AOT081 an error)",
+        show_default=False,
+        rich_help_panel="Dynamic stages",
+        metavar="",
+    ),
 ) -> None:
     """Check packages (and sample inputs) before deployment. Flags override the config file."""
     flags = {
@@ -475,6 +485,7 @@ def check(
         "library": [str(p) for p in libraries] if libraries else None,
         "cpp": cpp,
         "deployment-checks-inputs": deployment_checks_inputs,
+        "allow-pickle": allow_pickle,
     }
     raise typer.Exit(
         commands.check(

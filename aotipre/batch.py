@@ -192,18 +192,28 @@ def _check(job: PackageJob) -> Report:
     return check_in_runtimes(job.package, job.options, job.runtimes)
 
 
-def with_runtimes(jobs: Sequence[PackageJob]) -> list[PackageJob]:
+def with_runtimes(jobs: Sequence[PackageJob], *, light: bool = False) -> list[PackageJob]:
     """Probe the interpreters of the jobs that run workers, once each (UsageError, one line,
-    when one is missing, broken, or has no supported torch)."""
-    probed: dict[tuple[str, ...], tuple[Runtime, ...]] = {}
+    when one is missing, broken, or has no supported torch).
+
+    `light`: a job whose workers would run in this Python, which has no torch (the light
+    install), is kept with no runtimes instead: api.check then reports, in every format, that
+    its dynamic stages could not run and why (a --python that names no torch stays an error)."""
+    probed: dict[tuple[str, ...], tuple[Runtime, ...] | None] = {}
     out = []
     for job in jobs:
         if job.options.static_only:
             out.append(job)
             continue
         if job.pythons not in probed:
-            probed[job.pythons] = resolve(job.pythons)
-        out.append(dataclasses.replace(job, runtimes=probed[job.pythons]))
+            try:
+                probed[job.pythons] = resolve(job.pythons)
+            except UsageError:
+                if not (light and not job.pythons):
+                    raise
+                probed[job.pythons] = None
+        runtimes = probed[job.pythons]
+        out.append(job if runtimes is None else dataclasses.replace(job, runtimes=runtimes))
     return out
 
 
@@ -240,7 +250,8 @@ def check_packages(
         progress=progress,
         serving=serving,
     )
-    reports = run(with_runtimes(jobs), once.jobs)
+    # a new baseline is never written from reports that could not run
+    reports = run(with_runtimes(jobs, light=write_baseline_to is None), once.jobs)
     if write_baseline_to is not None:
         written = write_baseline(write_baseline_to, reports)
         reports = [apply_baseline(r, written) for r in reports]

@@ -6,25 +6,28 @@ where torch's own layout puts them: `models/<model>.json`, `data/weights/`, `dat
 `data/sample_inputs/<model>.pt`, and `data/aotipre/<model>.expected_outputs.pt` (a folder
 torch's loaders do not read). `aoti_load_package` loads the result as it loads the package; `aotipre
 check` then compares with the ExportedProgram run eagerly and with the expected outputs, with
-no flags. Torch-free: members are streamed, never held whole, and the bundle is written next to
-its destination and renamed into place, so a failure leaves nothing behind.
+no flags. Torch-free: members are streamed, never held whole, and the bundle is written as every
+output is (safeio.write_file): next to its destination and renamed into place, so a failure
+leaves nothing behind; a device or pipe is written in place, never replaced.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
+from typing import BinaryIO
 
+from aotipre.binaries.source import SourceError, open_file
 from aotipre.errors import AotipreError, UsageError
 from aotipre.inputs.load import load_sample_inputs
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive
+from aotipre.pt2.exported import program_difference
 from aotipre.pt2.reader import OpenPackage, open_package
 from aotipre.pt2.spec import ModelInfo
-from aotipre.safeio import require_file
+from aotipre.safeio import ReadPaths, require_file, write_file
 
 EXPECTED_OUTPUTS_FORMAT = layout.EXPECTED_OUTPUTS_FORMAT
 """Not under `extra/`, which torch's loader reads as UTF-8 text: a binary member there makes
@@ -58,8 +61,7 @@ def write_bundle(
 ) -> Bundled:
     """Write `package` plus an ExportedProgram, sample inputs and expected outputs to `out`.
     Raises UsageError (one line) for anything that does not fit together."""
-    if not os.path.exists(package):
-        raise UsageError(f"package {package}: no such file or folder")
+    require_file(package, f"package {package}", folder_ok=True)
     for flag, path in (
         ("--exported-program", exported_program),
         ("--inputs", inputs),
@@ -67,16 +69,14 @@ def write_bundle(
     ):
         if path is not None:
             require_file(path, f"{flag} {path}")
-    if os.path.abspath(out) in {
-        os.path.abspath(p) for p in (package, exported_program, inputs, expected) if p
-    }:
-        raise UsageError(f"--output {out}: would overwrite one of the bundle's own sources")
+    # by identity and folder containment (a link, a hard link, a file in a folder package)
+    clash = ReadPaths().add(package, exported_program, inputs, expected).clash(out)
+    if clash is not None:
+        raise UsageError(
+            f"--output {out}: would overwrite one of the bundle's own sources (it is {clash})"
+        )
     if os.path.isdir(out):
         raise UsageError(f"--output {out}: is a directory; name the .pt2 file to write")
-    if os.path.lexists(out) and not os.path.islink(out) and not os.path.isfile(out):
-        raise UsageError(
-            f"--output {out}: is not a regular file (a device or pipe); the bundle would replace it"
-        )
     for flag, path in (("--inputs", inputs), ("--expected", expected)):
         if path is not None:
             try:
@@ -186,7 +186,7 @@ def _ep_members(
             f"--exported-program {ep_path}: no ExportedProgram for model '{m.name}' (it holds: "
             f"{names})"
         )
-    differs = _signature_difference(m, src)
+    differs = program_difference(m, src)
     if differs is not None:
         raise UsageError(
             f"--exported-program {ep_path}: not the program model '{m.name}' was compiled from "
@@ -229,57 +229,31 @@ def _has_sample(copies: list[tuple[Archive, str, str]], root: str, model: str) -
 
 
 def _write(out: str, copies: list[tuple[Archive, str, str]], files: dict[str, str]) -> int:
-    """Stream the members and files into a stored (uncompressed, as torch writes) zip next to
-    `out`, then rename it into place. Returns the bytes written."""
-    folder = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(folder):
-        raise UsageError(f"--output {out}: no such folder {folder}")
-    fd, tmp = tempfile.mkstemp(prefix=".aotipre-bundle-", suffix=".pt2", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+    """Stream the members and files into a stored (uncompressed, as torch writes) zip, written
+    as every output is (safeio.write_file: next to `out`, then renamed into place; a device or
+    pipe in place, never replaced). Returns the bytes written."""
+
+    def produce(fh: BinaryIO) -> None:
+        with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
             for archive, name, target in copies:  # a zip's members or an extracted folder's
                 size = archive.members[name].size
                 with zf.open(_info(target), "w", force_zip64=size > _ZIP64_FROM) as dst:
                     for chunk in archive.chunks(name):
                         dst.write(chunk)
             for target, path in files.items():
-                size = os.path.getsize(path)
-                with (
-                    open(path, "rb") as src,
-                    zf.open(_info(target), "w", force_zip64=size > _ZIP64_FROM) as dst,
-                ):
-                    while chunk := src.read(1 << 20):
-                        dst.write(chunk)
-        os.replace(tmp, out)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return os.path.getsize(out)
+                try:  # regular-file checked, never blocks on a FIFO swapped in
+                    with open_file(path) as src:
+                        force = src.size > _ZIP64_FROM
+                        with zf.open(_info(target), "w", force_zip64=force) as dst:
+                            for offset in range(0, src.size, 1 << 20):
+                                dst.write(src.read(offset, min(1 << 20, src.size - offset)))
+                except SourceError as exc:
+                    raise UsageError(f"cannot read {path}: {exc}") from None
+
+    return write_file(out, produce, subject=f"--output {out}")
 
 
 def _info(name: str) -> zipfile.ZipInfo:
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
     info.compress_type = zipfile.ZIP_STORED
     return info
-
-
-def _signature_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:
-    """How the ExportedProgram's tensor inputs differ from those the AOTI code takes (its
-    wrapper's contract): count, dtype, rank. None when they agree, or when the AOTI code's
-    contract is unknown (no wrapper.cpp to read it from)."""
-    want, got = aoti.tensor_inputs, ep.tensor_inputs
-    if not want:
-        return None
-    if len(want) != len(got):
-        return f"{len(got)} tensor input(s), the AOTI code takes {len(want)}"
-    for i, (w, g) in enumerate(zip(want, got)):
-        assert w.tensor is not None and g.tensor is not None
-        if w.tensor.dtype != g.tensor.dtype:
-            return f"tensor input {i} is {g.tensor.dtype}, the AOTI code takes {w.tensor.dtype}"
-        if len(w.tensor.shape) != len(g.tensor.shape):
-            return (
-                f"tensor input {i} has {len(g.tensor.shape)} dims, the AOTI code takes "
-                f"{len(w.tensor.shape)}"
-            )
-    return None

@@ -638,6 +638,20 @@ ALL_CODES: tuple[Code, ...] = (
         "copy: the swap was silently ignored",
     ),
     Code(
+        "AOT070",
+        "exported-program-mismatch",
+        E,
+        C.PACKAGE,
+        "The ExportedProgram given with --exported-program is not the program the package's "
+        "AOTI code was compiled from: its tensor inputs (count, dtype, rank) or its output count "
+        "differ from what the compiled code takes and returns. Its dynamic ranges, specialized "
+        "values and eager outputs would be compared with another model's.",
+        "pass the torch.export.save of the model the package was compiled from",
+        example="the ExportedProgram of --exported-program mlp.pt2 is not the program model "
+        "'model' was compiled from (1 tensor input(s), the AOTI code takes 2): its ranges and "
+        "outputs are another model's",
+    ),
+    Code(
         "AOT080",
         "opaque-objects-pickled",
         W,
@@ -649,6 +663,30 @@ ALL_CODES: tuple[Code, ...] = (
         "(custom_obj_*) for constants",
         example="the package stores 2 opaque Python object(s) (opaque_obj_0, opaque_obj_1) that "
         "torch.export.load and load_pt2 unpickle with pickle.loads; aotipre did not unpickle them",
+    ),
+    Code(
+        "AOT081",
+        "pickled-members",
+        E,
+        C.PACKAGE,
+        "The package holds members that loading it unpickles without restriction: weights or "
+        "constants stored with use_pickle: true (torch.load(weights_only=False)), opaque objects "
+        "(pickle.loads), or ExportedProgram artifacts (sample inputs, legacy weights) that a "
+        "weights-only load refuses, so torch falls back to weights_only=False. Any of them can "
+        "run arbitrary code when the package loads. aotipre never unpickles them, and its dynamic "
+        "stages do not load such a package without --allow-pickle.",
+        "re-export without pickled members (tensor subclasses such as quantized weights are "
+        "pickled, plain tensors are not; keep sample inputs to tensors in tuples and dicts); if "
+        "you trust where the package comes from, pass --allow-pickle (allow-pickle = true)",
+        overrides=(
+            (W, "with --allow-pickle: the user trusts the package, and the dynamic stages load it"),
+        ),
+        example="model 'model': 2 weight(s) stored as pickles (use_pickle: true in "
+        "pkg/data/weights/model_weights_config.json): fc.weight (pkg/data/weights/weight_0), "
+        "fc.bias (pkg/data/weights/weight_1); loading the package (torch.export.load, load_pt2, "
+        "aoti_load_package) unpickles them with torch.load(weights_only=False), which runs any "
+        "code a pickle names; aotipre did not unpickle them; the dynamic stages do not load "
+        "the package without --allow-pickle",
     ),
     # 1: call structure
     Code(
@@ -1788,10 +1826,14 @@ ALL_CODES: tuple[Code, ...] = (
     Code(
         "AOT654",
         "baseline-not-measured",
-        W,
+        E,
         C.PERFORMANCE,
-        "The baseline package (--against) could not be loaded or run, so nothing was compared.",
-        "the message says why; check the baseline path and that it takes the same inputs",
+        "The baseline package (--against) could not be read, loaded or run, or was not loaded "
+        "because it holds pickles torch unpickles without restriction (and --allow-pickle was "
+        "not given), so nothing was compared: a comparison that did not happen fails the gate.",
+        "the message says why; check the baseline path, that it is a .pt2 package (a file or an "
+        "extracted folder) that takes the same inputs, and that it holds no pickles (or pass "
+        "--allow-pickle if you trust it)",
         example="the baseline package deployed.pt2 has no model 'model' (it holds: encoder, "
         "decoder)",
     ),

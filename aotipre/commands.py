@@ -4,6 +4,9 @@ neither holds behaviour of its own; nothing here imports typer."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -19,7 +22,7 @@ from aotipre.report import (
     render_reports,
 )
 from aotipre.report.common import worst_exit_code
-from aotipre.report.sanitize import clean
+from aotipre.report.sanitize import clean, encodable
 
 
 class Format(str, Enum):
@@ -70,6 +73,7 @@ def check(
     from aotipre.progress import Heartbeat
 
     loaded = batch.load_manifest(manifest) if manifest is not None else None
+    given = list(packages)  # a model folder or repository: every file in it is an input
     serving: dict[str, Any] = {}
     if serving_config is not None or any(Path(p).is_dir() for p in packages):
         from aotipre.serving import repository
@@ -77,10 +81,16 @@ def check(
         packages, serving = repository.plan(
             list(packages), str(serving_config) if serving_config is not None else None
         )
-    outputs = [("--output", output), *(("--report", path) for _, path in specs)]
+    outputs: list[tuple[str, Path | str | None]] = [
+        ("--output", output),
+        *(("--report", path) for _, path in specs),
+    ]
     outputs.append(("--write-baseline", write_baseline))
     baseline_in = parsed.get("baseline", settings.baseline) if write_baseline is None else None
-    named_inputs = [
+    values = [vars(settings), parsed, *((loaded.defaults,) if loaded else ())]
+    values += [e.values for e in (loaded.entries if loaded else ())]
+    reads = safeio.ReadPaths().add(
+        *given,
         *packages,
         serving_config,
         *(s.source for s in serving.values()),
@@ -91,8 +101,12 @@ def check(
         baseline_in,
         *(value for _, value in settings.inputs),
         *(p for e in (loaded.entries if loaded else ()) for p in (e.package, e.inputs)),
-    ]
-    safeio.refuse_overwriting_inputs(outputs, named_inputs)
+        *(p for v in values for p in _read_paths(v)),
+    )
+    # an unpacked image can hold a million files: what lies inside it is enough
+    reads.add(*(p for v in values for p in _target_folders(v)), members=False)
+    folders = [(f"--{k.replace('_', '-')}", parsed.get(k, getattr(settings, k))) for k in _FOLDERS]
+    reads.refuse([*outputs, *folders])
     with Heartbeat(progress) as beat:
         reports = batch.check_packages(
             list(packages),
@@ -109,14 +123,11 @@ def check(
     for report in reports:
         report.config = used
     # the inputs each package was really checked with (e.g. matched by a config glob)
-    safeio.refuse_overwriting_inputs(
-        outputs[:-1],
-        [
-            *named_inputs,
-            *(r.package_path for r in reports),
-            *(r.inputs_source for r in reports if r.inputs_source != "archive"),
-        ],
+    reads.add(
+        *(r.package_path for r in reports),
+        *(r.inputs_source for r in reports if r.inputs_source != "archive"),
     )
+    reads.refuse(outputs[:-1])
     single = manifest is None and len(reports) == 1
 
     def render(name: str) -> str:
@@ -125,7 +136,7 @@ def check(
     if not single or reports[0].error is None or fmt != "table" or output is not None:
         emit(render(fmt), output)
     for name, path in specs:
-        emit(render(name), Path(path))
+        emit(render(name), Path(path), make_folders=True)
     if fmt == "github" or any(name == "github" for name, _ in specs):
         from aotipre.report import github
 
@@ -181,12 +192,11 @@ def bundle(
         model=model,
     )
     added = "; ".join(done.added) or "nothing (the package already had it all)"
-    emit(
+    said = (
         f"wrote {output}: model '{done.model}', {done.members} members, "
-        f"{done.bytes / 1e6:.1f} MB; added {added}\n"
-        f"check it with: aotipre check {output}\n",
-        None,
+        f"{done.bytes / 1e6:.1f} MB; added {added}"
     )
+    emit(f"{clean(said)}\ncheck it with: aotipre check {clean(str(output))}\n", None)
     return 0
 
 
@@ -201,7 +211,7 @@ def serving_config(
     """`aotipre serving-config`: a Triton config.pbtxt that serves the package."""
     from aotipre.serving.triton import write_serving_config
 
-    safeio.refuse_overwriting_inputs([("--output", output)], [package])
+    safeio.ReadPaths().add(package).refuse([("--output", output)])
     text = write_serving_config(str(package), max_batch_size=max_batch_size, name=name, model=model)
     emit(text, output)
     return 0
@@ -264,10 +274,12 @@ def doctor(
 
     specs = [_doctor_report_spec(spec) for spec in reports_to]
     timeout = config.check_number("timeout", timeout)  # finite, in range: else one line, exit 2
-    safeio.refuse_overwriting_inputs((("--report", path) for _, path in specs), [cache_dir])
+    reads = safeio.ReadPaths().add(*_interpreters(python)).add(cache_dir, contents=False)
+    reads.refuse(("--report", path) for _, path in specs)
     show = safeio.is_terminal(2) if show_progress is None else show_progress
     # all validated before any canary runs; none given: the running interpreter
     runtimes = [probe(p) for p in python] if python else [probe(None)]
+    reads.add(*(rt.python for rt in runtimes)).refuse(("--report", path) for _, path in specs)
     from aotipre.progress import Heartbeat
 
     results = []
@@ -284,7 +296,7 @@ def doctor(
             results.append((runtime, run_doctor(opts)))
     emit(_render_doctors(results, fmt), None)
     for name, path in specs:
-        emit(_render_doctors(results, name), Path(path))
+        emit(_render_doctors(results, name), Path(path), make_folders=True)
     for runtime, result in results:
         if result.error is not None:
             where = f"{runtime.shown}: " if len(results) > 1 else ""
@@ -309,13 +321,17 @@ def _render_doctors(results: Sequence[tuple[Any, Any]], fmt: str) -> str:
                 "kind": "doctor-matrix",
                 "exit_code": worst,
                 "runtimes": [
-                    {"python": rt.shown, "torch": rt.torch_version, "report": rep}
+                    {
+                        "python": encodable(rt.shown),
+                        "torch": encodable(rt.torch_version),
+                        "report": rep,
+                    }
                     for (rt, _), rep in zip(results, reports)
                 ],
             }
         )
     return "\n".join(
-        f"=== --python {rt.shown} (torch {rt.torch_version})\n{render_doctor(r, fmt)}"
+        f"=== --python {clean(rt.shown)} (torch {clean(rt.torch_version)})\n{render_doctor(r, fmt)}"
         for rt, r in results
     )
 
@@ -333,13 +349,46 @@ def version() -> int:
     return 0
 
 
-def emit(text: str, output: Path | None) -> None:
+_PATH_FIELDS = ("exported_program", "expected", "weights", "against")
+"""Settings fields that name a file a check reads (`libraries` and `python` are lists)."""
+_FOLDERS = ("cache_dir", "artifacts")
+"""Settings fields that name a folder a check writes into: never inside an input folder."""
+
+
+def _read_paths(values: Mapping[str, Any]) -> list[str]:
+    """The files `values` (settings fields: a Settings' or a manifest entry's) name as inputs:
+    references, weights, the perf baseline package, op libraries, interpreters."""
+    out = [v for k in _PATH_FIELDS if isinstance(v := values.get(k), str)]
+    out += [v for v in values.get("libraries") or () if isinstance(v, str)]
+    out += _interpreters(values.get("python") or ())
+    return out
+
+
+def _target_folders(values: Mapping[str, Any]) -> list[str]:
+    """The folders `--target libtorch=` and `image=` read (in `values`' target and named
+    targets)."""
+    out = []
+    for spec in [values.get("target"), *(spec for _, spec in values.get("targets") or ())]:
+        if isinstance(spec, str):
+            found = re.findall(r"(?:^|[,;])\s*(?:libtorch|image)\s*=\s*([^,;]+)", spec)
+            out += [os.path.expanduser(f.strip()) for f in found]
+    return out
+
+
+def _interpreters(names: Sequence[str]) -> list[str]:
+    """Interpreter paths as given, and bare names as PATH finds them."""
+    return [n if "/" in n else (shutil.which(n) or n) for n in names if isinstance(n, str)]
+
+
+def emit(text: str, output: Path | None, *, make_folders: bool = False) -> None:
     """Write a rendered report to stdout (a closed, full or broken stdout never changes the exit
-    code), or atomically to `output` (parents created; UsageError when it cannot be written)."""
+    code), or to `output` with safeio.write_text (atomic; a special file written in place;
+    UsageError when it cannot be written). A missing folder is an error for `--output`;
+    `--report` creates its folder (`make_folders`, as docs/ci.md says)."""
     if output is None:
         safeio.write_stdout(text)
         return
-    safeio.write_text(output, text)
+    safeio.write_text(output, text, make_folders=make_folders)
 
 
 def progress(message: str) -> None:

@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from aotipre import codes
+from aotipre import codes, safeio
 from aotipre.bounds import RUN_NUMBERS, Parser, integer, number
 from aotipre.errors import UsageError
 from aotipre.findings import Severity
@@ -101,6 +101,8 @@ class Settings:
     """The package is deployed with the C++ loader (AOTIModelPackageLoader)."""
     deployment_checks_inputs: bool = False
     """The serving process sets AOTI_RUNTIME_CHECK_INPUTS (the probe stage judges by it)."""
+    allow_pickle: bool = False
+    """Load packages holding members torch unpickles without restriction (AOT081 a warning)."""
     inputs: tuple[tuple[str, str], ...] = ()
     """Per-package sample inputs: (absolute package path or glob, inputs file); first match wins."""
     source: str | None = None
@@ -138,8 +140,10 @@ class Settings:
         from aotipre.checks.custom_ops import Registration
 
         for lib in self.libraries:
-            if not os.path.isfile(lib):
+            if not os.path.lexists(lib):
                 raise UsageError(f"library {display_path(lib)}: no such file")
+            # a link loop, a dangling link, a folder or a FIFO is said as what it is
+            safeio.require_file(lib, f"library {display_path(lib)}")
         here = (os.getcwd(),) + ((os.path.dirname(self.source),) if self.source else ())
         registration = Registration(self.imports, self.libraries, import_path=here)
         dynamic = None
@@ -178,6 +182,7 @@ class Settings:
                 extra_env=registration.env(),
                 cpp=self.cpp,
                 deployment_checks_inputs=self.deployment_checks_inputs,
+                allow_pickle=self.allow_pickle,
                 exported_program=self.exported_program,
                 expected=self.expected,
                 weights=self.weights,
@@ -215,6 +220,7 @@ class Settings:
             cpp=self.cpp,
             exported_program=self.exported_program,
             weights=self.weights,
+            allow_pickle=self.allow_pickle,
         )
 
 
@@ -319,8 +325,9 @@ def _path(value: Any, base: Path) -> str:
 
 
 def _pythons(value: Any, base: Path) -> tuple[str, ...]:
-    """Interpreter paths (a string or a list); a path with a `/` is relative to the file, a bare
-    name is looked up on PATH when the run starts."""
+    """Interpreter paths (a string or a list); a value with a `/` is a path (relative to the
+    file, or to the working folder for the flag) that names exactly that file, a bare name is
+    looked up on PATH when the run starts (runtimes._locate)."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not items:
         raise ValueError(
@@ -329,8 +336,15 @@ def _pythons(value: Any, base: Path) -> tuple[str, ...]:
     out = []
     for item in items:
         text = _string(item, base)
-        out.append(_path(text, base) if "/" in text else text)
+        out.append(_interpreter_path(text, base) if "/" in text else text)
     return tuple(out)
+
+
+def _interpreter_path(text: str, base: Path) -> str:
+    """`text` as reports show it (short when under the working folder), still a path: a file
+    in the working folder is `./python`, never `python` (a bare name is looked up on PATH)."""
+    shown = _path(text, base)
+    return shown if "/" in shown else f"./{shown}"
 
 
 def _strings(value: Any, base: Path) -> list[str]:
@@ -460,6 +474,13 @@ KEYS: tuple[Key, ...] = (
         "deployment_checks_inputs",
         _bool,
         "the serving process sets AOTI_RUNTIME_CHECK_INPUTS=1 (no AOT613)",
+    ),
+    Key(
+        "allow-pickle",
+        "allow_pickle",
+        _bool,
+        "load packages (and --against baselines) holding members torch unpickles without "
+        "restriction: AOT081 is a warning, not an error",
     ),
 )
 BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}

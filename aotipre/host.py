@@ -9,13 +9,13 @@ one run (`;` between them); `[tool.aotipre.targets]` names them in the configura
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
 import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from aotipre.errors import UsageError
@@ -40,6 +40,7 @@ _BASE = ("sse", "sse2", "mmx", "fxsr", "cmov", "cx8")
 ISA_LEVELS: dict[str, tuple[str, ...]] = {
     "x86-64": _BASE,
     "x86-64-v2": (*_BASE, *_V2),
+    "avx": (*_BASE, *_V2, "avx", "xsave"),
     "x86-64-v3": (*_BASE, *_V3),
     "x86-64-v4": (*_BASE, *_V4),
     "avx2": (*_BASE, *_V3),
@@ -49,7 +50,22 @@ ISA_LEVELS: dict[str, tuple[str, ...]] = {
     "amx": (*_BASE, *_V4, "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"),
 }
 """`isa=` words -> the /proc/cpuinfo flags every CPU of such a fleet has (x86-64 psABI levels;
-avx2 = v3 as on every AVX2 CPU since Haswell; avx512 = v4; amx = Sapphire Rapids' AMX set)."""
+avx = v2 plus AVX as on Sandy Bridge; avx2 = v3 as on every AVX2 CPU since Haswell; avx512 = v4;
+amx = Sapphire Rapids' AMX set)."""
+
+FLAG_LEVELS: dict[str, str] = {
+    "sse4_1": "x86-64-v2", "sse4_2": "x86-64-v2", "popcnt": "x86-64-v2",
+    "fma": "avx", "f16c": "avx", "xsave": "avx", "vaes": "avx", "vpclmulqdq": "avx",
+    "bmi2": "x86-64-v3", "avx_vnni": "x86-64-v3",
+    "avx512f": "x86-64-v4", "avx512bw": "x86-64-v4", "avx512cd": "x86-64-v4",
+    "avx512dq": "x86-64-v4", "avx512vl": "x86-64-v4", "avx512_bf16": "avx512_vnni",
+    "amx_bf16": "amx", "amx_int8": "amx",
+}  # fmt: skip
+"""An `isa=` /proc/cpuinfo flag -> the level every CPU that has it also has (a flag that is a
+level word is that level; other avx512* flags: x86-64-v4, amx_*: amx; any other known flag:
+the x86-64 baseline). So `isa=avx512f` is an AVX-512 fleet, not a CPU with avx512f alone."""
+NON_X86_FLAGS = ("asimd", "vsx", "vx")
+"""The /proc/cpuinfo flags of AOTI_CPU_ISA's aarch64, POWER and s390x words (ISA_FLAGS)."""
 
 TARGET_KEYS = (
     "cc",
@@ -325,12 +341,13 @@ def parse_target(text: str) -> HostInfo:
     """Parse one target: `cuda,cc=8.0,8.6,9.0,driver=535,torch=2.12` or `cpu,isa=avx2,glibc=2.31`.
 
     The first word is the device type. Keys: `cc=` compute capabilities (a fleet: every GPU
-    kind, separated by `,` or `+`), `isa=` what every CPU has (x86-64-v2/v3/v4, avx2, avx512,
-    avx512_vnni, amx, or /proc/cpuinfo flags joined by `+`), `torch=` a release (2.11-2.15),
-    `libtorch=PATH` a libtorch or site-packages folder whose exports are read, `glibc=`,
-    `libstdcxx=` (GLIBCXX version, e.g. 3.4.29), `image=PATH` an unpacked container root (its
-    glibc, libstdc++ and torch are read), `driver=` the NVIDIA driver, `platform=`, `machine=`,
-    `checks-inputs=yes|no` whether its serving process sets AOTI_RUNTIME_CHECK_INPUTS.
+    kind, separated by `,` or `+`), `isa=` what every CPU has (x86-64-v2/v3/v4, avx, avx2,
+    avx512, avx512_vnni, amx, or /proc/cpuinfo flags joined by `+`, each with the level it
+    implies: FLAG_LEVELS), `torch=` a release (2.11-2.15), `libtorch=PATH` a libtorch or
+    site-packages folder whose exports are read, `glibc=`, `libstdcxx=` (GLIBCXX version, e.g.
+    3.4.29), `image=PATH` an unpacked container root (its glibc, libstdc++ and torch are read),
+    `driver=` the NVIDIA driver, `platform=`, `machine=`, `checks-inputs=yes|no` whether its
+    serving process sets AOTI_RUNTIME_CHECK_INPUTS. Each key once (UsageError otherwise).
     """
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts:
@@ -341,6 +358,7 @@ def parse_target(text: str) -> HostInfo:
     fields: dict[str, object] = {}
     ccs: list[str] = []
     key = None
+    seen: set[str] = set()
     for part in parts[1:]:
         name, sep, value = part.partition("=")
         if not sep and key == "cc":  # `cc=8.0,8.6,9.0`: the list goes on
@@ -350,6 +368,9 @@ def parse_target(text: str) -> HostInfo:
         value = value.strip()
         if not sep or not value:
             raise UsageError(f"--target item {part!r} is not key=value")
+        if key in seen:
+            raise UsageError(_repeated_key(key, text))
+        seen.add(key)
         if key == "cc":
             ccs.extend(_norm_cc(v) for v in value.split("+"))
         else:
@@ -365,6 +386,14 @@ def parse_target(text: str) -> HostInfo:
         cpu_flags=flags,  # type: ignore[arg-type]
         **fields,  # type: ignore[arg-type]
     )
+
+
+def _repeated_key(key: str, text: str) -> str:
+    how = {
+        "cc": " (list every GPU kind in one: cc=8.0,9.0)",
+        "isa": " (join ISA words with '+' in one: isa=avx2+avx512_vnni)",
+    }.get(key, "")
+    return f"--target {text.strip()!r} gives {key}= twice; give each key once{how}"
 
 
 _YES = ("yes", "true", "1", "on")
@@ -409,95 +438,221 @@ def _version_value(key: str, value: str) -> str:
 
 
 def isa_flags(value: str) -> frozenset[str]:
-    """`isa=` value -> /proc/cpuinfo flags: a level word, and/or flags joined by `+`."""
+    """`isa=` value -> /proc/cpuinfo flags: level words and/or flags joined by `+`, each flag
+    with the level it implies (FLAG_LEVELS). UsageError (one line) for an unknown word."""
     flags: set[str] = set()
+    known = isa_flag_names()
     for word in (w.strip().lower() for w in value.split("+")):
         if word in ISA_LEVELS:
             flags.update(ISA_LEVELS[word])
-        elif re.fullmatch(r"[a-z0-9_]+", word):
+        elif word in known:
+            flags.update(ISA_LEVELS.get(_flag_level(word), ()))
             flags.add(word)
         else:
-            raise UsageError(
-                f"--target isa {word!r} is unknown (use one of {', '.join(ISA_LEVELS)}, or "
-                "/proc/cpuinfo flags joined by '+')"
-            )
+            raise UsageError(_unknown_isa(word, known))
     return frozenset(flags)
 
 
-def read_libtorch(path: str) -> TorchRuntime:
+def isa_flag_names() -> frozenset[str]:
+    """The /proc/cpuinfo flags `isa=` accepts: those of the levels, those a compiler flag
+    enables (binaries.facts.GCC_FLAGS: what a package can need), and the non-x86 ones."""
+    from aotipre.binaries.facts import GCC_FLAGS
+
+    return frozenset(
+        {f for level in ISA_LEVELS.values() for f in level}
+        | set(GCC_FLAGS.values())
+        | set(NON_X86_FLAGS)
+    )
+
+
+def _flag_level(flag: str) -> str:
+    if flag in FLAG_LEVELS:
+        return FLAG_LEVELS[flag]
+    if flag.startswith("avx512"):
+        return "x86-64-v4"
+    if flag.startswith("amx"):
+        return "amx"
+    return "" if flag in NON_X86_FLAGS else "x86-64"
+
+
+def _unknown_isa(word: str, known: frozenset[str]) -> str:
+    import difflib
+
+    if not word:
+        return "--target isa= has an empty word (join ISA words with '+', e.g. isa=avx2+avx512f)"
+    close = difflib.get_close_matches(word, [*ISA_LEVELS, *known], n=1, cutoff=0.8)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"--target isa {word!r} is unknown{guess}: use a level ({', '.join(ISA_LEVELS)}) or "
+        f"/proc/cpuinfo flags joined by '+' ({', '.join(sorted(known - set(ISA_LEVELS)))})"
+    )
+
+
+def read_libtorch(path: str, *, image: _Image | None = None) -> TorchRuntime:
     """A libtorch distribution, a torch package folder or a site-packages folder: its version
     and what its libraries (libtorch*.so, libc10*.so) export of TORCH_SYMBOLS (their dynamic
-    symbol tables)."""
-    root = os.path.abspath(os.path.expanduser(path))
-    for lib_dir in (os.path.join(root, "lib"), os.path.join(root, "torch", "lib")):
-        if os.path.isfile(os.path.join(lib_dir, "libtorch_cpu.so")):
+    symbol tables). `image`: the unpacked image `path` lies in (its links resolve inside it)."""
+    if image is None:
+        root, shown = os.path.abspath(os.path.expanduser(path)), f"--target libtorch={path}"
+        resolve: Callable[[str], str] = os.path.normpath
+    else:
+        root, shown, resolve = path, image.shown, image.path
+    for folder in (root, os.path.join(root, "torch")):
+        lib_dir = resolve(os.path.join(folder, "lib"))
+        if os.path.isfile(resolve(os.path.join(lib_dir, "libtorch_cpu.so"))):
             break
     else:
-        raise UsageError(f"--target libtorch={path}: no lib/libtorch_cpu.so or torch/lib/ there")
+        raise UsageError(f"{shown}: no lib/libtorch_cpu.so or torch/lib/ there")
     from aotipre.binaries.elf import ElfError, ElfFile
     from aotipre.binaries.source import SourceError, open_file
 
+    try:
+        names = sorted(os.listdir(lib_dir))
+    except OSError as exc:
+        raise UsageError(f"{shown}: cannot list {lib_dir}: {exc.strerror or exc}") from None
     exports: set[str] = set()
-    libs = glob.glob(os.path.join(lib_dir, "libtorch*.so")) + glob.glob(
-        os.path.join(lib_dir, "libc10*.so")
-    )
-    for lib in sorted(libs):
+    for name in names:
+        if not any(fnmatch.fnmatchcase(name, p) for p in ("libtorch*.so", "libc10*.so")):
+            continue
         try:
-            with open_file(lib) as source:
+            with open_file(resolve(os.path.join(lib_dir, name))) as source:  # a regular file
                 symbols = ElfFile(source).dynamic_symbols()
         except (ElfError, SourceError) as exc:
-            raise UsageError(f"--target libtorch={path}: {os.path.basename(lib)}: {exc}") from None
+            raise UsageError(f"{shown}: {name}: {exc}") from None
         exports.update(s.name for s in symbols if s.defined and s.name.startswith(TORCH_SYMBOLS))
-    version = _libtorch_version(os.path.dirname(lib_dir)) or "unknown"
+    version = _libtorch_version(folder, shown, resolve) or "unknown"
     return TorchRuntime(version, f"libtorch {path}", frozenset(exports))
 
 
-def _libtorch_version(folder: str) -> str | None:
-    for name in ("build-version", "version.txt"):
+_VERSION_FILES = (("build-version", 4096), ("version.txt", 4096), ("version.py", 1 << 16))
+"""The files a torch folder records its version in, with the most bytes read of each."""
+
+
+def _libtorch_version(
+    folder: str, shown: str | None = None, resolve: Callable[[str], str] = os.path.normpath
+) -> str | None:
+    """The version `folder` records, each file read through safeio.read_text (a regular file,
+    bounded, never blocking, strict UTF-8). `shown` names the folder in the one-line
+    UsageError for a version file that is there but cannot be read (a FIFO, a directory, a
+    link loop, not UTF-8); None (the torch installed here): such a file is skipped."""
+    from aotipre.safeio import read_text
+
+    for name, limit in _VERSION_FILES:
+        path = resolve(os.path.join(folder, name))
+        if not os.path.lexists(path):
+            continue
         try:
-            with open(os.path.join(folder, name), encoding="utf-8") as fh:
-                return fh.read(100).strip() or None
-        except OSError:
-            pass
-    try:
-        with open(os.path.join(folder, "version.py"), encoding="utf-8") as fh:
-            found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", fh.read(10_000))
-    except OSError:
-        return None
-    return found.group(1) if found else None
+            text = read_text(path, f"{shown}: {name}" if shown else path, limit)
+        except UsageError:
+            if shown is None:
+                continue
+            raise
+        if name == "version.py":
+            found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
+            return found.group(1) if found else None
+        if text.strip():
+            return text.strip()[:100]
+    return None
+
+
+@dataclass(frozen=True)
+class _Image:
+    """An unpacked container root, whose paths are resolved as the image itself sees them."""
+
+    root: str
+    """The root, links resolved."""
+    shown: str
+    """`--target image=PATH` as given, for messages."""
+
+    def path(self, path: str) -> str:
+        """`path` (under the root) with every symbolic link in it resolved inside the image: an
+        absolute target /lib/x is ROOT/lib/x, never this host's /lib/x. UsageError (one line)
+        for a link that leads out of the root (`..` above it) or a link loop."""
+        rel = os.path.relpath(path, self.root)
+        todo = [p for p in rel.split(os.sep) if p not in ("", ".")]
+        done: list[str] = []
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part == "..":
+                if not done:
+                    raise UsageError(
+                        f"{self.shown}: {rel}: a symbolic link leads out of the image; refusing "
+                        "to read this host's files for it"
+                    )
+                done.pop()
+                continue
+            try:
+                link = os.readlink(os.path.join(self.root, *done, part))
+            except OSError:  # not a link, or missing: looked up as it is
+                done.append(part)
+                continue
+            hops += 1
+            if hops > 40:
+                raise UsageError(f"{self.shown}: {rel}: a symbolic link loop")
+            if link.startswith("/"):
+                done = []
+            todo = [p for p in link.split("/") if p not in ("", ".")] + todo
+        return os.path.join(self.root, *done)
+
+    def glob(self, pattern: str) -> list[str]:
+        """The existing paths matching `pattern` (relative to the root, `*` within a name),
+        resolved inside the image."""
+        found = [self.root]
+        for part in pattern.split("/"):
+            matched: list[str] = []
+            for base in found:
+                if not any(c in part for c in "*?["):
+                    matched.append(self.path(os.path.join(base, part)))
+                    continue
+                try:
+                    names = sorted(os.listdir(base))
+                except OSError:
+                    continue
+                matched += [
+                    self.path(os.path.join(base, n))
+                    for n in names
+                    if not n.startswith(".") and fnmatch.fnmatchcase(n, part)
+                ]
+            found = matched
+        return sorted({p for p in found if os.path.exists(p)})
 
 
 def read_image(path: str) -> dict[str, object]:
-    """An unpacked container root: its glibc, libstdc++ and (when installed) torch."""
-    root = os.path.abspath(os.path.expanduser(path))
-    if not os.path.isdir(root):
+    """An unpacked container root: its glibc, libstdc++ and (when installed) torch. Its links
+    are resolved inside it (`_Image`): an absolute link reads the image's file, not this
+    host's."""
+    given = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(given):
         raise UsageError(f"--target image={path}: not a folder (unpack the image first)")
+    image = _Image(os.path.realpath(given), f"--target image={path}")
     out: dict[str, object] = {}
-    libc = _first(root, ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64",
-                         "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib", "usr/lib"),
+    libc = _first(image, ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64",
+                          "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib", "usr/lib"),
                   "libc.so.6")  # fmt: skip
     glibc = _newest(_defined_versions(libc), "GLIBC_")
     if glibc is None:
         raise UsageError(f"--target image={path}: no readable libc.so.6 in it")
     out["glibc"] = glibc
-    conda = sorted(glob.glob(os.path.join(root, "opt/conda/lib")))
-    cxx = _first(root, (*(os.path.relpath(c, root) for c in conda), "usr/lib/x86_64-linux-gnu",
-                        "usr/lib64", "usr/lib/aarch64-linux-gnu", "usr/lib", "lib"),
+    conda = image.glob("opt/conda/lib")
+    cxx = _first(image, (*(os.path.relpath(c, image.root) for c in conda),
+                         "usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu",
+                         "usr/lib", "lib"),
                  "libstdc++.so.6")  # fmt: skip
     out["glibcxx"], out["cxxabi"] = _libstdcxx_versions(cxx)
     torches = sorted(
-        glob.glob(os.path.join(root, "usr/local/lib/python3*/*-packages/torch"))
-        + glob.glob(os.path.join(root, "usr/lib/python3*/*-packages/torch"))
-        + glob.glob(os.path.join(root, "opt/conda/lib/python3*/site-packages/torch"))
+        image.glob("usr/local/lib/python3*/*-packages/torch")
+        + image.glob("usr/lib/python3*/*-packages/torch")
+        + image.glob("opt/conda/lib/python3*/site-packages/torch")
     )
     if torches:
-        out["torch"] = read_libtorch(torches[0])
+        out["torch"] = read_libtorch(torches[0], image=image)
     return out
 
 
-def _first(root: str, folders: tuple[str, ...], name: str) -> str | None:
+def _first(image: _Image, folders: tuple[str, ...], name: str) -> str | None:
     for folder in folders:
-        path = os.path.join(root, folder, name)
+        path = image.path(os.path.join(image.root, folder, name))
         if os.path.isfile(path):
             return path
     return None

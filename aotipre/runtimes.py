@@ -3,8 +3,9 @@
 aotipre runs where it is installed; its workers (aotipre/runner/worker/: the standard library
 and torch, no aotipre import) can run in another interpreter, e.g. the serving image's venv
 with the exact torch of the deployment. `probe` validates one interpreter in a subprocess that
-imports nothing heavy (torch's version comes from its installed metadata); aotipre.matrix runs a
-package's dynamic stages once per interpreter (a version matrix) and merges the runs.
+imports nothing heavy (torch's version comes from its installed metadata), started, bounded
+and reaped as every worker is (runner.proc.run_process); aotipre.matrix runs a package's
+dynamic stages once per interpreter (a version matrix) and merges the runs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +22,8 @@ from aotipre.errors import UsageError
 from aotipre.versions import SUPPORTED_TEXT, is_supported
 
 PROBE_TIMEOUT_S = 60.0
+PROBE_OUTPUT_BYTES = 64 * 1024
+"""How much of the end of the probe's stdout and stderr is kept (its answer is one short line)."""
 MIN_PYTHON = (3, 10)
 STATIC_STAGES = frozenset({"inspect", "inputs", "static", "baseline"})
 """Stages that read the package only: the same whichever interpreter runs the workers."""
@@ -35,6 +37,8 @@ TORCH_HINT = (
 # (its version is read from the installed metadata, else from torch/version.py as text).
 _PROBE = r"""
 import json, os, re, sys
+if sys.path and sys.path[0] == "":
+    del sys.path[0]  # `-c` puts the working folder first; the workers never have it
 out = {"python": sys.version.split()[0], "version_info": list(sys.version_info[:2]),
        "executable": sys.executable, "torch": None, "torch_path": None}
 try:
@@ -106,25 +110,7 @@ def probe(python: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S) -> R
     key = (python, path)
     if key in _PROBED:
         return _PROBED[key]
-    try:
-        done = subprocess.run(
-            [path, "-c", _PROBE],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_s,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"{where}: did not answer within {timeout_s:g} s") from None
-    except OSError as exc:
-        raise UsageError(f"{where}: cannot run it ({exc.strerror})") from None
-    info = _probe_answer(done.stdout)
-    if info is None:
-        raise UsageError(
-            f"{where}: not a Python interpreter, or a broken one (it exited "
-            f"{done.returncode} without answering the probe)"
-        )
+    info = _run_probe(path, where, timeout_s)
     version = tuple(info.get("version_info") or (0, 0))
     if version < MIN_PYTHON:
         raise UsageError(
@@ -166,8 +152,10 @@ def resolve(pythons: Sequence[str]) -> tuple[Runtime, ...]:
 
 
 def _locate(python: str) -> str:
-    """An absolute path for `python`: a path as given, or a bare name looked up on PATH."""
-    if os.sep not in python:
+    """An absolute path for `python`: a value with a path separator names exactly that file
+    (relative to the working folder; a config file's values come here already made absolute or
+    `./`-prefixed, see config._pythons), only a bare name is looked up on PATH."""
+    if os.sep not in python and (os.altsep is None or os.altsep not in python):
         found = shutil.which(python)
         if found is None:
             raise UsageError(f"--python {python}: not found on PATH")
@@ -177,13 +165,52 @@ def _locate(python: str) -> str:
         raise UsageError(f"--python {python}: a folder, not an interpreter (e.g. VENV/bin/python)")
     if not os.path.exists(path):
         raise UsageError(f"--python {python}: no such file")
+    if not os.path.isfile(path):
+        raise UsageError(f"--python {python}: not a regular file")
     if not os.access(path, os.X_OK):
         raise UsageError(f"--python {python}: not executable")
     return path
 
 
-def _probe_answer(stdout: bytes) -> dict[str, Any] | None:
-    for line in stdout.decode("utf-8", "replace").splitlines():
+def _run_probe(path: str, where: str, timeout_s: float) -> dict[str, Any]:
+    """Run the probe in `path` as every worker runs (runner.proc.run_process: its own session
+    and process group, reaped with every descendant, only the ends of its output kept, read
+    under the deadline); its answer, or UsageError (one line)."""
+    from aotipre.runner.proc import run_process
+
+    outcome = run_process(
+        [path, "-c", _PROBE],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        timeout_s=timeout_s,
+        max_capture_bytes=PROBE_OUTPUT_BYTES,
+    )
+    if outcome.start_error is not None:
+        raise UsageError(f"{where}: cannot run it ({outcome.start_error})")
+    if outcome.interrupted:
+        raise UsageError(f"{where}: the probe was interrupted")
+    if outcome.timed_out:
+        raise UsageError(f"{where}: did not answer within {timeout_s:g} s")
+    info = _probe_answer(outcome.stdout_tail)
+    if info is None:
+        how = (
+            f"killed by {outcome.signal_name}"
+            if outcome.signal is not None
+            else f"exited {outcome.returncode}"
+        )
+        flood = (
+            f", after {outcome.stdout_total_bytes} bytes of output"
+            if outcome.stdout_truncated
+            else ""
+        )
+        raise UsageError(
+            f"{where}: not a Python interpreter, or a broken one (it {how} without answering "
+            f"the probe{flood})"
+        )
+    return info
+
+
+def _probe_answer(stdout: str) -> dict[str, Any] | None:
+    for line in stdout.splitlines():
         if line.startswith("@@aotipre-probe "):
             try:
                 data = json.loads(line.split(" ", 1)[1])

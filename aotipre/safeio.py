@@ -4,11 +4,15 @@ and never onto an input, and standard streams whose failures never change the ex
 - `read_text`: the regular-file and size checks packages get, for configuration, manifest and
   baseline files (a FIFO must not block, /dev/zero must not eat memory), strict UTF-8, one line
   naming the file on any problem.
-- `refuse_overwriting_inputs`: an output (-o, --report, --write-baseline) that is one of the
-  inputs (the same file, also through a symbolic or hard link) is refused before anything runs.
-- `write_text`: a temporary file in the destination's folder, then `os.replace`: a failed or
-  interrupted write leaves the old file (or none), never a partial one. Special files
-  (/dev/null, /dev/stdout, a FIFO) are written in place.
+- `ReadPaths`: every path a run reads (files by identity, folders by what they contain); an
+  output (-o, --report, --write-baseline, bundle -o, --cache-dir, --artifacts) that is one of
+  them (also through a symbolic or hard link, or another spelling) or lies inside an input
+  folder (a folder package, a model repository) is refused before anything is written.
+- `write_text` / `write_file`: the one writer of outputs. See `write_file` for the rule on
+  links and special files: a regular file is replaced atomically (a temporary file in its
+  folder, then `os.replace`: a failed or interrupted write leaves the old file or none, never a
+  partial one); a character device or FIFO (/dev/null, /dev/stdout) is written in place and
+  never replaced, nor is a link to one; a missing folder of --output is an error.
 - `write_stdout` / `write_stderr`: a closed, full or broken stream is reported (once, on stderr,
   when that still works) and then silenced; the exit code stays the check's.
 """
@@ -16,12 +20,13 @@ and never onto an input, and standard streams whose failures never change the ex
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
-from typing import TextIO
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO, TextIO
 
 from aotipre.errors import UsageError
 
@@ -31,16 +36,31 @@ MAX_BASELINE_BYTES = 64 * 1024 * 1024
 """Largest baseline file aotipre reads."""
 
 
-def require_file(path: str | os.PathLike[str], subject: str) -> os.stat_result:
-    """The stat of `path` when it is a regular file (links followed); else one UsageError line
-    saying what it is: missing, a directory, a pipe or device, a link loop, unreadable."""
+def require_file(
+    path: str | os.PathLike[str], subject: str, *, folder_ok: bool = False
+) -> os.stat_result:
+    """The stat of `path` when it is a regular file (links followed; also a folder with
+    `folder_ok`); else one UsageError line saying what it is: missing, a link to nothing, a
+    link loop, a directory, a pipe or device, unreadable. Never "does not exist" for a path
+    that does."""
+    name = os.fspath(path)
     try:
-        st = os.stat(os.fspath(path))
+        st = os.stat(name)
     except FileNotFoundError:
+        if os.path.islink(name):
+            raise UsageError(
+                f"{subject} is a symbolic link to a file that does not exist"
+            ) from None
         raise UsageError(f"{subject} does not exist") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"{subject} is a symbolic link loop") from None
         raise UsageError(f"cannot read {subject}: {exc.strerror or exc}") from None
+    except ValueError:  # an embedded NUL
+        raise UsageError(f"{subject} is not a valid path") from None
     if stat.S_ISDIR(st.st_mode):
+        if folder_ok:
+            return st
         raise UsageError(f"{subject} is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
         raise UsageError(f"{subject} is not a regular file (a pipe or device?)")
@@ -79,6 +99,11 @@ def read_text(path: str | os.PathLike[str], subject: str, limit: int) -> str:
         ) from None
 
 
+MAX_FOLDER_ENTRIES = 100_000
+"""Most entries of one input folder whose identities are recorded (a hard link elsewhere to a
+file in it is then caught too); beyond that, only what lies inside the folder is."""
+
+
 def _identity(path: str) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -87,65 +112,175 @@ def _identity(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def refuse_overwriting_inputs(
-    outputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
-    inputs: Iterable[str | os.PathLike[str] | None],
-) -> None:
-    """UsageError when an output (option name, path) is the same file as an input.
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
-    Files are compared by (device, inode) after following links, so a symbolic link, a hard
-    link or another spelling of an input is caught too.
+
+class ReadPaths:
+    """Every path a run reads, so that no output lands on one.
+
+    Files are known by identity (device, inode, links followed), so a symbolic link, a hard
+    link or another spelling of an input is caught. A folder (a folder package, a model
+    repository, an image) is known by its resolved path: an output anywhere inside it is
+    refused; the files in it are recorded by identity too (a hard link to one, elsewhere).
     """
-    known: dict[tuple[int, int], str] = {}
-    for path in inputs:
-        if path is None:
-            continue
-        ident = _identity(os.fspath(path))
-        if ident is not None:
-            known.setdefault(ident, os.fspath(path))
-    for option, out in outputs:
-        if out is None:
-            continue
-        # `sub/../pkg.pt2` with no `sub` yet: the write would create `sub` and land on pkg.pt2
-        spellings = (os.fspath(out), os.path.abspath(os.fspath(out)))
-        idents = {i for i in map(_identity, spellings) if i is not None}
-        ident = next((i for i in idents if i in known), None)
-        if ident is not None:
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[int, int], str] = {}
+        self._folders: list[tuple[str, str]] = []
+        """(resolved path, as given)."""
+
+    def add(
+        self, *paths: str | os.PathLike[str] | None, contents: bool = True, members: bool = True
+    ) -> ReadPaths:
+        """Record `paths` (None and missing paths are skipped). `contents=False`: a folder is
+        recorded as itself only (a cache folder: outputs may go inside it); `members=False`:
+        the identities of the files in a folder are not recorded (only what lies inside it is
+        refused: for a folder too large to walk)."""
+        for path in paths:
+            if path is None:
+                continue
+            name = os.fspath(path)
+            try:
+                st = os.stat(name)
+            except (OSError, ValueError):
+                continue
+            self._files.setdefault((st.st_dev, st.st_ino), name)
+            if stat.S_ISDIR(st.st_mode) and contents:
+                self._folders.append((os.path.realpath(name), name))
+                if members:
+                    self._add_members(name)
+        return self
+
+    def _add_members(self, folder: str) -> None:
+        seen = 0
+        for dirpath, dirnames, filenames in os.walk(folder):
+            for entry in (*dirnames, *filenames):
+                seen += 1
+                if seen > MAX_FOLDER_ENTRIES:
+                    return
+                ident = _identity(os.path.join(dirpath, entry))
+                if ident is not None:
+                    self._files.setdefault(ident, os.path.join(dirpath, entry))
+
+    def clash(self, out: str | os.PathLike[str]) -> str | None:
+        """What writing `out` would overwrite or write into (`the input X`, `inside the input
+        folder X`), or None. A character device or FIFO is written in place, never replaced:
+        no clash."""
+        name = os.fspath(out)
+        # `sub/../pkg.pt2` with no `sub` yet: a write that created `sub` would land on pkg.pt2
+        spellings = (name, os.path.abspath(name))
+        for spelling in spellings:
+            try:
+                st = os.stat(spelling)
+            except (OSError, ValueError):
+                continue
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+                return None
+            known = self._files.get((st.st_dev, st.st_ino))
+            if known is not None:
+                return f"the input {known}"
+        for spelling in spellings:
+            try:
+                real = os.path.realpath(spelling)  # a dangling link: where the write would go
+            except (OSError, ValueError):
+                continue
+            for folder, shown in self._folders:
+                if _inside(real, folder):
+                    return f"inside the input folder {shown}"
+        return None
+
+    def refuse(self, outputs: Iterable[tuple[str, str | os.PathLike[str] | None]]) -> None:
+        """UsageError (one line) for the first output (option name, path) that clashes."""
+        for option, out in outputs:
+            if out is None:
+                continue
+            found = self.clash(out)
+            if found is None:
+                continue
+            if found.startswith("inside"):
+                raise UsageError(
+                    f"{option} {os.fspath(out)} is {found}: refusing to write there",
+                    hint="write it somewhere else",
+                )
             raise UsageError(
-                f"{option} {os.fspath(out)} is the input {known[ident]}: refusing to overwrite it",
+                f"{option} {os.fspath(out)} is {found}: refusing to overwrite it",
                 hint="write the report somewhere else",
             )
 
 
-def write_text(path: str | os.PathLike[str], text: str, *, subject: str | None = None) -> None:
-    """Write `text` (UTF-8) to `path` atomically; parents are created. UsageError on failure.
+def write_text(
+    path: str | os.PathLike[str],
+    text: str,
+    *,
+    subject: str | None = None,
+    make_folders: bool = False,
+) -> None:
+    """Write `text` (UTF-8) to `path` as `write_file` does. UsageError on failure."""
+    data = text.encode("utf-8", errors="backslashreplace")
+    write_file(path, lambda fh: fh.write(data), subject=subject, make_folders=make_folders)
 
-    A regular file (or a link to one) is replaced in one step by a finished temporary file in
-    the same folder; nothing partial is ever left, and an existing file keeps its mode.
+
+def write_file(
+    path: str | os.PathLike[str],
+    produce: Callable[[BinaryIO], object],
+    *,
+    subject: str | None = None,
+    make_folders: bool = False,
+) -> int:
+    """Write what `produce(fh)` writes to `path`; the bytes written. UsageError (one line) on
+    failure. The rule:
+
+    - Links are followed to what they lead to. A regular file there (or nothing) is replaced
+      in one step by a finished temporary file in the same folder (an existing file keeps its
+      mode; a new one gets the umask's): nothing partial is ever left, and a symbolic link stays
+      a link, now to the new file.
+    - A character device or FIFO there (/dev/null, /dev/stdout, which is itself a link) is
+      written in place: opened without creating or truncating anything, never unlinked or
+      renamed over, and neither is a link to it. A FIFO nobody reads is an error at once, not a
+      hang.
+    - A directory, a block device or a socket is refused.
+    - The folder must exist: a missing folder is an error (`--output`), unless `make_folders`
+      (`--report` and `--write-baseline`, documented to create theirs). Either way the caller
+      has refused outputs inside an input folder first (`ReadPaths`).
     """
     name = os.fspath(path)
     what = subject or name
-    data = text.encode("utf-8", errors="backslashreplace")
     try:
-        st = os.stat(name)
-    except OSError:
+        st: os.stat_result | None = os.stat(name)
+    except (FileNotFoundError, NotADirectoryError):
         st = None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"cannot write {what}: it is a symbolic link loop") from None
+        raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"cannot write {what}: not a valid path") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
         if stat.S_ISDIR(st.st_mode):
             raise UsageError(f"cannot write {what}: it is a directory")
-        _write_in_place(name, data, what)  # /dev/null, /dev/stdout, a FIFO: not replaceable
-        return
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            return _write_in_place(name, produce, what)
+        raise UsageError(
+            f"cannot write {what}: it is a block device or socket, not a file, character "
+            "device or pipe"
+        )
     target = os.path.realpath(name) if os.path.islink(name) else name
-    folder = os.path.dirname(os.path.abspath(target))
+    folder = os.path.dirname(target) or "."  # as the kernel resolves it: `sub/..` needs `sub`
+    if not os.path.isdir(folder) and not (make_folders and not os.path.lexists(folder)):
+        why = "not a folder" if os.path.lexists(folder) else "no such folder"
+        raise UsageError(f"cannot write {what}: {why} {folder}")
     tmp = None
     try:
-        os.makedirs(folder, exist_ok=True)
+        if make_folders:
+            os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=folder)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            produce(fh)
             fh.flush()
             os.fsync(fh.fileno())
             os.fchmod(fh.fileno(), st.st_mode & 0o7777 if st is not None else _default_mode())
+            size = os.fstat(fh.fileno()).st_size
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -156,18 +291,46 @@ def write_text(path: str | os.PathLike[str], text: str, *, subject: str | None =
                 os.unlink(tmp)
             except OSError:
                 pass
+    return size
 
 
-def _write_in_place(name: str, data: bytes, what: str) -> None:
+class _Sink(io.RawIOBase):
+    """A special file's descriptor as a write-only, unseekable stream that counts bytes."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self.written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        whole = memoryview(data).cast("B")
+        view = whole
+        while view:  # a pipe may take part of it
+            view = view[os.write(self._fd, view) :]
+        self.written += len(whole)
+        return len(whole)
+
+
+def _write_in_place(name: str, produce: Callable[[BinaryIO], object], what: str) -> int:
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
-        fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(name, flags)  # no O_CREAT, no O_TRUNC: never makes or empties a file
     except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UsageError(
+                f"cannot write {what}: not a regular file, and nothing reads from it"
+            ) from None
         raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
     try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # swapped since the stat
+            raise UsageError(f"cannot write {what}: it changed while being opened")
         os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        sink = _Sink(fd)
+        produce(sink)  # type: ignore[arg-type]
+        return sink.written
     except OSError as exc:
         raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
     finally:

@@ -50,11 +50,13 @@ def run_static_checks(
     *,
     soft_host: bool,
     compile_at_deploy: bool = False,
+    allow_pickle: bool = False,
     archive: Archive | None = None,
 ) -> tuple[list[Finding], list[TargetRow]]:
     """Package checks, then how a deployment loads it, then compatibility with each target,
-    then each model's call contract and sample inputs, in that order."""
-    findings = check_package(package, models)
+    then each model's call contract and sample inputs, in that order. `allow_pickle`
+    (--allow-pickle): pickled members are warnings."""
+    findings = check_package(package, models, allow_pickle=allow_pickle)
     findings.extend(check_loading(package, models, compile_at_deploy=compile_at_deploy))
     target_findings, rows = check_targets(package, models, hosts, soft=soft_host, archive=archive)
     findings.extend(target_findings)

@@ -11,6 +11,7 @@ from typing import Any
 from aotipre import codes
 from aotipre.findings import Finding
 from aotipre.inputs.meta import SampleInputs, TensorMeta
+from aotipre.pt2.exported import program_difference
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
 
 _PATH_TOKEN = re.compile(r"\[([^\[\]]*)\]")
@@ -285,5 +286,23 @@ def check_contract_conflicts(model: ModelInfo) -> list[Finding]:
             model=model.name,
             stage="static",
             actual=list(model.contract_conflicts),
+        )
+    ]
+
+
+def check_reference_program(compiled: ModelInfo, exported: ModelInfo, label: str) -> list[Finding]:
+    """AOT070: the ExportedProgram given for an AOTI-only model (`label` names it, e.g. `the
+    ExportedProgram of --exported-program ep.pt2`) is not the one its code was compiled from,
+    judged as `aotipre bundle` judges it (pt2.exported.program_difference)."""
+    differs = program_difference(compiled, exported)
+    if differs is None:
+        return []
+    return [
+        codes.get("AOT070").finding(
+            f"{label} is not the program model '{compiled.name}' was compiled from ({differs}): "
+            "its ranges and outputs are another model's",
+            model=compiled.name,
+            stage="static",
+            actual=differs,
         )
     ]

@@ -8,14 +8,17 @@ from aotipre import codes
 from aotipre.binaries.facts import GpuMember, SharedObject
 from aotipre.checks.inputs import zero_one_hint
 from aotipre.checks.target import KNOWN_DEVICES
-from aotipre.findings import Finding
-from aotipre.pt2.reader import merge_wrapper_bounds
+from aotipre.findings import Finding, Severity
+from aotipre.pt2.reader import FALLBACK, PickleMember, merge_wrapper_bounds, pickle_members
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 from aotipre.versions import SUPPORTED_TEXT, SUPPORTED_TORCH, major_minor
 
 
-def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding]:
-    """Findings about the archive and the selected models, independent of any host or input."""
+def check_package(
+    package: PackageInfo, models: list[ModelInfo], *, allow_pickle: bool = False
+) -> list[Finding]:
+    """Findings about the archive and the selected models, independent of any host or input.
+    `allow_pickle` (--allow-pickle): pickled members are warnings, not errors."""
     out: list[Finding] = []
     for member in package.corrupt_members:
         out.append(
@@ -39,9 +42,72 @@ def check_package(package: PackageInfo, models: list[ModelInfo]) -> list[Finding
                 actual=list(package.opaque_objects),
             )
         )
+    out.extend(pickle_findings(package, allow_pickle=allow_pickle))
     for model in models:
         out.extend(_check_model(model))
     return out
+
+
+LOADERS = "loading the package (torch.export.load, load_pt2, aoti_load_package)"
+"""What unpickles the members: every Python loader of a package with an ExportedProgram goes
+through load_pt2, which deserializes its weights, constants and sample inputs."""
+
+
+def pickle_findings(
+    package: PackageInfo, *, allow_pickle: bool = False, label: str = ""
+) -> list[Finding]:
+    """AOT081 for the members the reader found that loading `package` unpickles without
+    restriction (pt2/reader.py, `pickle_members`): one finding per model and kind of member,
+    naming each member, what torch does with it, and what the user can do. An error, unless
+    the user opted in (`allow_pickle`). `label` names the package in the message (e.g. the
+    --against baseline); empty: the package checked."""
+    groups: dict[tuple[str | None, str, str, str], list[PickleMember]] = {}
+    for item in pickle_members(package):
+        source = item.why if item.loader != FALLBACK else item.member
+        groups.setdefault((item.model, item.kind, item.loader, source), []).append(item)
+    tail = (
+        "; --allow-pickle: the dynamic stages load it"
+        if allow_pickle
+        else "; the dynamic stages do not load the package without --allow-pickle"
+    )
+    out = []
+    for (model, kind, loader, _), items in groups.items():
+        where = (f"{label}: " if label else "") + (f"model '{model}': " if model else "")
+        out.append(
+            codes.get("AOT081").finding(
+                where + _pickled_text(kind, loader, items) + tail,
+                stage="static",  # no model: loading any model unpickles every program's members
+                actual=[i.member for i in items],
+                severity=Severity.WARNING if allow_pickle else Severity.ERROR,
+            )
+        )
+    return out
+
+
+def _pickled_text(kind: str, loader: str, items: list[PickleMember]) -> str:
+    """What the members are and what loading the package does with them."""
+    first = items[0]
+    if loader == FALLBACK:  # one member per finding
+        return (
+            f"the {kind} {first.member}: {first.why}; {LOADERS} tries a weights-only load, then "
+            "unpickles it with torch.load(weights_only=False), which runs any code a pickle "
+            "names; aotipre did not unpickle it"
+        )
+    if kind.endswith("config"):  # one member per finding
+        return (
+            f"the {kind} {first.member} is too large for aotipre to read ({first.why}), so the "
+            f"members it marks use_pickle are unknown: {LOADERS} unpickles those with {loader}, "
+            "which runs any code a pickle names"
+        )
+    shown = ", ".join(
+        f"{i.name} ({i.member})" if i.name else i.member.rsplit("/", 1)[-1] for i in items[:4]
+    )
+    more = f" and {len(items) - 4} more" if len(items) > 4 else ""
+    return (
+        f"{len(items)} {kind}(s) stored as pickles ({first.why}): {shown}{more}; {LOADERS} "
+        f"unpickles them with {loader}, which runs any code a pickle names; aotipre did not "
+        "unpickle them"
+    )
 
 
 def _check_model(model: ModelInfo) -> list[Finding]:

@@ -6,14 +6,22 @@ installed torch (`cpp_build`: headers and libraries of the wheel, rpath to its l
 wheel's C++ ABI, the compiler torch's inductor uses), cached under
 `<cache dir>/cpp-harness/harness-<key>/` where the key holds the torch version and location, the
 compiler and its version, and the source's hash; it is built in a `.tmp-` folder and renamed into
-place. `cpp_inputs` writes the flat inputs as AOTICompiledModel passes them to the loader,
+place. Before a worker may use that cache (`prepare_build`, run by launch.run_job_file) every
+entry in it is verified (`entry_problem`: the manifest `seal_build` wrote after the build, the
+hashes, owner and permissions); an entry that fails is moved away, so the worker builds afresh,
+or the cache is not used for that job. `cpp_inputs` writes the flat inputs as
+AOTICompiledModel passes them to the loader,
 `cpp_run` runs the harness in a child process (mode run, loaders or runners) under a time limit,
 `cpp_compare` compares its outputs with the Python loader's. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +36,17 @@ BUILD_TIMEOUT_S = 600.0
 MODES = ("run", "loaders", "runners")
 LOAD_PHASES = ("load_library", "read_inputs", "construct", "concurrent_construct")
 """Harness phases before any model code ran."""
+BINARY = "aotipre_harness"
+"""The binary's name in its entry (the worker's HARNESS_BINARY)."""
+BUILD_RECORD = "build.json"
+"""What the worker built from: the identity the key hashes, the command, the build time."""
+MANIFEST = "aotipre-manifest.json"
+"""Written by aotipre after a successful build (`seal_build`): what proves an entry is its own."""
+MANIFEST_KIND = "cpp-harness"
+IN_FLIGHT_S = 3600.0
+"""An entry of this user's without a manifest yet, younger than this, may be another aotipre's
+build whose job has not ended (it seals after the job): it is neither used nor removed, the job
+builds in its own folder instead."""
 
 
 def cache_root(cache_dir: str | None, use_cache: bool, workdir: str) -> str:
@@ -35,6 +54,128 @@ def cache_root(cache_dir: str | None, use_cache: bool, workdir: str) -> str:
     if not use_cache:
         return os.path.join(workdir, CACHE_SUBDIR)
     return os.path.join(cache_dir or cache_mod.default_cache_dir(), CACHE_SUBDIR)
+
+
+def harness_digest(ident: Mapping[str, Any]) -> str:
+    """sha256 of the build's identity (toolchain, torch, protocol, source hash) as the worker
+    hashes it; the entry's key is its first 24 hex digits."""
+    return hashlib.sha256(json.dumps(dict(ident), sort_keys=True).encode()).hexdigest()
+
+
+def _identity(directory: str) -> dict[str, Any]:
+    """The identity in an entry's build record (the record less the command and build time).
+    Raises OSError, ValueError."""
+    with open(os.path.join(directory, BUILD_RECORD), "rb") as f:
+        record = json.loads(f.read(1 << 20))
+    if not isinstance(record, dict):
+        raise ValueError(f"{BUILD_RECORD} is not an object")
+    return {k: v for k, v in record.items() if k not in ("command", "build_s")}
+
+
+def entry_problem(directory: str) -> str | None:
+    """Why the harness entry `directory` (`harness-<key>`) must not be run (None: it may): its
+    manifest (cache_mod.verify_entry: owner, permissions, links, exactly the files listed, each
+    file's size and sha256), the binary and build record in it, and a build identity that
+    hashes to the entry's key and to the manifest's record of its inputs."""
+    key = os.path.basename(directory).removeprefix("harness-")
+    manifest, why = cache_mod.verify_entry(directory, MANIFEST, {"kind": MANIFEST_KIND, "key": key})
+    if manifest is None:
+        return why
+    if set(manifest["files"]) != {BINARY, BUILD_RECORD}:
+        return f"{directory}: its manifest does not list {BINARY} and {BUILD_RECORD}"
+    try:
+        ident = _identity(directory)
+    except (OSError, ValueError) as exc:
+        return f"{directory}: {exc}"
+    digest = harness_digest(ident)
+    recorded = manifest.get("inputs")
+    inputs: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    if digest[:24] != key or inputs.get("toolchain_sha256") != digest:
+        return f"{directory}: its build record is not what its key and manifest were made from"
+    if inputs.get("source_sha256") != ident.get("source"):
+        return f"{directory}: its manifest names another source than its build record"
+    return None
+
+
+def _in_flight(directory: str) -> bool:
+    if cache_mod.path_problem(directory, folder=True) is not None:
+        return False
+    if os.path.lexists(os.path.join(directory, MANIFEST)):
+        return False
+    try:
+        return time.time() - os.lstat(directory).st_mtime < IN_FLIGHT_S
+    except OSError:
+        return False
+
+
+def prepare_build(step: Mapping[str, Any], workdir: str) -> dict[str, Any]:
+    """The `cpp_build` step a worker may run: every `harness-*` entry of its cache root is
+    verified first (the worker runs the entry of its key, if there is one). An entry that fails
+    is moved away (the worker then builds a fresh one and renames it into place); where it
+    cannot be (not ours to move, maybe another aotipre's build in progress), or the root itself
+    may be written by others, the step gets a root of its own in `workdir` (the cache is not
+    used; `cache_ignored` says why)."""
+    root = os.path.abspath(str(step["cache_root"]))
+    private = os.path.join(os.path.abspath(workdir), CACHE_SUBDIR)
+
+    def ignored(why: str) -> dict[str, Any]:
+        return {**step, "cache_root": private, "cache_ignored": why}
+
+    try:
+        cache_mod.make_private_root(root)
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        return ignored(f"{root}: {exc.strerror or exc}") if root != private else dict(step)
+    why = cache_mod.root_problem(root)
+    if why is not None:
+        return ignored(why)
+    for name in names:
+        if not name.startswith("harness-"):
+            continue  # the worker looks up `harness-<key>` only (`.tmp-` folders are builds)
+        entry = os.path.join(root, name)
+        why = entry_problem(entry)
+        if why is None:
+            continue
+        if _in_flight(entry):
+            return ignored(f"{why} (another aotipre's build in progress?)")
+        try:
+            cache_mod.move_aside(entry)
+        except OSError:
+            return ignored(why)
+    return {**step, "cache_root": root}
+
+
+def seal_build(step: Mapping[str, Any], entry: Any) -> None:
+    """After the job that ran `step`: write the manifest of the harness its worker built (not
+    one it found cached), with the sha256 of its build inputs (the source, the whole build
+    identity) and of its files. An entry left unsealed (a build record that does not hash to
+    its key, an error) is rebuilt by the next `prepare_build`."""
+    if (
+        not isinstance(entry, dict)
+        or entry.get("status") != "ok"
+        or entry.get("cached") is not False
+    ):
+        return
+    key, binary = str(entry.get("key") or ""), str(entry.get("binary") or "")
+    directory = os.path.join(os.path.abspath(str(step["cache_root"])), f"harness-{key}")
+    if not key or binary != os.path.join(directory, BINARY):
+        return
+    try:
+        if entry_problem(directory) is None:
+            return  # sealed already (another process built the same key first)
+        ident = _identity(directory)
+        digest = harness_digest(ident)
+        if digest[:24] != key:
+            return
+        inputs = {"source_sha256": ident.get("source"), "toolchain_sha256": digest}
+        cache_mod.write_manifest(
+            directory,
+            MANIFEST,
+            {"kind": MANIFEST_KIND, "key": key, "inputs": inputs, "identity": ident},
+            [BINARY, BUILD_RECORD],
+        )
+    except (OSError, ValueError):
+        return
 
 
 def build_step(root: str, *, cxx: str | None = None, loader_race: bool = True) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pickle
 import pickletools
 import re
 import reprlib
+import stat
 import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -211,14 +212,18 @@ def _scan(pkl: bytes, source: str) -> tuple[list[str], list[str]]:
 
 
 def _open(source: str) -> IO[bytes]:
+    """The file, opened without blocking (a FIFO put in its place must not hang the open) and
+    checked to be a regular file on the open descriptor itself."""
     if os.path.isdir(source):
         raise InputsError(f"{source}: is a directory, expected a .pt file written by torch.save")
-    if os.path.exists(source) and not os.path.isfile(source):
-        raise InputsError(f"{source}: is not a regular file")
     try:
-        return open(source, "rb")
+        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise InputsError(f"{source}: sample inputs file not found") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputsError(f"{source}: is not a regular file")
+    return os.fdopen(fd, "rb")
 
 
 @contextmanager

@@ -164,13 +164,10 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         raise CodedPackageError("AOT001", f"{p}: not a regular file")
     if st.st_size == 0:
         raise CodedPackageError("AOT002", f"{p}: empty file, not a .pt2 archive")
-    try:
-        fh = open(p, "rb")
-    except OSError as exc:
-        raise CodedPackageError("AOT001", f"{p}: cannot open: {exc.strerror}") from None
+    fh = _open_regular(p)
     try:
         head = fh.read(4)
-        zf = open_zip(fh, st.st_size, lambda infos: _validate_names(p, infos))
+        zf = open_zip(fh, os.fstat(fh.fileno()).st_size, lambda infos: _validate_names(p, infos))
     except CodedPackageError:
         fh.close()
         raise
@@ -207,6 +204,19 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         if not info.is_dir()
     }
     return Archive(p, zf, members)
+
+
+def _open_regular(p: Path) -> IO[bytes]:
+    """Open `p` for reading without blocking: a FIFO or device put in its place after the stat
+    (an --against baseline, a package path) is refused, never waited on (AOT001)."""
+    try:
+        fh = open(p, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK))
+    except OSError as exc:
+        raise CodedPackageError("AOT001", f"{p}: cannot open: {exc.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fh.close()
+        raise CodedPackageError("AOT001", f"{p}: not a regular file")
+    return fh
 
 
 def _validate_names(path: Path, infos: list[zipfile.ZipInfo]) -> None:

@@ -8,7 +8,15 @@ from typing import Any
 
 from aotipre.dtypes import EXPORT_SCHEMA_DTYPES
 from aotipre.pt2 import symexpr
-from aotipre.pt2.spec import CallSignature, Dim, InputSpec, SymbolRange, TensorSpec, TreeSpec
+from aotipre.pt2.spec import (
+    CallSignature,
+    Dim,
+    InputSpec,
+    ModelInfo,
+    SymbolRange,
+    TensorSpec,
+    TreeSpec,
+)
 
 INT_OO = 2**62
 """Range bounds at or beyond this are treated as unbounded (export writes int_oo as a huge int)."""
@@ -350,3 +358,27 @@ def graph_ops(data: Any) -> tuple[str, ...]:
     if isinstance(gm, dict):
         walk(gm.get("graph"), 0)
     return tuple(found)
+
+
+def program_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:
+    """How an ExportedProgram (`--exported-program`, a bundle's) differs from the one the AOTI
+    code was compiled from, as far as the compiled code tells: its tensor inputs (count, dtype,
+    rank, from the wrapper's contract) and its output count (out_spec_). None when they agree,
+    or when the compiled code's contract is unknown (no wrapper.cpp to read it from)."""
+    want, got = aoti.tensor_inputs, ep.tensor_inputs
+    if want:
+        if len(want) != len(got):
+            return f"{len(got)} tensor input(s), the AOTI code takes {len(want)}"
+        for i, (w, g) in enumerate(zip(want, got)):
+            assert w.tensor is not None and g.tensor is not None
+            if w.tensor.dtype != g.tensor.dtype:
+                return f"tensor input {i} is {g.tensor.dtype}, the AOTI code takes {w.tensor.dtype}"
+            if len(w.tensor.shape) != len(g.tensor.shape):
+                return (
+                    f"tensor input {i} has {len(g.tensor.shape)} dims, the AOTI code takes "
+                    f"{len(w.tensor.shape)}"
+                )
+    tree = aoti.output_tree
+    if tree is not None and ep.has_exported_program and tree.num_leaves() != len(ep.outputs):
+        return f"{len(ep.outputs)} output(s), the AOTI code returns {tree.num_leaves()}"
+    return None

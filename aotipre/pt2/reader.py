@@ -1,17 +1,23 @@
-"""read_package(): a .pt2 path -> PackageInfo, using zipfile and json only (no torch, no .so loaded)."""
+"""read_package(): a .pt2 path -> PackageInfo, with zipfile and json only (no torch, no .so, no pickle run)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickletools
 import posixpath
+import re
+import zipfile
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from aotipre.binaries.facts import read_binary_facts
+from aotipre.errors import InputsError
+from aotipre.inputs.load import ALLOWED_GLOBALS, MAX_PICKLE_BYTES, TORCH_OPCODES, pickle_globals
 from aotipre.pt2 import layout
-from aotipre.pt2.archive import Archive, CodedPackageError, open_archive
+from aotipre.pt2.archive import Archive, CodedPackageError, ZipRefused, open_archive, open_zip
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
 from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
@@ -111,6 +117,7 @@ def _read(archive: Archive, *, verify_crc: bool) -> PackageInfo:
         members=members,
         corrupt_members=corrupt,
         total_size=sum(m.size for m in members),
+        extra={PICKLE_MEMBERS: _pickle_members(archive, root, names, ep_names)},
         opaque_objects=_opaque_objects(names, root),
         extracted=archive.path.is_dir(),
     )
@@ -121,6 +128,164 @@ def _opaque_objects(names: list[str], root: str) -> tuple[str, ...]:
     never unpickled here)."""
     prefix = f"{root}/{layout.CONSTANTS_DIR}/{layout.OPAQUE_OBJ_PREFIX}"
     return tuple(sorted(n for n in names if n.startswith(prefix)))
+
+
+# --- members that loading the package unpickles without restriction -------------------------
+
+
+PICKLE_MEMBERS = "pickle_members"
+"""The key of PackageInfo.extra under which the reader keeps what `_pickle_members` found."""
+
+
+@dataclass(frozen=True)
+class PickleMember:
+    """A member that torch unpickles without restriction when it loads the package (read from
+    torch 2.13's torch/export/pt2_archive/_package.py and _export/serde/serialize.py; the same
+    in 2.11-2.15). Found from the configs and the member names; never unpickled here."""
+
+    member: str
+    model: str | None
+    """The model whose config or ExportedProgram names it; None: found by its name alone."""
+    kind: str
+    """weight, constant, opaque object, sample inputs, legacy weights, legacy constants."""
+    name: str | None
+    """The weight's or constant's fully qualified name, when a config gives one."""
+    loader: str
+    """What torch calls on it: `torch.load(weights_only=False)`, `pickle.loads`, or the
+    weights-only load that falls back to weights_only=False."""
+    why: str
+    """Why it is unpickled that way: the config that says use_pickle, or what a weights-only
+    load refuses in it."""
+
+
+def pickle_members(package: PackageInfo) -> tuple[PickleMember, ...]:
+    """The reader's scan of `package` (a PackageInfo built by hand, not by the reader, has
+    none)."""
+    return tuple(package.extra.get(PICKLE_MEMBERS, ()))
+
+
+UNRESTRICTED = "torch.load(weights_only=False)"
+FALLBACK = "torch.load(weights_only=True), then torch.load(weights_only=False) when that refuses it"
+_TORCH_ALSO_ALLOWS = re.compile(
+    r"builtins\.(set|complex|bytearray)|collections\.Counter"
+    r"|torch(\.cuda)?(\.sparse)?\.(BFloat16|Bool|Byte|Char|Double|Float|Half|Int|Long|Short)Tensor"
+    r"|torch\.QUInt(2x4|4x2)Storage|torch\.storage\.TypedStorage|torch\.u?int[1-7]"
+    r"|torch\.quint(2x4|4x2)|torch\.per_(tensor_affine|tensor_symmetric|channel_affine"
+    r"|channel_symmetric|channel_affine_float_qparams)|torch\.serialization\._get_layout"
+    r"|torch\._utils\._rebuild_(device_tensor_from_cpu_tensor|device_tensor_from_numpy"
+    r"|nested_tensor|qtensor|sparse_tensor|wrapper_subclass)"
+)
+"""Globals torch 2.13's weights-only unpickler allows (`_get_allowed_globals`) beyond those of
+aotipre's own input loader (ALLOWED_GLOBALS): a pickle naming only these loads weights-only."""
+
+
+def _pickle_members(
+    archive: Archive, root: str, names: list[str], ep_names: list[str]
+) -> tuple[PickleMember, ...]:
+    """Every member torch's loader unpickles without restriction: what the weights and
+    constants configs (`data/{weights,constants}/<model>_*_config.json`) mark `use_pickle`
+    (torch.load(weights_only=False); an `opaque_obj_*` path: pickle.loads), every
+    `data/constants/opaque_obj_*` member, and the ExportedProgram artifacts torch deserializes
+    with a weights-only load that falls back to weights_only=False (each program's sample
+    inputs, legacy `data/{weights,constants}/<model>.pt` files) when a weights-only load would
+    refuse them. A config too large to read counts (it may name any member); one that is not
+    JSON does not (torch fails on it before it unpickles anything)."""
+    found: dict[str, PickleMember] = {}
+    for directory, kind in ((layout.WEIGHTS_DIR, "weight"), (layout.CONSTANTS_DIR, "constant")):
+        suffix = f"_{kind}s_config.json"
+        for config in _model_names(names, f"{root}/{directory}/", suffix):
+            member = f"{root}/{directory}/{config}{suffix}"
+            for item in _pickled_in_config(archive, root, directory, kind, config, member):
+                found.setdefault(item.member, item)
+    prefix = f"{root}/{layout.CONSTANTS_DIR}/{layout.OPAQUE_OBJ_PREFIX}"
+    for name in sorted(n for n in names if n.startswith(prefix)):
+        found.setdefault(
+            name,
+            PickleMember(name, None, "opaque object", None, "pickle.loads", f"{prefix}*"),
+        )
+    for model in sorted(ep_names):
+        for member, kind in (
+            (f"{root}/{layout.SAMPLE_INPUTS_DIR}/{model}.pt", "sample inputs"),
+            (f"{root}/{layout.WEIGHTS_DIR}/{model}.pt", "legacy weights"),
+            (f"{root}/{layout.CONSTANTS_DIR}/{model}.pt", "legacy constants"),
+        ):
+            if member in archive.members and member not in found:
+                refused = _refused_weights_only(archive, member)
+                if refused is not None:
+                    found[member] = PickleMember(member, model, kind, None, FALLBACK, refused)
+    return tuple(found.values())
+
+
+def _pickled_in_config(
+    archive: Archive, root: str, directory: str, kind: str, model: str, member: str
+) -> list[PickleMember]:
+    try:
+        data = _load_json(archive, member)
+    except CodedPackageError as exc:
+        if exc.code == "AOT007":  # too large to read: it may name any member
+            return [PickleMember(member, model, f"{kind}s config", None, UNRESTRICTED, str(exc))]
+        return []  # not JSON or unreadable: torch's json.loads fails on it first
+    entries = data.get("config") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        return []
+    out = []
+    for fqn, meta in entries.items():
+        path = meta.get("path_name") if isinstance(meta, dict) else None
+        if not isinstance(path, str):
+            continue
+        why = f"use_pickle: true in {member}"
+        if kind == "constant" and path.startswith(layout.OPAQUE_OBJ_PREFIX):
+            loader, what, why = "pickle.loads", "opaque object", f"listed in {member}"
+        elif kind == "constant" and path.startswith(layout.CUSTOM_OBJ_PREFIX):
+            continue  # a torchbind object: torch's own pickler, which builds no Python objects
+        elif meta.get("use_pickle") and (kind == "weight" or path.startswith("tensor_")):
+            loader, what = UNRESTRICTED, kind
+        else:
+            continue
+        out.append(PickleMember(f"{root}/{directory}/{path}", model, what, str(fqn), loader, why))
+    return out
+
+
+def _refused_weights_only(archive: Archive, member: str) -> str | None:
+    """Why torch.load(weights_only=True) would refuse the torch.save file in `member` (so that
+    torch unpickles it again without restriction), or None when it loads weights-only. Judged
+    from its data.pkl, disassembled and never run: any global outside what torch allows, any
+    opcode its weights-only unpickler does not run, or a file aotipre cannot take apart."""
+    size = archive.members[member].size
+    if size == 0:
+        return None  # torch reads an empty member as no sample inputs
+    if size > MAX_PICKLE_BYTES:
+        return f"it is {size} bytes, too large for aotipre to scan"
+    try:
+        data = archive.read(member, limit=MAX_PICKLE_BYTES)
+        with open_zip(io.BytesIO(data), len(data)) as zf:
+            infos = zf.infolist()
+            top = infos[0].filename.partition("/")[0] if infos else ""
+            pkl_name = f"{top}/data.pkl"
+            info = zf.NameToInfo.get(pkl_name)
+            if info is None:
+                return "it is not a torch.save zip archive (no data.pkl)"
+            if info.file_size > MAX_PICKLE_BYTES:
+                return f"its data.pkl is {info.file_size} bytes, too large for aotipre to scan"
+            with zf.open(info) as fh:
+                pkl = fh.read(MAX_PICKLE_BYTES + 1)
+        globals_ = pickle_globals(pkl, member)
+        opcodes = {op.name for op, _, _ in pickletools.genops(pkl)} - TORCH_OPCODES
+    except CodedPackageError as exc:
+        return f"it cannot be read ({exc})"
+    except (ZipRefused, zipfile.BadZipFile, InputsError, ValueError, OSError, EOFError) as exc:
+        return f"it is not a torch.save file aotipre can take apart ({str(exc)[:200]})"
+    refused = [
+        g for g in globals_ if g not in ALLOWED_GLOBALS and not _TORCH_ALSO_ALLOWS.fullmatch(g)
+    ]
+    if refused:
+        shown = ", ".join(refused[:4]) + (
+            f" and {len(refused) - 4} more" if len(refused) > 4 else ""
+        )
+        return f"it names {shown}, which a weights-only load refuses"
+    if opcodes:
+        return f"it uses pickle opcodes a weights-only load refuses ({', '.join(sorted(opcodes))})"
+    return None
 
 
 def _single_root(archive: Archive, names: list[str]) -> str:

@@ -385,10 +385,13 @@ def _model_lines(model: ModelInfo) -> list[str]:
         lines.append(
             tabulate(rows, headers=["#", "input", "dtype", "shape", "strides", "device", "value"])
         )
+    # an AOTI-only model's outputs come from its wrapper.cpp: one it returns in another form
+    # than a fresh buffer (a view, an input, a constant) is counted, its dtype and shape unknown
     outs = [
-        [i, o.dtype, "[" + ", ".join(str(d) for d in o.shape) + "]", o.device]
+        [i, "unknown", "unknown", model.device_type or "unknown"]
+        if o is None
+        else [i, o.dtype, "[" + ", ".join(str(d) for d in o.shape) + "]", o.device]
         for i, o in enumerate(model.outputs)
-        if o is not None
     ]
     if outs:
         lines.append("")

@@ -1,4 +1,5 @@
-"""The compile cache: AOTI packages compiled from an archive's ExportedProgram, keyed by content."""
+"""The compile cache: AOTI packages compiled from an archive's ExportedProgram, keyed by content;
+and the trust checks of every cache whose content aotipre later loads or executes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 import zipfile
@@ -26,6 +28,15 @@ if TYPE_CHECKING:
 # package's size and sha256; an entry whose package no longer matches them (damaged on disk) is
 # treated as absent, and the next compile replaces it. Stale temporary folders are removed after
 # a day. The default location is `${XDG_CACHE_HOME:-~/.cache}/aotipre/compile`.
+#
+# Trust (issue #30): what a cache holds is loaded or executed, so an entry is used only when it
+# is aotipre's own: the entry folder and each of its files owned by this user, not writable by
+# group or others, plain files and folders (no links), nothing in it but what its manifest lists,
+# and every file's size and sha256 as the manifest recorded them after the build (`verify_entry`;
+# the compile cache's manifest is entry.json). The cache folder itself must not be writable by
+# others (unless sticky, as /tmp): else another user could swap an entry between its check and
+# its use (`root_problem`). An entry that fails is never used: it is rebuilt in a fresh folder
+# and renamed into place, or, where it cannot be moved away, the cache is not used.
 
 MIN_FREE_BYTES = 256 * 1024 * 1024
 """A cache on a filesystem with less free space than this is not used: a compile writing into
@@ -36,6 +47,146 @@ ENTRY_FILE = "entry.json"
 PACKAGE_FILE = "model.pt2"
 STALE_TMP_S = 24 * 3600
 _CHUNK = 1 << 20
+MANIFEST_FORMAT = 1
+_UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
+
+
+def path_problem(path: str, *, folder: bool) -> str | None:
+    """Why `path` is not aotipre's own cache content (None: it is): a link, not a plain file
+    (or folder), another owner, or writable by group or others."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link"
+    if folder and not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a folder"
+    if not folder and not stat.S_ISREG(st.st_mode):
+        return f"{path} is not a regular file"
+    if st.st_uid != os.getuid():
+        return f"{path} is owned by uid {st.st_uid}, not by this user ({os.getuid()})"
+    if st.st_mode & _UNSAFE_BITS:
+        return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def root_problem(path: str) -> str | None:
+    """Why the cache folder `path` cannot hold trusted entries (None: it can): it must be a
+    folder owned by this user or root, not writable by group or others unless sticky (there,
+    nobody may rename or remove another's entries). A missing folder is no problem."""
+    try:
+        st = os.stat(path)  # a link to the cache folder is fine: the folder is checked
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a folder"
+    if st.st_uid not in (os.getuid(), 0):
+        return f"{path} is owned by uid {st.st_uid}, not by this user ({os.getuid()})"
+    if st.st_mode & _UNSAFE_BITS and not st.st_mode & stat.S_ISVTX:
+        return f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def make_private_root(path: str) -> None:
+    """Create the cache folder `path` (and missing parents) readable and writable by this user
+    only. Raises OSError."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+
+
+def seal_files(directory: str, names: Iterable[str]) -> None:
+    """Take write permission from group and others on `directory` and its files `names` (a
+    build writes with the user's umask, which may grant it). Raises OSError."""
+    for path in (directory, *(os.path.join(directory, n) for n in names)):
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+        if mode & _UNSAFE_BITS:
+            os.chmod(path, mode & ~_UNSAFE_BITS)
+
+
+def file_record(path: str) -> dict[str, Any]:
+    return {"size": os.path.getsize(path), "sha256": file_sha256(path)}
+
+
+def write_manifest(
+    directory: str, manifest_name: str, meta: Mapping[str, Any], files: Iterable[str]
+) -> dict[str, Any]:
+    """Write `<directory>/<manifest_name>` after a successful build: `meta` (what was built,
+    from what inputs) plus `files`: name -> {size, sha256} of each file the entry holds. The
+    files and the folder lose group and other write permission first. Raises OSError."""
+    names = sorted(files)
+    seal_files(directory, names)
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        **dict(meta),
+        "files": {name: file_record(os.path.join(directory, name)) for name in names},
+        "created": time.time(),
+    }
+    tmp = os.path.join(directory, manifest_name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(directory, manifest_name))
+    return manifest
+
+
+def verify_entry(
+    directory: str, manifest_name: str, expect: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Check a cache entry before its content is loaded or executed: (its manifest, None) when
+    it is aotipre's own and intact, else (None, why not). The folder, the manifest and every
+    file must pass `path_problem`; the folder holds exactly the manifest and the files it lists;
+    each file has the recorded size and sha256; the manifest has each of `expect`'s values."""
+    why = path_problem(directory, folder=True)
+    if why is not None:
+        return None, why
+    manifest_path = os.path.join(directory, manifest_name)
+    why = path_problem(manifest_path, folder=False)
+    if why is not None:
+        return None, why if os.path.lexists(manifest_path) else f"{directory} has no manifest"
+    try:
+        with open(manifest_path, "rb") as f:
+            manifest = json.loads(f.read(1 << 20))
+    except (OSError, ValueError) as exc:
+        return None, f"{manifest_path} cannot be read: {exc}"
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not files:
+        return None, f"{manifest_path} lists no files"
+    for name, value in expect.items():
+        if manifest.get(name) != value:
+            return None, f"{manifest_path}: {name} is {manifest.get(name)!r}, not {value!r}"
+    try:
+        present = set(os.listdir(directory)) - {manifest_name}
+    except OSError as exc:
+        return None, f"{directory}: {exc.strerror or exc}"
+    if present != set(files):
+        extra = sorted(present ^ set(files))
+        return None, f"{directory} does not hold what its manifest lists ({', '.join(extra)})"
+    for name, recorded in sorted(files.items()):
+        path = os.path.join(directory, name)
+        why = path_problem(path, folder=False)
+        if why is not None:
+            return None, why
+        try:
+            actual = file_record(path)
+        except OSError as exc:
+            return None, f"{path}: {exc.strerror or exc}"
+        if not isinstance(recorded, dict) or any(recorded.get(k) != actual[k] for k in actual):
+            return None, f"{path} is not the file that was built (its size or sha256 differs)"
+    return manifest, None
+
+
+def move_aside(path: str) -> None:
+    """Rename the entry `path` out of the way under a `.tmp-` name in its folder (atomic: the
+    name is free at once for a fresh entry), then remove it. Raises OSError when it cannot be
+    renamed (e.g. another user's entry in a sticky folder)."""
+    parent, name = os.path.split(path)
+    aside = os.path.join(parent, f".tmp-untrusted-{name}-{os.urandom(4).hex()}")
+    os.rename(path, aside)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def free_bytes(path: str) -> int | None:
@@ -130,6 +281,30 @@ def compile_key(
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
+def entry_problem(directory: str, key: str) -> str | None:
+    """Why the compile-cache entry `directory` must not be used (None: it may): the folder,
+    entry.json (its manifest, written after the compile) and model.pt2 must be this user's,
+    not writable by group or others, with no links; entry.json names `key`, and the package has
+    the size and sha256 it records."""
+    package = os.path.join(directory, PACKAGE_FILE)
+    record = os.path.join(directory, ENTRY_FILE)
+    for path, folder in ((directory, True), (record, False), (package, False)):
+        why = path_problem(path, folder=folder)
+        if why is not None:
+            return why
+    try:
+        with open(record, "rb") as f:
+            meta = json.loads(f.read(1 << 20))
+        size = os.path.getsize(package)
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            return f"{record} is not this entry's record"
+        if meta.get("size") != size or meta.get("sha256") != file_sha256(package):
+            return f"{package} is not the package that was compiled (size or sha256 differs)"
+    except (OSError, ValueError) as exc:
+        return f"{record}: {exc}"
+    return None
+
+
 class CacheUnavailable(OSError):
     """The cache directory cannot be used (read-only, not a directory, no space left): the check
     goes on without it (an environment finding, AOT420), never blaming the model."""
@@ -166,19 +341,12 @@ class CompileCache:
         self.directory = os.path.abspath(directory or default_cache_dir())
 
     def lookup(self, key: str) -> CacheEntry | None:
-        """The complete entry for `key`, or None. An entry whose package is missing, or whose
-        size or sha256 differs from the recorded one (damaged on disk), is treated as absent."""
+        """The complete entry for `key`, or None. An entry that is not aotipre's own (see
+        `entry_problem`: owner, permissions, links), whose package is missing, or whose size or
+        sha256 differs from the recorded one (damaged or replaced on disk), is treated as
+        absent; so is every entry of a cache folder others may write to (`root_problem`)."""
         directory = os.path.join(self.directory, key)
-        package = os.path.join(directory, PACKAGE_FILE)
-        try:
-            with open(os.path.join(directory, ENTRY_FILE)) as f:
-                meta = json.load(f)
-            size = os.path.getsize(package)
-            if not isinstance(meta, dict) or meta.get("size") != size or meta.get("key") != key:
-                return None
-            if meta.get("sha256") != file_sha256(package):
-                return None
-        except (OSError, ValueError):
+        if root_problem(self.directory) is not None or entry_problem(directory, key) is not None:
             return None
         return CacheEntry(key, directory)
 
@@ -186,7 +354,12 @@ class CompileCache:
         """A pending entry to compile into. Raises CacheUnavailable when the directory cannot
         be created or written, or its filesystem has less than MIN_FREE_BYTES free."""
         try:
-            os.makedirs(self.directory, exist_ok=True)
+            make_private_root(self.directory)
+            why = root_problem(self.directory)
+            if why is not None:
+                raise CacheUnavailable(
+                    errno.EPERM, f"not private to this user: {why}", self.directory
+                )
             free = free_bytes(self.directory)
             if free is not None and free < MIN_FREE_BYTES:
                 raise CacheUnavailable(
@@ -209,6 +382,7 @@ class CompileCache:
 
         An OSError (e.g. the disk filled up) leaves the pending entry as it was: its package
         stays usable until `discard`."""
+        seal_files(pending.directory, [PACKAGE_FILE])
         size = os.path.getsize(pending.package)
         meta = {
             "key": pending.key,
@@ -218,7 +392,8 @@ class CompileCache:
             **dict(info or {}),
         }
         tmp = os.path.join(pending.directory, ENTRY_FILE + ".tmp")
-        with open(tmp, "w") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
             json.dump(meta, f, indent=1, sort_keys=True, default=str)
             f.flush()
             os.fsync(f.fileno())
@@ -227,13 +402,14 @@ class CompileCache:
         try:
             os.rename(pending.directory, final)
         except OSError:
-            # another process published the same key first (or a broken entry sits there)
+            # another process published the same key first (or a broken or untrusted entry sits
+            # there: moved aside whole, never repaired in place)
             existing = self.lookup(pending.key)
             if existing is not None:
                 self.discard(pending)
                 return existing
             with contextlib.suppress(OSError):
-                shutil.rmtree(final)
+                move_aside(final)
             try:
                 os.rename(pending.directory, final)
             except OSError:

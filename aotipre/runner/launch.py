@@ -60,8 +60,10 @@ def run_job_file(
 ) -> tuple[tuple[str, ...], ProcessOutcome]:
     """Write `job` as `<workdir>/<tag>.json`, run the worker `argv_for(that path)` over it in
     `workdir` within the budget plus start-up slack, and read `<tag>.result.json`. Never raises
-    because the worker crashed or hung: the outcome says so."""
+    because the worker crashed or hung: the outcome says so. A cache the job's worker would
+    execute from (the C++ harness's) is verified first and sealed after (`_trusted_caches`)."""
     workdir, tag = str(job["workdir"]), str(job["tag"])
+    job = _trusted_caches(job, workdir)
     job_path = os.path.join(workdir, f"{tag}.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
@@ -74,4 +76,39 @@ def run_job_file(
         result_path=os.path.join(workdir, f"{tag}.result.json"),
         on_output=on_output,
     )
+    _seal_caches(job, outcome)
     return argv, outcome
+
+
+def _trusted_caches(job: Mapping[str, Any], workdir: str) -> Mapping[str, Any]:
+    """`job` with each `cpp_build` step's harness cache verified (aotipre.cpp.harness
+    .prepare_build: an entry that is not aotipre's own is moved away, or the step gets a cache
+    folder of its own): the worker runs whatever binary it finds there."""
+    steps = job.get("steps")
+    if not isinstance(steps, list) or not any(_is_build(s) for s in steps):
+        return job
+    from aotipre.cpp import harness
+
+    prepared = [harness.prepare_build(s, workdir) if _is_build(s) else s for s in steps]
+    return {**job, "steps": prepared}
+
+
+def _seal_caches(job: Mapping[str, Any], outcome: ProcessOutcome) -> None:
+    """After the worker: the manifest of each harness it built (aotipre.cpp.harness
+    .seal_build), and in its step's record why the cache was not used, if it was not."""
+    steps = job.get("steps")
+    if not isinstance(steps, list) or not any(_is_build(s) for s in steps):
+        return
+    from aotipre.cpp import harness
+
+    done = (outcome.result or {}).get("steps")
+    done = done if isinstance(done, dict) else {}
+    for step in filter(_is_build, steps):
+        entry = done.get(step.get("id"))
+        harness.seal_build(step, entry)
+        if isinstance(entry, dict) and step.get("cache_ignored"):
+            entry["cache_ignored"] = step["cache_ignored"]
+
+
+def _is_build(step: Any) -> bool:
+    return isinstance(step, Mapping) and step.get("op") == "cpp_build" and "cache_root" in step

@@ -11,7 +11,8 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__
+from aotipre import __version__, safeio
+from aotipre.errors import UsageError
 from aotipre.findings import StageStatus
 
 if TYPE_CHECKING:
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 #   steps/<step>.json     the worker job of each step; steps/<step>.<part>.log its logs
 #   repro.py, repro_exported_program.pt2   the minifier's output (with --minify)
 
+MAX_REPRO_BYTES = 16 * 1024 * 1024
+"""Largest minifier repro.py copied into the bundle."""
 _ENV_KEPT = re.compile(r"^(CUDA_|PYTORCH_|TORCH|TORCHINDUCTOR_|AOT|LD_PRELOAD$|OMP_NUM_THREADS$)")
 
 
@@ -92,8 +95,11 @@ def write_bundle(triage: TriageState, diagnosis: Diagnosis | None, directory: st
 
 
 def _place(src: str, dst: str) -> None:
-    """Hard-link when possible (packages can be large), else copy."""
+    """Hard-link when possible (packages can be large), else copy. A `dst` that already is
+    `src` (a bundle folder checked again) is left alone: removing it would lose the input."""
     if os.path.exists(dst):
+        if os.path.samefile(src, dst):
+            return
         os.remove(dst)
     try:
         os.link(src, dst)
@@ -221,7 +227,10 @@ def _repro(triage: TriageState, out: str) -> str | None:
     repro = run.extra.get("repro") if run is not None else None
     if not repro or not os.path.isfile(repro):
         return None
-    text = open(repro, encoding="utf-8").read()
+    try:  # the minifier's file in aotipre's work folder, read as any file is (bounded, UTF-8)
+        text = safeio.read_text(repro, f"the minifier's {repro}", MAX_REPRO_BYTES)
+    except UsageError as exc:
+        raise OSError(str(exc)) from None  # write_bundle's callers report an OSError
     m = re.search(r"torch\.export\.load\('([^']+)'\)", text)
     if m and os.path.isfile(m.group(1)):
         shutil.copyfile(m.group(1), os.path.join(out, "repro_exported_program.pt2"))
@@ -278,10 +287,14 @@ def _write_json(path: str, data: Any) -> None:
 
 
 def _write_text(path: str, text: str, mode: int | None = None) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-    if mode is not None:
-        os.chmod(path, mode)
+    """Write as every output is (safeio.write_text: atomic, never replacing a device or a link
+    to one); OSError on failure, as write_bundle promises."""
+    try:
+        safeio.write_text(path, text)
+        if mode is not None:
+            os.chmod(path, mode)
+    except UsageError as exc:
+        raise OSError(str(exc)) from None
 
 
 def _safe(name: str) -> str:

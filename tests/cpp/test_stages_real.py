@@ -119,6 +119,24 @@ def test_python_op_exported_program(built: Path, cache_dir: str) -> None:
     assert stages(cpp)["run"][0] == "passed"
 
 
+def test_a_hanging_import_costs_one_timeout_and_is_blamed(built: Path, tmp_path: Path) -> None:
+    """An --import that never returns: the worker's watchdog cuts it at the step timeout (it used
+    to wait for the job's whole budget, the sum of its steps' timeouts plus start-up slack, and
+    then blamed the load: AOT516), and the finding is the registration's."""
+    (tmp_path / "aotipre_hangs_on_import.py").write_text("import time\ntime.sleep(3600)\n")
+    reg = Registration(imports=("aotipre_hangs_on_import",), import_path=(str(tmp_path),))
+    options = api.CheckOptions(
+        inputs=str(built / "inputs_kw.pt"),
+        dynamic=DynamicOptions(cache_dir=str(tmp_path / "cache"), probe=False, timeout_s=5),
+        registration=reg,
+    )
+    report = api.check(built / "plain.pt2", options)
+    assert codes(report) == ["AOT123"], report.findings
+    (f,) = [f for f in report.findings if f.code == "AOT123"]
+    assert "--import aotipre_hangs_on_import" in f.message and "timed out" in f.message
+    assert "0:00:05" in f.message and f.stage == "load"  # the worker's 5 s watchdog fired
+
+
 def test_a_failing_import_is_its_own_finding(built: Path, cache_dir: str) -> None:
     reg = Registration(imports=("aotipre_no_such_module",), import_path=(str(built),))
     report = check(built, cache_dir, "plain.pt2", inputs="inputs_kw.pt", registration=reg)

@@ -655,7 +655,8 @@ def test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline(
     pkg: Callable[[str], Path], tmp_path: Path
 ) -> None:
     # the real worker measures aoti.pt2; budgets no real load can meet (1 microsecond, 1 MB)
-    # fail the perf stage; a baseline that is no package cannot be measured (a warning)
+    # fail the perf stage; a baseline that is no package cannot be measured (an error: a
+    # comparison that did not happen fails the gate)
     from aotipre.runner.perf import Budgets
     from aotipre.runner.stages import PerfOptions
 
@@ -675,7 +676,7 @@ def test_aot645_aot646_aot647_aot654_perf_budgets_and_an_unmeasurable_baseline(
     got = {f.code: f for f in perf}
     assert {"AOT645", "AOT646", "AOT647", "AOT654"} <= set(got), [(f.code, f.message) for f in perf]
     assert got["AOT645"].expected == 1e-6 and got["AOT645"].actual > 1e-6
-    assert got["AOT654"].severity is Severity.WARNING
+    assert got["AOT654"].severity is Severity.ERROR
     assert {s.name: s for s in report.stages}["perf"].status is StageStatus.FAILED
 
 

@@ -19,11 +19,13 @@ from aotipre.runner.stages.compile_fault import faulting_kernel
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.runner.user_kernels import describe
 
+CUSTOM_OPS_PHASE = "custom-ops"
+"""The phase a worker records while it registers them (runner/worker/cpp.py: custom_ops_at_start)."""
 _MISSING = (
     re.compile(r"Could not find schema for (\w+::\w+(?:\.\w+)?)"),
     re.compile(r"Failed deserializing node Node\(target='(torch\.ops\.\w+\.\w+(?:\.\w+)?)'"),
 )
-_GENERIC = {"compile": ("AOT501", "AOT502"), "load": ("AOT510", "AOT514")}
+_GENERIC = {"compile": ("AOT501", "AOT502", "AOT503"), "load": ("AOT510", "AOT514", "AOT516")}
 """The findings of the compile and load stages this stage may make precise."""
 
 
@@ -57,6 +59,13 @@ class CustomOpsStage(Stage):
         for r in failed:
             if r.error.get("type") == "CustomOpsFailed":
                 message = str(r.error.get("message") or "")
+                self._replace(s, r, "AOT123", f"{message} (the {r.id} step did not run)")
+                return s.stage(self.name, StageStatus.FAILED, message, [])
+            if r.entry.get("phase") == CUSTOM_OPS_PHASE:  # the worker died registering them
+                what = "timed out" if r.status == "timeout" else "killed the worker"
+                message = (
+                    f"registering custom operators ({self.registration.how()}) {what}: {r.detail}"
+                )
                 self._replace(s, r, "AOT123", f"{message} (the {r.id} step did not run)")
                 return s.stage(self.name, StageStatus.FAILED, message, [])
         for r in failed:

@@ -85,6 +85,10 @@ class DynamicOptions:
     """A weights file to swap into a fresh copy of the model (--weights: a torch.save state_dict
     or safetensors), run and compared with the ExportedProgram run with the same weights (the
     weights stage); None: no such stage step."""
+    allow_pickle: bool = False
+    """Load a package (or an --against baseline, or an --exported-program reference) that holds
+    members torch unpickles without restriction (AOT081; --allow-pickle): the user trusts it.
+    False: the stages do not load it and say why."""
     worker_command: tuple[str, ...] | None = None
     """Test hook: argv prefix that replaces `python worker/__main__.py` (the job path is
     appended)."""

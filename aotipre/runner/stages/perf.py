@@ -13,9 +13,11 @@ from typing import Any
 
 from aotipre.errors import AotipreError
 from aotipre.findings import Severity, StageResult, StageStatus
+from aotipre.pt2.spec import PackageInfo
 from aotipre.runner import perf
 from aotipre.runner.stages.base import PlannedStep, ok
 from aotipre.runner.stages.session import Session, Stage
+from aotipre.safeio import require_file
 
 
 class PerfStage(Stage):
@@ -97,13 +99,19 @@ class PerfStage(Stage):
 def measure_baseline(s: Session, path: str) -> perf.PerfRecord | None:
     """Compile (if it must), load, run and time the baseline package with this session's
     inputs, in a nested session (its own workers and temp folder); None, with AOT654 added to
-    `s`, when it could not be measured."""
+    `s`, when it could not be measured. The baseline is read first the way the checked package
+    is (a regular file or an extracted folder, never a pipe that would block; the same reader
+    and its pickle scan): one that holds members torch unpickles without restriction is not
+    loaded without --allow-pickle. Raises AotipreError when it cannot be read."""
     from aotipre.pt2.reader import read_package
     from aotipre.runner.stages.compile import CompileStage
     from aotipre.runner.stages.load import LoadStage
     from aotipre.runner.stages.run import RunStage
 
+    require_file(path, "it", folder_ok=True)
     info = read_package(path)
+    if not s.opts.allow_pickle and _refuse_pickles(s, path, info):
+        return None
     model = next((m for m in info.models if m.name == s.model.name), None)
     if model is None and len(info.models) == 1:
         model = info.models[0]
@@ -155,6 +163,33 @@ def measure_baseline(s: Session, path: str) -> perf.PerfRecord | None:
         s.add("AOT654", f"the baseline package {path} could not be measured ({why})", "perf")
         return None
     return stage.record
+
+
+def _refuse_pickles(s: Session, path: str, info: PackageInfo) -> bool:
+    """AOT654 when the baseline holds members that loading it unpickles without restriction
+    (the reader's scan, as AOT081 for the checked package): it is not loaded."""
+    from aotipre.pt2.reader import FALLBACK, pickle_members
+
+    items = pickle_members(info)
+    if not items:
+        return False
+    shown = "; ".join(
+        f"{i.member.split('/', 1)[-1]} ({i.kind}: "
+        + ("a weights-only load refuses it, then weights_only=False" if i.loader == FALLBACK
+           else i.loader)
+        + ")"
+        for i in items[:4]
+    )  # fmt: skip
+    more = f"; and {len(items) - 4} more" if len(items) > 4 else ""
+    s.add(
+        "AOT654",
+        f"the baseline package {path} was not loaded: loading it unpickles {len(items)} "
+        f"member(s) without restriction ({shown}{more}), which runs any code a pickle names; "
+        "re-export it without pickled members, or pass --allow-pickle if you trust it",
+        "perf",
+        actual=[i.member for i in items],
+    )
+    return True
 
 
 def _compiled_at_load(s: Session, record: Any, judged: list[Any]) -> list[Any]:

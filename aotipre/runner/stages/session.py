@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from aotipre import codes
-from aotipre.errors import InputsError
+from aotipre.errors import InputsError, PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
@@ -213,6 +213,9 @@ class Session:
         m = self.model
         if not m.has_aoti and not m.has_exported_program:
             return self._all_skipped("the model has neither AOTI code nor an ExportedProgram"), []
+        refused = self._pickle_refusal()
+        if refused is not None:
+            return self._all_skipped(refused), self.findings
         refusal = refuse_device(
             m,
             self.device,
@@ -244,6 +247,36 @@ class Session:
         steps = [step for stage in self.stages for step in stage.plan(self)]
         self._loop(steps)
         return [stage.result(self) for stage in self.stages], self.findings
+
+    def _pickle_refusal(self) -> str | None:
+        """Why no worker may load anything: the package, or the --exported-program reference
+        the workers load too, holds members torch unpickles without restriction (the reader's
+        scan, AOT081) and the user did not opt in (--allow-pickle). Each is said as AOT081."""
+        if self.opts.allow_pickle:
+            return None
+        from aotipre.checks.package import pickle_findings
+        from aotipre.pt2.reader import read_package
+
+        sources = [(self.package, "the package", "")]
+        ref = self.reference.path
+        if ref is not None and os.path.abspath(ref) != os.path.abspath(self.package.path):
+            try:
+                label = f"the reference ExportedProgram {ref}"
+                sources.append((read_package(ref), label, label))
+            except PackageError:
+                pass  # not a package aotipre reads: the stages that need it say so
+        for package, subject, label in sources:
+            found = pickle_findings(package, label=label)
+            if not found:
+                continue
+            for finding in found:
+                self.findings.append(replace(finding, model=self.model.name, stage="load"))
+            count = sum(len(f.actual) if isinstance(f.actual, list) else 1 for f in found)
+            return (
+                f"not run because {subject} holds {count} member(s) that loading it unpickles "
+                "without restriction (AOT081): pass --allow-pickle to load it if you trust it"
+            )
+        return None
 
     def _all_skipped(self, why: str, *, error: bool = False) -> list[StageResult]:
         status = StageStatus.ERROR if error else StageStatus.SKIPPED

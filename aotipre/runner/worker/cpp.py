@@ -4,6 +4,7 @@ toolchain, the build (cached per torch and compiler), runs of the binary, the lo
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import re
@@ -56,15 +57,34 @@ def register_custom_ops(spec: dict[str, Any]) -> dict[str, Any]:
     return done
 
 
-def custom_ops_at_start(recorder: Recorder) -> None:
-    """Register $AOTIPRE_CUSTOM_OPS before any step; record what was done or what failed."""
+CUSTOM_OPS_PHASE = "custom-ops"
+"""The phase a worker that dies while registering --import/--library records (stages/custom_ops.py
+reads it: the registration is blamed, not the step that never started)."""
+
+
+def custom_ops_at_start(recorder: Recorder, job: dict[str, Any]) -> None:
+    """Register $AOTIPRE_CUSTOM_OPS before any step; record what was done or what failed.
+
+    A hanging import or library constructor costs one step timeout, not the job's whole budget
+    (the sum of its steps' timeouts): the step watchdog is armed around the registration, and the
+    first step is recorded as current with this phase, so a death here is blamed on it."""
     text = os.environ.get(CUSTOM_OPS_ENV)
     if not text:
         return
+    steps = job.get("steps") or []
+    if steps:
+        recorder.data["current"] = {
+            "id": steps[0].get("id"), "phase": CUSTOM_OPS_PHASE, "started": time.time(),
+        }  # fmt: skip
+        recorder.flush()
+    faulthandler.dump_traceback_later(float(job.get("step_timeout_s", 300)), exit=True)
     try:
         recorder.data["custom_ops"] = register_custom_ops(json.loads(text))
     except (CustomOpsFailed, ValueError) as exc:
         recorder.data["custom_ops"] = {"error": str(exc)}
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    recorder.data.pop("current", None)
 
 
 def op_schema_status(name: str) -> str:

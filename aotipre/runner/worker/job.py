@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
         _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
     recorder.data["prewarm_s"] = prewarm_s
-    custom_ops_at_start(recorder)
+    custom_ops_at_start(recorder, job)
     recorder.flush()
     with _real_stderr() as real_fd:
         Worker(job, recorder, real_fd).run()
