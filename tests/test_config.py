@@ -274,7 +274,7 @@ def _planned(monkeypatch: pytest.MonkeyPatch, *args: str) -> list[bool]:
 
     seen: list[bool] = []
 
-    def capture(jobs: list[batch.PackageJob]) -> list[batch.PackageJob]:
+    def capture(jobs: list[batch.PackageJob], **_: object) -> list[batch.PackageJob]:
         seen.extend(j.options.dynamic.deployment_checks_inputs for j in jobs)  # type: ignore[union-attr]
         raise UsageError("planned")
 

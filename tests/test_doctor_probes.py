@@ -109,7 +109,10 @@ def test_frames_from_gdb_c10_and_python314_logs() -> None:
 def test_backtrace_helper_names_the_crashing_native_frame(tmp_path: Path) -> None:
     helper = build_backtrace_helper(shutil.which("g++"), str(tmp_path))
     assert helper is not None
-    needed = subprocess.run(["ldd", helper], capture_output=True, text=True, check=False).stdout
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # ldd lists preloads too
+    needed = subprocess.run(
+        ["ldd", helper], capture_output=True, text=True, check=False, env=env
+    ).stdout
     assert "libstdc++" not in needed  # preloading it must not change which libstdc++ is used
     crash = "import faulthandler, ctypes; faulthandler.enable(); ctypes.string_at(0)"
     proc = subprocess.run(

@@ -286,6 +286,13 @@ def open_zip(
     return zf
 
 
+def _signature_at(fh: IO[bytes], offset: int) -> bytes:
+    fh.seek(max(0, offset))
+    signature = fh.read(4)
+    fh.seek(0)
+    return signature
+
+
 def _check_central_directory(fh: IO[bytes], file_size: int) -> None:
     """Bound what zipfile will build (one ZipInfo, ~0.5 KB, per record) from the real bytes."""
     find_end = getattr(zipfile, "_EndRecData", None)  # what zipfile itself will use
@@ -298,7 +305,9 @@ def _check_central_directory(fh: IO[bytes], file_size: int) -> None:
     # zipfile's endrec: [signature, disk, disk_cd, n_disk, n, cd_size, cd_offset, comment size,
     # comment, location of the end record]; a zip64 record (56 bytes) and locator (20) precede it
     cd_size, cd_end = endrec[5], endrec[9]
-    if endrec[0] == b"PK\x06\x06":
+    if endrec[0] == b"PK\x06\x06" and _signature_at(fh, cd_end) != b"PK\x06\x06":
+        # endrec[9] is the plain end record's place (CPython 3.11-3.13 as released); zipfiles
+        # patched for CVE-2025-8291 (Ubuntu's 3.12.3, measured) give the zip64 record's place
         cd_end -= 56 + 20
     start = cd_end - cd_size
     if cd_size > MAX_CENTRAL_DIRECTORY_BYTES:

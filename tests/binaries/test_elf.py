@@ -49,7 +49,10 @@ def test_real_so_matches_readelf(so_bytes: bytes, tmp_path: Path) -> None:
     undefined = _readelf(path, "--dyn-syms")
     und = {m.group(1).split("@")[0] for m in re.finditer(r" UND (\S+)", undefined)}
     assert {s.name for s in symbols if not s.defined} == und
-    assert highest([v for vs in needs.values() for v in vs], "GLIBCXX_") is not None
+    # (g++ 12 with torch 2.13 here needs GLIBCXX_3.4.30; g++ 13 with torch 2.11 on the GPU
+    # machine needs none: what readelf lists decides)
+    glibcxx = highest([v for vs in needs.values() for v in vs], "GLIBCXX_")
+    assert (glibcxx is not None) == any(v.startswith("GLIBCXX_") for v in listed)
 
 
 def test_versions_of_the_system_libstdcxx() -> None:

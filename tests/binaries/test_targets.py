@@ -80,7 +80,9 @@ def test_libtorch_folder_exports_are_read(fixture_dir: Path) -> None:
     folder = spec.submodule_search_locations[0]
     t = parse_target(f"cpu,libtorch={folder}")
     assert t.torch is not None and t.torch.exports and "aoti_torch_get_sizes" in t.torch.exports
-    assert t.torch.version.startswith("2.13")
+    import torch
+
+    assert t.torch.version == torch.__version__  # read from the folder, not imported
     # the SLEEF vector math libtorch_cpu bundles, which vectorized CPU kernels import
     assert any(name.startswith("Sleef_") for name in t.torch.exports)
     # every real fixture package's .so finds what it imports from torch there
@@ -119,8 +121,12 @@ def test_producer_of_a_213_package(fixture_dir: Path) -> None:
     (model,) = read_package(fixture_dir / "aoti.pt2").models
     so = model.aoti.binaries.shared_objects[0]  # type: ignore[union-attr]
     found = producer_range(so.entry_points, so.imports)
-    assert found.releases == ("2.13",) and not found.newer_than_table
-    assert any("not 2.12" in e for e in found.evidence)
+    import torch  # the fixtures' torch (2.13 here; 2.11 on the GPU machine)
+
+    release = ".".join(torch.__version__.split(".")[:2])
+    assert release in found.releases and not found.newer_than_table
+    if release == "2.13":  # 2.11 and 2.12 packages define the same entry points
+        assert found.releases == ("2.13",) and any("not 2.12" in e for e in found.evidence)
     newer = producer_range((*so.entry_points, "AOTInductorModelContainerFromTheFuture"), ())
     assert newer.newer_than_table and "newer than 2.15" in newer.text
 

@@ -246,3 +246,28 @@ def test_bytes_before_the_zip_are_refused_bytes_after_it_are_not(
     err = _error(before)
     assert err.code == "AOT002" and "1000 bytes precede the zip archive" in str(err)
     assert read_package(after).models[0].has_aoti
+
+
+def test_prepended_bytes_whatever_place_zipfile_gives_the_zip64_record(
+    pkg: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """zipfile's end record says where the plain end record is (CPython as released) or, in
+    zipfiles patched for CVE-2025-8291 (Ubuntu's Python 3.12.3 on the GPU machine: "924 bytes
+    precede" for 1000), where the zip64 one is: the count is the same either way."""
+    import zipfile
+
+    data = pkg("aoti").read_bytes()
+    before = tmp_path / "before.pt2"
+    before.write_bytes(b"J" * 1000 + data)
+    real = zipfile._EndRecData  # type: ignore[attr-defined]
+
+    def zip64_place(fh):  # type: ignore[no-untyped-def]
+        endrec = real(fh)
+        if endrec and endrec[0] == b"PK\x06\x06":
+            endrec[9] -= 56 + 20
+        return endrec
+
+    assert real(open(before, "rb"))[0] == b"PK\x06\x06"  # torch writes zip64 end records
+    for finder in (real, zip64_place):
+        monkeypatch.setattr(zipfile, "_EndRecData", finder)
+        assert "1000 bytes precede the zip archive" in str(_error(before))

@@ -429,6 +429,8 @@ def test_a_gpu_index_the_host_lacks_is_aot511_fake(run: Run) -> None:
 
 
 def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "libstdc++" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("this environment preloads libstdc++ already (scripts/gpu_tests.sh does)")
     monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})
     lib = libstdcxx.find_system_libstdcxx()
     if lib is None:
@@ -445,6 +447,8 @@ def test_load_crash_fixed_by_system_libstdcxx(run: Run, monkeypatch: pytest.Monk
 def test_preload_diagnosis_is_reused_for_the_next_model(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    if "libstdc++" in os.environ.get("LD_PRELOAD", ""):
+        pytest.skip("this environment preloads libstdc++ already (scripts/gpu_tests.sh does)")
     if libstdcxx.find_system_libstdcxx() is None:
         pytest.skip("no system libstdc++ on this host")
     monkeypatch.setattr(libstdcxx, "DIAGNOSED", {})

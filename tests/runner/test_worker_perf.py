@@ -161,7 +161,9 @@ def test_measured_load_run_and_latency_of_a_real_package(pkg, tmp_path: Path) ->
     extraction = load["extraction"]
     assert extraction["files"] == len(members)
     assert extraction["bytes"] == sum(i.file_size for i in members)
-    assert os.path.basename(extraction["folder"]).startswith("aotinductor_")
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 13):
+        # (torch 2.11's loader extracts into a mkdtemp("XXXXXX") folder: `KjK1dk`, measured)
+        assert os.path.basename(extraction["folder"]).startswith("aotinductor_")
     assert 0.0 <= extraction["written_s"] <= load["loader_s"]
     assert load["dlopen_constants_s"] == pytest.approx(load["loader_s"] - extraction["written_s"])
     probe = load["probe"]
