@@ -22,6 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 TORCH215 = REPO / ".venv-2.15" / "bin" / "python"
 TORCH214 = REPO / ".venv-2.14" / "bin" / "python"
 Pkg = Callable[[str], Path]
+FIXTURES = ("aoti", "aoti_inputs", "strides", "strides_inputs", "strides_inputs_transposed")
+"""What these tests read; build_fixtures.py --only builds a package without its inputs files."""
 
 pytestmark = [
     pytest.mark.slow,
@@ -66,17 +68,31 @@ def _aotipre(*args: str, tmp: Path) -> tuple[int, dict]:
     return proc.returncode, json.loads(out.read_text())
 
 
-@pytest.fixture(scope="module")
-def built215() -> Path:
-    """The fixtures built by torch 2.15.0 through the public API (scripts/build_fixtures.py in
-    .venv-2.15: torch.export + aoti_compile_and_package), into the same cache the 2.15 CI leg's
-    tests use (.fixture-cache/torch-2.15.0+<build>/)."""
+def _build(python: Path) -> Path:
+    """FIXTURES built by `python`'s torch through the public API
+    (scripts/build_fixtures.py: torch.export + aoti_compile_and_package), into the cache that
+    torch's CI leg uses too (.fixture-cache/torch-<version>/)."""
     proc = subprocess.run(
-        [str(TORCH215), str(REPO / "scripts/build_fixtures.py"), "--only", "aoti", "strides"],
+        [str(python), str(REPO / "scripts/build_fixtures.py"), "--only", *FIXTURES],
         capture_output=True, text=True, timeout=1200, check=False, cwd=REPO,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built215() -> Path:
+    return _build(TORCH215)
+
+
+@pytest.fixture(scope="module")
+def packages(built215: Path, pkg: Pkg) -> list[tuple[Path, Path]]:
+    """(package, inputs) built by torch 2.15.0, 2.13.0 (this torch) and, where CI built its
+    venv, 2.14.1."""
+    built = [built215, pkg("aoti").parent]
+    if TORCH214.is_file():
+        built.append(_build(TORCH214))
+    return [(folder / "aoti.pt2", folder / "aoti_inputs.pt") for folder in built]
 
 
 def test_215_package_read_and_run_on_this_torch(built215: Path, tmp_path: Path) -> None:
@@ -112,39 +128,35 @@ def test_the_version_matrix_both_ways(built215: Path, pkg: Pkg, tmp_path: Path) 
         assert (rc == 0) is all(truth.values()), doc["findings"]
 
 
-def test_target_torch_verdicts_against_real_loads(built215: Path, pkg: Pkg, tmp_path: Path) -> None:
+def test_target_torch_verdicts_against_real_loads(
+    packages: list[tuple[Path, Path]], tmp_path: Path
+) -> None:
     """`--target cpu,torch=X` (static) says a package loads on X exactly when plain torch X
-    loads to load and run it; X in 2.13, 2.15 and, where CI built it, 2.14."""
+    loads and runs it; X in 2.13, 2.15 and, where CI built it, 2.14."""
     interpreters = {"2.13": Path(sys.executable), "2.15": TORCH215}
     if TORCH214.is_file():
         interpreters["2.14"] = TORCH214
-    for package, inputs in (
-        (built215 / "aoti.pt2", built215 / "aoti_inputs.pt"),
-        (pkg("aoti"), pkg("aoti_inputs")),
-    ):
+    for package, inputs in packages:
         for release, python in interpreters.items():
             truth = _plain_run(python, package, inputs)
             _, doc = _aotipre(
                 str(package), "--static-only", "--target", f"cpu,torch={release}", tmp=tmp_path
             )
             (row,) = doc["targets"]
-            assert (row["status"] == "loads") is truth, (package.name, release, row)
+            assert (row["status"] == "loads") is truth, (package, release, row)
 
 
-def test_libtorch_folder_of_215(built215: Path, pkg: Pkg, tmp_path: Path) -> None:
+def test_libtorch_folder_of_215(packages: list[tuple[Path, Path]], tmp_path: Path) -> None:
     """`--target libtorch=` naming the installed 2.15.0 torch folder: its version read from the
     folder and its libraries' exports; the verdict is the real 2.15 load's."""
     (folder,) = TORCH215.parents[1].glob("lib/python3*/site-packages/torch")
-    for package, inputs in (
-        (built215 / "aoti.pt2", built215 / "aoti_inputs.pt"),
-        (pkg("aoti"), pkg("aoti_inputs")),
-    ):
+    for package, inputs in packages:
         truth = _plain_run(TORCH215, package, inputs)
         _, doc = _aotipre(
             str(package), "--static-only", "--target", f"cpu,libtorch={folder}", tmp=tmp_path
         )
         (row,) = doc["targets"]
-        assert (row["status"] == "loads") is truth, (package.name, row)
+        assert (row["status"] == "loads") is truth, (package, row)
 
 
 def test_215_aoti_only_contract(built215: Path, tmp_path: Path) -> None:
