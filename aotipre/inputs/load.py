@@ -139,6 +139,12 @@ SHORT_BINUNICODE and STACK_GLOBAL, which torch.load(weights_only=True) refuses.
 """
 
 
+def pickle_contents(pkl: bytes, source: str = "<pickle>") -> tuple[list[str], list[str]]:
+    """The globals a raw pickle names and the opcodes torch's weights-only unpickler does not
+    run, in one bounded pass, unexecuted (InputsError past the bounds)."""
+    return _scan(pkl, source)
+
+
 def pickle_globals(pkl: bytes, source: str = "<pickle>") -> list[str]:
     """Every global (`module.name`) a raw pickle references, in order of first use, unexecuted."""
     return _scan(pkl, source)[0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pickletools
 import posixpath
 import re
 import zipfile
@@ -15,7 +14,7 @@ from typing import Any
 
 from aotipre.binaries.facts import read_binary_facts
 from aotipre.errors import InputsError
-from aotipre.inputs.load import ALLOWED_GLOBALS, MAX_PICKLE_BYTES, TORCH_OPCODES, pickle_globals
+from aotipre.inputs.load import ALLOWED_GLOBALS, MAX_PICKLE_BYTES, pickle_contents
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, ZipRefused, open_archive, open_zip
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
@@ -269,8 +268,7 @@ def _refused_weights_only(archive: Archive, member: str) -> str | None:
                 return f"its data.pkl is {info.file_size} bytes, too large for aotipre to scan"
             with zf.open(info) as fh:
                 pkl = fh.read(MAX_PICKLE_BYTES + 1)
-        globals_ = pickle_globals(pkl, member)
-        opcodes = {op.name for op, _, _ in pickletools.genops(pkl)} - TORCH_OPCODES
+        globals_, opcodes = pickle_contents(pkl, member)
     except CodedPackageError as exc:
         return f"it cannot be read ({exc})"
     except (ZipRefused, zipfile.BadZipFile, InputsError, ValueError, OSError, EOFError) as exc:
