@@ -2,7 +2,7 @@
 """Build the fixture .pt2 packages and sample-input files the test suite needs.
 
     python scripts/build_fixtures.py [--out DIR] [--only NAME ...] [--force] [--list]
-                                     [--device {cpu,cuda}]
+                                     [--device {cpu,cuda}] [--jobs N]
 
 Output goes to `.fixture-cache/torch-<torch.__version__>/` at the repo root unless --out is
 given. A fixture is rebuilt only when its files are missing or its build key changed; the
@@ -11,11 +11,22 @@ is written under a temporary directory and moved into place with os.replace, so 
 interrupted build never leaves a half-written file under a fixture's name. `manifest.json`
 lists every fixture, its files and sizes and how long it took.
 
-One process builds everything and shares compiled AOTI parts between packages: `aoti`,
-`both`, `multi` and `mismatch` come from one compile of TokenModel. The broken packages are
-derived from good ones with zipfile only. `--device cuda` builds the `<name>_cuda.pt2`
-variants of the packages marked `cuda=True` in fixtures/models.py (written for a torch
-2.11+ CUDA host; the sample-input files are device-independent CPU tensors).
+One process shares compiled AOTI parts between packages: `aoti`, `both`, `multi` and
+`mismatch` come from one compile of TokenModel. The broken packages are derived from good ones
+with zipfile only. `--device cuda` builds the `<name>_cuda.pt2` variants of the packages marked
+`cuda=True` in fixtures/models.py (written for a torch 2.11+ CUDA host; the sample-input files
+are device-independent CPU tensors).
+
+`--jobs N` (default: the CPUs this process may use, at most 4) builds the stale packages in up
+to N child processes (this script with the hidden `--child`). Packages that share an export or
+a compile stay in one child, with the broken packages derived from them; the groups are
+balanced by the manifest's previous "seconds" (or by estimates). This process keeps the lock,
+records each file in the manifest as a child reports it, then builds the rest (sample inputs,
+broken packages of up-to-date sources) itself. A failed child stops the others; what finished
+stays in the manifest. The children share torch's inductor cache directory: inductor locks
+what concurrent processes may both write, the children never compile the same graph, and
+the cache path is written into the compiled files, so a private directory would change
+them. `--jobs 1` builds everything in this process, one target after another.
 
 The module imports torch only inside the build functions: the zip helpers, the atomic
 writer and the build key are torch-free and imported by tests.
@@ -24,18 +35,25 @@ writer and the build key are torch-free and imported by tests.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import selectors
 import shutil
+import signal
+import stat
 import struct
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -258,6 +276,8 @@ class Broken:
     source: str | None
     """The good package it is derived from."""
     make: Callable[[Path | None, Path], None]
+    seconds_estimate: float = 0.0
+    """Build time to plan --jobs with when the manifest has none."""
 
 
 BROKEN: tuple[Broken, ...] = (
@@ -273,7 +293,11 @@ BROKEN: tuple[Broken, ...] = (
     Broken("broken_version", "ep_only with archive_version = 99", "ep_only", make_version),
     Broken("broken_json", "ep_only with models/model.json cut mid-JSON", "ep_only", make_json),
     Broken(
-        "broken_bomb", "ep_only plus a ~2 MB DEFLATED member declaring 2 GiB", "ep_only", make_bomb
+        "broken_bomb",
+        "ep_only plus a ~2 MB DEFLATED member declaring 2 GiB",
+        "ep_only",
+        make_bomb,
+        seconds_estimate=7.0,  # deflating 2 GiB
     ),
     Broken(
         "broken_crc",
@@ -402,6 +426,28 @@ class Target:
     """(output dir, temporary destination) -> None."""
     depends: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
+    shares: tuple[str, ...] = ()
+    """Work or files other targets need too: 'export:<program>', 'compile:<compile>',
+    'file:<target>'. --jobs builds targets that share one in the same child."""
+    seconds_estimate: float = 0.0
+    """Build time to plan --jobs with, beyond SHARED_SECONDS, when the manifest has none."""
+
+
+SHARED_SECONDS = {"export": 1.0, "compile": 8.0, "file": 0.0}
+"""Rough cost of one export / compile (a fresh build on 2 cores), to balance --jobs."""
+
+
+def package_shares(name: str) -> tuple[str, ...]:
+    """The exports and compiles package `name` (a fixtures/models.py recipe) needs."""
+    from fixtures.models import COMPILES, package
+
+    shares: list[str] = []
+    for part in package(name).models.values():
+        if part.exported:
+            shares.append(f"export:{part.exported}")
+        if part.compiled:
+            shares += [f"compile:{part.compiled}", f"export:{COMPILES[part.compiled].program}"]
+    return tuple(dict.fromkeys(shares))
 
 
 def all_targets(device: str, builder: TorchBuilder) -> list[Target]:
@@ -427,6 +473,8 @@ def all_targets(device: str, builder: TorchBuilder) -> list[Target]:
                         for m, p in pkg.models.items()
                     },
                 },
+                shares=(*package_shares(pkg.name), f"file:{pkg.name}{suffix}"),
+                seconds_estimate=0.2,
             )
         )
     if device != "cpu":
@@ -452,6 +500,8 @@ def all_targets(device: str, builder: TorchBuilder) -> list[Target]:
                 write=lambda out, dst, b=broken, s=src_file: b.make(out / s if s else None, dst),
                 depends=(broken.source,) if broken.source else (),
                 details={"source": broken.source},
+                shares=(f"file:{broken.source}",) if broken.source else (),
+                seconds_estimate=broken.seconds_estimate,
             )
         )
     return targets
@@ -475,20 +525,90 @@ def select(targets: list[Target], only: list[str] | None) -> list[Target]:
     return [t for t in targets if t.name in wanted]
 
 
+def manifest_entry(target: Target, seconds: float, size: int, key: str) -> dict[str, Any]:
+    return {
+        "kind": target.kind,
+        "summary": target.summary,
+        "files": {target.filename: size},
+        "seconds": round(seconds, 2),
+        "key": key,
+        **target.details,
+    }
+
+
 def build(
-    out: Path, targets: list[Target], key: str, *, force: set[str], torch_version: str
+    out: Path,
+    targets: list[Target],
+    key: str,
+    *,
+    force: set[str],
+    torch_version: str,
+    jobs: int = 1,
+    device: str = "cpu",
 ) -> int:
-    """Build what is stale or named in `force`; returns how many targets were built."""
+    """Build what is stale or named in `force`; returns how many targets were built.
+
+    With jobs > 1, the stale packages (and the broken packages derived from them) are built
+    by child processes first when they form two groups or more (see plan_jobs)."""
     manifest = load_manifest(out)
     entries: dict[str, Any] = manifest.get("fixtures", {})
     rebuilt: set[str] = set()
     total_start = time.perf_counter()
     width = max(len(t.name) for t in targets)
-    for index, target in enumerate(targets, 1):
-        prefix = f"[{index:2}/{len(targets)}] {target.name:<{width}}"
-        stale_dep = any(d in rebuilt for d in target.depends)
+    prefixes = {
+        t.name: f"[{index:2}/{len(targets)}] {t.name:<{width}}"
+        for index, t in enumerate(targets, 1)
+    }
+
+    def is_stale(target: Target, changed: set[str]) -> bool:
+        stale_dep = any(d in changed for d in target.depends)
         forced = target.name in force
-        if not forced and not stale_dep and is_up_to_date(out, entries.get(target.name), key):
+        return forced or stale_dep or not is_up_to_date(out, entries.get(target.name), key)
+
+    def finished(target: Target, seconds: float, size: int) -> None:
+        entries[target.name] = manifest_entry(target, seconds, size, key)
+        rebuilt.add(target.name)
+        manifest.update(
+            schema_version=MANIFEST_SCHEMA_VERSION,
+            torch_version=torch_version,
+            fixtures=dict(sorted(entries.items())),
+        )
+        save_manifest(out, manifest)  # after each target: an interrupted build resumes
+        log(f"{prefixes[target.name]}  built in {seconds:.1f} s ({size:,} bytes)")
+
+    if jobs > 1:
+        stale: set[str] = set()
+        for target in targets:  # dependencies come first
+            if is_stale(target, stale):
+                stale.add(target.name)
+        by_name = {t.name: t for t in targets}
+        for_children = [
+            t
+            for t in targets
+            if t.name in stale
+            and (
+                t.kind == "package"
+                or (
+                    t.kind == "broken"
+                    and t.depends
+                    and all(d in stale and by_name[d].kind == "package" for d in t.depends)
+                )
+            )
+        ]
+        weights = {
+            name: float(entry["seconds"])
+            for name, entry in entries.items()
+            if isinstance(entry, dict) and isinstance(entry.get("seconds"), (int, float))
+        }
+        plan = plan_jobs(for_children, weights, jobs)
+        if len(plan) > 1:
+            run_jobs(out, device, plan, prefixes, finished)
+
+    for target in targets:
+        if target.name in rebuilt:  # by a child
+            continue
+        prefix = prefixes[target.name]
+        if not is_stale(target, rebuilt):
             log(f"{prefix}  up to date")
             continue
         log(f"{prefix}  building ...")
@@ -497,27 +617,273 @@ def build(
             target.write(out, tmp)
         seconds = time.perf_counter() - start
         size = (out / target.filename).stat().st_size
-        entries[target.name] = {
-            "kind": target.kind,
-            "summary": target.summary,
-            "files": {target.filename: size},
-            "seconds": round(seconds, 2),
-            "key": key,
-            **target.details,
-        }
-        rebuilt.add(target.name)
-        manifest.update(
-            schema_version=MANIFEST_SCHEMA_VERSION,
-            torch_version=torch_version,
-            fixtures=dict(sorted(entries.items())),
-        )
-        save_manifest(out, manifest)  # after each target: an interrupted build resumes
-        log(f"{prefix}  built in {seconds:.1f} s ({size:,} bytes)")
+        finished(target, seconds, size)
     log(
         f"{len(rebuilt)} built, {len(targets) - len(rebuilt)} up to date, "
         f"{time.perf_counter() - total_start:.1f} s total -> {out}"
     )
     return len(rebuilt)
+
+
+# ---------------------------------------------------------------------------------------
+# --jobs: child processes (the planner is torch-free)
+# ---------------------------------------------------------------------------------------
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on (what `nproc` says), at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 4))
+
+
+def plan_jobs(targets: list[Target], weights: dict[str, float], jobs: int) -> list[list[Target]]:
+    """Split `targets` into at most `jobs` lists, one per child process, each in build order.
+
+    Targets that share an export, a compile or a file (Target.shares) land in one list: a
+    child exports and compiles once, as a single process does, and builds a broken package
+    after its source. The groups go to the least loaded list, longest first; a group weighs
+    the manifest's previous "seconds" of its targets when all have one, else an estimate.
+    """
+    parent = list(range(len(targets)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_with: dict[str, int] = {}
+    for i, target in enumerate(targets):
+        for share in target.shares:
+            j = first_with.setdefault(share, i)
+            parent[root(i)] = root(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(targets)):
+        groups.setdefault(root(i), []).append(i)
+
+    def weight(members: list[int]) -> float:
+        names = [targets[i].name for i in members]
+        if all(n in weights for n in names):
+            return sum(weights[n] for n in names)
+        shares = {s for i in members for s in targets[i].shares}
+        return sum(targets[i].seconds_estimate for i in members) + sum(
+            SHARED_SECONDS.get(s.partition(":")[0], 0.0) for s in shares
+        )
+
+    ordered = sorted(groups.values(), key=lambda m: (-weight(m), m[0]))
+    bins: list[list[int]] = [[] for _ in range(max(1, min(jobs, len(ordered))))]
+    loads = [0.0] * len(bins)
+    for members in ordered:
+        lightest = loads.index(min(loads))
+        bins[lightest] += members
+        loads[lightest] += weight(members)
+    return [[targets[i] for i in sorted(b)] for b in bins if b]
+
+
+class JobFailed(Exception):
+    """A child process failed; the message says which, with the end of its stderr."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM while children run: stop them, then die of SIGTERM."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
+@dataclass
+class _Job:
+    number: int
+    targets: list[Target]
+    proc: subprocess.Popen[bytes]
+    reported: set[str] = field(default_factory=set)
+    buffers: dict[int, bytes] = field(default_factory=dict)
+    open_fds: set[int] = field(default_factory=set)
+    stderr_tail: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=60)
+    )
+
+    @property
+    def names(self) -> str:
+        return ", ".join(t.name for t in self.targets)
+
+
+def run_jobs(
+    out: Path,
+    device: str,
+    plan: list[list[Target]],
+    prefixes: dict[str, str],
+    finished: Callable[[Target, float, int], None],
+) -> None:
+    """Build each list of `plan` in a child process; `finished` records each reported file.
+
+    Raises JobFailed when a child fails, after stopping the others; KeyboardInterrupt and
+    SIGTERM stop them too. What the children reported before that stays recorded."""
+    script = str(Path(__file__).resolve())
+    jobs: list[_Job] = []
+    selector = selectors.DefaultSelector()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_sigterm = signal.getsignal(signal.SIGTERM)
+    if in_main_thread:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+    def handle(job: _Job, fd: int, line: bytes) -> None:
+        text = line.decode(errors="replace").rstrip("\r")
+        if fd != job.proc.stdout.fileno():  # type: ignore[union-attr]
+            job.stderr_tail.append(text)
+            log(f"  [job {job.number}] {text}")
+            return
+        by_name = {t.name: t for t in job.targets}
+        name, seconds, size = (text.split() + ["", "", ""])[:3]
+        target = by_name.get(name)
+        if target is None or name in job.reported:
+            raise JobFailed(f"job {job.number} reported {text!r}; it builds {job.names}")
+        on_disk = (out / target.filename).stat().st_size
+        if str(on_disk) != size:
+            raise JobFailed(f"job {job.number} reported {text!r}, {target.filename} has {on_disk}")
+        job.reported.add(name)
+        finished(target, float(seconds), on_disk)
+
+    def pump(timeout: float) -> None:
+        for key, _ in selector.select(timeout):
+            job, fd = key.data
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                selector.unregister(fd)
+                job.open_fds.discard(fd)
+                rest = job.buffers.pop(fd, b"")
+                if rest and fd != job.proc.stdout.fileno():  # type: ignore[union-attr]
+                    handle(job, fd, rest)  # a report without its newline is dropped
+                continue
+            *lines, job.buffers[fd] = (job.buffers.get(fd, b"") + chunk).split(b"\n")
+            for line in lines:
+                handle(job, fd, line)
+
+    def stop(grace: float = 10.0) -> None:
+        live = [job for job in jobs if job.proc.returncode is None or job.open_fds]
+        if not live:
+            return
+        for job in live:
+            with contextlib.suppress(OSError):
+                job.proc.stdin.close()  # type: ignore[union-attr]
+            with contextlib.suppress(OSError):
+                os.killpg(job.proc.pid, signal.SIGTERM)  # the child, its compiler
+        deadline = time.monotonic() + grace
+        killed = False
+        while any(job.proc.poll() is None or job.open_fds for job in live):
+            if time.monotonic() > deadline:
+                if killed:
+                    break  # a grandchild keeps a pipe open: give up on its output
+                for job in live:
+                    with contextlib.suppress(OSError):
+                        os.killpg(job.proc.pid, signal.SIGKILL)
+                killed, deadline = True, time.monotonic() + 5.0
+            with contextlib.suppress(JobFailed):
+                pump(0.1)
+        for job in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                job.proc.wait(timeout=5)
+        # a child killed mid-write leaves its private .tmp-* folder; the lock is still ours
+        for leftover in out.glob(".tmp-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    try:
+        for number, targets in enumerate(plan, 1):
+            names = [t.name for t in targets]
+            proc = subprocess.Popen(
+                [sys.executable, script, "--child", "--out", str(out), "--device", device]
+                + ["--only", *names],
+                stdin=subprocess.PIPE,  # closed when this process ends: the child stops
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # Ctrl-C reaches this process only, which stops it
+            )
+            job = _Job(number, targets, proc)
+            jobs.append(job)
+            for stream in (proc.stdout, proc.stderr):
+                assert stream is not None
+                job.open_fds.add(stream.fileno())
+                selector.register(stream.fileno(), selectors.EVENT_READ, (job, stream.fileno()))
+            for target in targets:
+                log(f"{prefixes[target.name]}  building in job {number} ...")
+        pending = list(jobs)
+        while pending:
+            pump(0.5)
+            for job in list(pending):
+                code = job.proc.poll()
+                if code is None:
+                    continue
+                stdout_fd = job.proc.stdout.fileno()  # type: ignore[union-attr]
+                if code != 0:
+                    deadline = time.monotonic() + 5.0  # its last reports, its traceback
+                    while job.open_fds and time.monotonic() < deadline:
+                        pump(0.1)
+                    tail = "\n".join(job.stderr_tail)
+                    raise JobFailed(
+                        f"job {job.number} ({job.names}) failed with exit status {code}; "
+                        f"the end of its stderr:\n{tail}"
+                    )
+                if stdout_fd in job.open_fds:
+                    continue  # read its last reports first
+                missing = [t.name for t in job.targets if t.name not in job.reported]
+                if missing:
+                    raise JobFailed(f"job {job.number} ended without building {missing}")
+                pending.remove(job)
+    finally:
+        try:
+            stop()
+        finally:
+            selector.close()
+            for job in jobs:
+                for stream in (job.proc.stdin, job.proc.stdout, job.proc.stderr):
+                    with contextlib.suppress(OSError):
+                        if stream is not None:
+                            stream.close()
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous_sigterm or signal.SIG_DFL)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds: atomic_output removes its temporary folder
+
+
+def _stop_when_parent_ends() -> None:
+    """A child's stdin is a pipe from its parent: at EOF the parent is gone or stopping it."""
+    with contextlib.suppress(OSError):
+        while os.read(0, 4096):
+            pass
+    me = os.getpid()
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(OSError):
+            if os.getpgrp() == me:
+                os.killpg(me, signum)  # with the compiler it runs
+            else:
+                os.kill(me, signum)
+        time.sleep(10)
+
+
+def run_child(out: Path, targets: Iterable[Target]) -> int:
+    """--child: build `targets` into `out` without the lock or the manifest (the parent holds
+    both) and print `name seconds size` on stdout as each file is in place."""
+    sys.stdout.flush()
+    report = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever else writes to stdout (torch, the compiler) goes to stderr
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    if stat.S_ISFIFO(os.fstat(0).st_mode):
+        threading.Thread(target=_stop_when_parent_ends, daemon=True).start()
+    for target in targets:
+        start = time.perf_counter()
+        with atomic_output(out / target.filename) as tmp:
+            target.write(out, tmp)
+        seconds = time.perf_counter() - start
+        size = (out / target.filename).stat().st_size
+        report.write(f"{target.name} {seconds:.6f} {size}\n")
+        report.flush()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -536,7 +902,19 @@ def main(argv: list[str] | None = None) -> int:
         default="cpu",
         help="cuda builds <name>_cuda.pt2 variants of the cuda-capable ones",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="build packages in up to N processes (default: the CPUs, at most 4; 1: this one)",
+    )
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    if args.child and not (args.out and args.only):
+        parser.error("--child needs --out and --only")
 
     start = time.perf_counter()
     if str(REPO) not in sys.path:
@@ -553,15 +931,45 @@ def main(argv: list[str] | None = None) -> int:
         log("--device cuda: torch.cuda.is_available() is False")
         return 2
     out = (args.out or REPO / ".fixture-cache" / f"torch-{torch.__version__}").resolve()
+    if args.child:
+        by_name = {t.name: t for t in targets}
+        try:
+            code = run_child(out, [by_name[name] for name in args.only])
+        except SystemExit as stopped:  # SIGTERM
+            code = stopped.code if isinstance(stopped.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # skips seconds of torch teardown; every file is in place or removed
     key = build_key(torch.__version__, args.device)
     selected = select(targets, args.only)
+    jobs = args.jobs if args.jobs is not None else default_jobs()
     with build_lock(out):
         # --force rebuilds what --only names (or everything), not the dependencies
         force = set(args.only or [t.name for t in selected]) if args.force else set()
-        build(out, selected, key, force=force, torch_version=torch.__version__)
+        try:
+            build(
+                out,
+                selected,
+                key,
+                force=force,
+                torch_version=torch.__version__,
+                jobs=jobs,
+                device=args.device,
+            )
+        except JobFailed as failed:
+            log(f"build_fixtures.py: {failed}")
+            return 1
     print(out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except _Terminated:  # stopped the children; now end as SIGTERM would have
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise

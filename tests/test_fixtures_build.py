@@ -1,9 +1,13 @@
-"""Tests of scripts/build_fixtures.py: cache reuse, atomic writes, and the fixtures it makes."""
+"""Tests of scripts/build_fixtures.py: cache reuse, atomic writes, --jobs, and the fixtures it
+makes."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +17,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import BUILDER, read_manifest, run_builder
+from tests.conftest import BUILDER, REPO, read_manifest, run_builder
 
 GiB = 1024**3
 
@@ -83,6 +87,204 @@ def test_select_adds_dependencies_in_build_order() -> None:
     assert [t.name for t in builder.select(targets, ["broken_crc"])] == ["aoti", "broken_crc"]
     with pytest.raises(SystemExit, match="unknown fixture"):
         builder.select(targets, ["nope"])
+
+
+# --- --jobs: the plan, then real builds of two small packages in child processes ---------
+
+
+def _target(name: str, *shares: str, kind: str = "package", estimate: float = 0.0) -> object:
+    depends = tuple(s.removeprefix("file:") for s in shares if kind == "broken")
+    return builder.Target(
+        name, kind, f"{name}.pt2", "", lambda o, d: None, depends, {}, shares, estimate
+    )
+
+
+def _names(plan: list) -> list[list[str]]:
+    return [[t.name for t in job] for job in plan]
+
+
+def test_plan_jobs_keeps_shared_work_together_and_balances() -> None:
+    targets = [
+        _target("ep_only", "export:mlp", "file:ep_only"),
+        _target("aoti", "compile:token", "export:token", "file:aoti"),
+        _target("both", "export:token", "compile:token", "file:both"),
+        _target("derived", "compile:pair", "export:pair", "file:derived"),
+        _target("weights", "compile:w", "export:token", "file:weights"),
+        _target("broken_bomb", "file:ep_only", kind="broken", estimate=7.0),
+    ]
+    # estimates: token group 2 compiles + 1 export = 17, derived 9, ep_only + bomb 8
+    assert _names(builder.plan_jobs(targets, {}, 2)) == [
+        ["aoti", "both", "weights"],
+        ["ep_only", "derived", "broken_bomb"],
+    ]
+    assert _names(builder.plan_jobs(targets, {}, 1)) == [[t.name for t in targets]]
+    assert len(builder.plan_jobs(targets, {}, 8)) == 3
+    seconds = {"ep_only": 30.0, "broken_bomb": 1.0, "aoti": 5.0, "both": 0.1, "weights": 5.0}
+    seconds["derived"] = 5.0  # the manifest's seconds win over the estimates
+    assert _names(builder.plan_jobs(targets, seconds, 2)) == [
+        ["ep_only", "broken_bomb"],
+        ["aoti", "both", "derived", "weights"],
+    ]
+
+
+def test_plan_jobs_groups_the_real_recipes_by_export_and_compile() -> None:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    targets = [
+        t
+        for t in builder.all_targets("cpu", builder.TorchBuilder("cpu"))
+        if t.kind == "package" or t.depends
+    ]
+    plan = builder.plan_jobs(targets, {}, 99)
+    groups = {frozenset(t.name for t in job) for job in plan}
+    token = {"aoti", "both", "multi", "mismatch", "weights_on_disk"}  # export:token
+    assert token | {"broken_crc", "broken_truncated"} in groups
+    from_ep_only = {"broken_escape", "broken_version", "broken_json", "broken_bomb"}
+    assert {"ep_only", "broken_wrong_format"} | from_ep_only in groups
+    assert {"derived"} in groups and {"strides"} in groups
+    assert len(plan) == 7
+
+
+TWO = ("ep_only", "strides")
+"""An export-only package and a small compile: two jobs, nothing shared."""
+
+
+def _files(directory: Path) -> dict[str, int]:
+    return {
+        p.name: p.stat().st_size
+        for p in directory.iterdir()
+        if p.name not in ("manifest.json", builder.LOCK_FILE)
+    }
+
+
+def _processes_naming(path: Path) -> list[int]:
+    """Processes (other than this one) with `path` on their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if str(path).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _assert_consistent(out: Path) -> dict[str, dict]:
+    """The manifest lists files that are on disk with their sizes; nothing half-written."""
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".tmp-")]
+    fixtures = read_manifest(out) if (out / "manifest.json").exists() else {}
+    for entry in fixtures.values():
+        for filename, size in entry["files"].items():
+            assert (out / filename).stat().st_size == size
+    return fixtures
+
+
+@pytest.fixture(scope="module")
+def serial_and_parallel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """`--only ep_only strides` built by --jobs 1, then by --jobs 2, each with a new inductor
+    cache at one path: torch writes that path into the package, and each compile of a graph
+    appends its compile command to the cached source that the package copies."""
+    serial = tmp_path_factory.mktemp("serial")
+    parallel = tmp_path_factory.mktemp("parallel")
+    cache = tmp_path_factory.mktemp("inductor") / "cache"
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    stderr = ""
+    for out, jobs in ((serial, "1"), (parallel, "2")):
+        shutil.rmtree(cache, ignore_errors=True)
+        done = subprocess.run(
+            [sys.executable, str(BUILDER), "--out", str(out), "--jobs", jobs, "--only", *TWO],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert Path(done.stdout.strip().splitlines()[-1]) == out
+        stderr = done.stderr
+    shutil.rmtree(cache, ignore_errors=True)
+    return serial, parallel, stderr
+
+
+@pytest.mark.slow
+def test_parallel_build_writes_what_a_serial_build_writes(serial_and_parallel) -> None:
+    serial, parallel, stderr = serial_and_parallel
+    assert "building in job 1" in stderr and "building in job 2" in stderr
+    assert re.search(r"^2 built, 0 up to date", stderr, re.MULTILINE), stderr
+    assert set(_files(serial)) == {"ep_only.pt2", "strides.pt2"}
+    assert _files(parallel) == _files(serial)
+    ours, theirs = read_manifest(parallel), read_manifest(serial)
+    assert set(ours) == set(theirs) == set(TWO)
+    for name in TWO:
+        assert ours[name].pop("seconds") > 0 and theirs[name].pop("seconds") > 0
+        assert ours[name] == theirs[name]
+        assert (parallel / f"{name}.pt2").read_bytes() == (serial / f"{name}.pt2").read_bytes()
+    _assert_consistent(parallel)
+
+
+@pytest.mark.slow
+def test_parallel_second_run_is_up_to_date(serial_and_parallel) -> None:
+    _, parallel, _ = serial_and_parallel
+    before = {p.name: p.stat().st_mtime_ns for p in parallel.iterdir()}
+    done = run_builder("--out", str(parallel), "--jobs", "2", "--only", *TWO, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^0 built, 2 up to date", done.stderr, re.MULTILINE), done.stderr
+    assert "building" not in done.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in parallel.iterdir()} == before
+
+
+@pytest.mark.slow
+def test_a_failed_job_stops_the_others(tmp_path: Path) -> None:
+    (tmp_path / "ep_only.pt2" / "in-the-way").mkdir(parents=True)  # os.replace fails
+    done = run_builder("--out", str(tmp_path), "--jobs", "2", "--only", *TWO, timeout=600)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert re.search(
+        r"^build_fixtures.py: job \d \(ep_only\) failed with exit status 1", done.stderr, re.M
+    )
+    assert done.stderr.rstrip().splitlines()[-1].startswith("IsADirectoryError")
+    assert "strides  built" not in done.stderr  # stopped mid-compile
+    assert not _processes_naming(tmp_path)
+    assert "strides" not in _assert_consistent(tmp_path)
+    assert not (tmp_path / "strides.pt2").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_jobs_and_keeps_what_finished(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(BUILDER), "--out", str(tmp_path), "--jobs", "2", "--only", *TWO],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if re.match(r"\[ ?\d+/\d+\] ep_only +built in", line):
+                proc.send_signal(signal.SIGTERM)  # strides is still compiling
+                break
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM, "".join(lines)
+    assert not _processes_naming(tmp_path)
+    fixtures = _assert_consistent(tmp_path)
+    assert set(fixtures) == {"ep_only"}
+    assert not (tmp_path / "strides.pt2").exists()
+    done = run_builder("--out", str(tmp_path), "--only", "ep_only", timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^0 built, 1 up to date", done.stderr, re.MULTILINE), done.stderr
+
+
+def test_jobs_must_be_at_least_one() -> None:
+    done = run_builder("--jobs", "0", "--list", timeout=120)
+    assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
 
 
 # --- the built fixtures ----------------------------------------------------------------
