@@ -265,6 +265,20 @@ TARGETS: tuple[Target, ...] = (
         None,
         ("tests/gate/test_mutants_reference.py",),
     ),
+    # many packages: CI shards and their merged verdict (issue #25)
+    Target(
+        "aotipre/shard.py",
+        ("parse_shard", "_pair", "_checked", "_number", "_from_env", "package_keys", "numbered",
+         "assign", "ShardPlan.keys", "plan_shards"),
+        ("tests/scale/test_shard.py",),
+    ),
+    Target(
+        "aotipre/merge.py",
+        ("merge", "read_shard_file", "_report", "_shard_block", "_one_count", "_one_plan",
+         "_agreed"),
+        ("tests/scale/test_merge.py", "--deselect",
+         "tests/scale/test_merge.py::test_a_dynamic_run_merged_from_its_json"),
+    ),
     # the perf stage (its budgets and judgements: runner/perf.py above)
     Target(
         "aotipre/runner/stages/perf.py",
@@ -673,10 +687,14 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.environ["AOTIPRE_HYPOTHESIS_EXAMPLES"] = str(opts.examples)
     if "AOTIPRE_FIXTURE_DIR" not in os.environ:
-        built = sorted((REPO / ".fixture-cache").glob("torch-*/manifest.json"))
-        if not built:
+        # this interpreter's torch's fixtures (CI's other torches keep partial sets beside them),
+        # named without importing torch into the fork server
+        from importlib.metadata import version
+
+        built = REPO / ".fixture-cache" / f"torch-{version('torch')}"
+        if not (built / "manifest.json").is_file():
             raise SystemExit("build the fixtures first (python scripts/build_fixtures.py)")
-        os.environ["AOTIPRE_FIXTURE_DIR"] = str(built[-1].parent)
+        os.environ["AOTIPRE_FIXTURE_DIR"] = str(built)
     os.environ.setdefault("AOTIPRE_FIXTURES_PREBUILT", "1")
     import hypothesis  # noqa: F401  (imported once here, before the forks)
     import pytest  # noqa: F401

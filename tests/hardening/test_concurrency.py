@@ -153,6 +153,16 @@ def _concurrent(commands: list[list[str]], env: dict[str, str], cwd: Path) -> li
         return list(pool.map(lambda c: _check(c, env, cwd), commands))
 
 
+def _errors(stdout: str) -> object:
+    """What made a run fail, for the assertion message: its error and error findings."""
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        return stdout[-3000:]
+    found = [(f["code"], f["message"]) for f in report["findings"] if f["severity"] == "error"]
+    return report["error"], found
+
+
 def _compile_detail(stdout: str) -> str:
     report = json.loads(stdout)
     return next(s["detail"] for s in report["stages"] if s["name"] == "compile")
@@ -192,7 +202,7 @@ def test_two_real_compiles_share_the_cache_and_a_damaged_entry_is_rebuilt(
     ]
     first = _concurrent([cmd, cmd], env, tmp_path)
     for r in first:
-        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.returncode == 0, (_errors(r.stdout), r.stderr[-3000:])
     details = [_compile_detail(r.stdout) for r in first]
     assert all("compile" in d for d in details), details
     entry = assert_one_sound_entry(cache_dir)
@@ -202,7 +212,7 @@ def test_two_real_compiles_share_the_cache_and_a_damaged_entry_is_rebuilt(
 
     flip_bytes(entry / cache_mod.PACKAGE_FILE)
     (rebuilt,) = _concurrent([cmd], env, tmp_path)
-    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    assert rebuilt.returncode == 0, (_errors(rebuilt.stdout), rebuilt.stderr[-3000:])
     assert "compiled into the cache" in _compile_detail(rebuilt.stdout)
     assert_one_sound_entry(cache_dir)
     # nothing of aotipre's left in TMPDIR (torchinductor_<user> is Inductor's own cache)
