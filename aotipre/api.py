@@ -24,6 +24,7 @@ from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.program import is_path, write_program
+from aotipre.progress import stage_ended, stage_started
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.reader import OpenPackage, open_package, read_package, with_reference_values
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
@@ -50,7 +51,8 @@ class CheckOptions:
     dynamic: DynamicOptions | None = None
     """Options of the compile/load/run/perf/compare/probe stages; None: their defaults."""
     progress: Callable[[str], None] | None = None
-    """Called with one-line progress messages during long work (compiles, runs)."""
+    """Called with one-line progress messages: each stage's start and end (`inspect started`,
+    `model: load done (12.7 s)`: docs/ci.md#progress-in-ci-logs) and each step's own message."""
     select: tuple[str, ...] = ()
     """Report only codes starting with one of these prefixes (e.g. `AOT3`); empty: all."""
     ignore: tuple[str, ...] = ()
@@ -183,18 +185,19 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
     report = Report(package_path=str(path), fail_on=opts.fail_on, tool_version=__version__)
 
     started = time.monotonic()
+    _say(opts, stage_started("inspect"))
     serving = opts.serving_config
     if serving is not None and serving.model_dir is not None and serving.package is None:
         # the model folder holds no package where the backend looks: the layout says why
         report.findings.extend(serving.layout)
         report.error = serving.layout[-1].message if serving.layout else f"{path}: no package"
-        report.stages.append(_stage("inspect", StageStatus.ERROR, started, report.error))
+        _add_stage(report, opts, _stage("inspect", StageStatus.ERROR, started, report.error))
         return report
     try:
         opened = open_package(path)
     except PackageError as exc:
         _cannot_check(report, exc, getattr(exc, "code", "AOT001"))
-        report.stages.append(_stage("inspect", StageStatus.ERROR, started, str(exc)))
+        _add_stage(report, opts, _stage("inspect", StageStatus.ERROR, started, str(exc)))
         return report
     with opened.archive:  # the one open of the archive: every later reader gets it
         _check_opened(report, opened, opts, started)
@@ -204,13 +207,15 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
 def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, started: float) -> None:
     package, archive = opened.info, opened.archive
     report.package = package_to_dict(package)
-    report.stages.append(
+    _add_stage(
+        report,
+        opts,
         _stage(
             "inspect",
             StageStatus.PASSED,
             started,
             f"{package.kind}, {len(package.models)} model(s)",
-        )
+        ),
     )
 
     try:
@@ -230,6 +235,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     report.host = hosts[0].to_dict()
 
     started = time.monotonic()
+    _say(opts, stage_started("inputs"))
     samples: dict[str, SampleInputs | None] = {}
     try:
         for model in models:
@@ -237,10 +243,10 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     except InputsError as exc:
         code = "AOT021" if isinstance(exc, UnsafeInputsError) else "AOT020"
         _cannot_check(report, exc, code)
-        report.stages.append(_stage("inputs", StageStatus.ERROR, started, str(exc)))
+        _add_stage(report, opts, _stage("inputs", StageStatus.ERROR, started, str(exc)))
         return
-    report.stages.append(
-        _stage("inputs", StageStatus.PASSED, started, report.inputs_source or "none")
+    _add_stage(
+        report, opts, _stage("inputs", StageStatus.PASSED, started, report.inputs_source or "none")
     )
 
     weights = None
@@ -254,6 +260,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
             return
 
     started = time.monotonic()
+    _say(opts, stage_started("static"))
     soft = opts.static_only and not hosts[0].is_target
     findings, rows = run_static_checks(
         package,
@@ -281,13 +288,15 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     report.findings.extend(findings)
     report.targets = [r.to_dict() for r in rows]
     failed = any(f.severity.rank >= opts.fail_on.rank for f in findings)
-    report.stages.append(
+    _add_stage(
+        report,
+        opts,
         _stage(
             "static",
             StageStatus.FAILED if failed else StageStatus.PASSED,
             started,
             f"{len(findings)} finding(s)",
-        )
+        ),
     )
     if opts.static_only:
         return
@@ -357,15 +366,9 @@ def _runtime_ready(report: Report, opts: CheckOptions, models: list[ModelInfo]) 
     try:
         probe(dynamic.python if dynamic is not None else None)
     except UsageError as exc:
-        from aotipre.runner.stages import STAGES
-
         report.error = str(exc)
         why = "not run: no interpreter with a supported torch to run the workers (see the error)"
-        report.stages.extend(
-            StageResult(name=n, status=StageStatus.SKIPPED, detail=why, model=m.name)
-            for m in models
-            for n in STAGES
-        )
+        _skip_dynamic(report, opts, models, why)
         return False
     return True
 
@@ -461,14 +464,11 @@ def _dynamic(
     blocked: list[str],
     weights: WeightsFile | None = None,
 ) -> None:
-    from aotipre.runner.stages import STAGES, run_dynamic_stages
+    from aotipre.runner.stages import run_dynamic_stages
 
     if blocked:
         reason = f"static checks found errors ({', '.join(blocked)}); fix them first"
-        report.stages.extend(
-            StageResult(name=n, status=StageStatus.SKIPPED, detail=reason, model=model.name)
-            for n in STAGES
-        )
+        _skip_dynamic(report, opts, [model], reason)
         return
     inputs_path = opts.inputs
     # stored sample inputs the static checks could not read (or an empty member) are not handed
@@ -598,6 +598,30 @@ def _cannot_check(report: Report, exc: Exception, code: str) -> None:
     hint = getattr(exc, "hint", "") or None
     report.error = f"{message}; {hint}" if hint else message
     report.findings.append(codes.get(code).finding(message, hint=hint, stage="inspect"))
+
+
+def _say(opts: CheckOptions, message: str) -> None:
+    if opts.progress is not None:
+        opts.progress(message)
+
+
+def _add_stage(report: Report, opts: CheckOptions, stage: StageResult) -> None:
+    """Add a static stage that has ended to the report, and say so (progress)."""
+    report.stages.append(stage)
+    _say(opts, stage_ended(stage.name, stage.status.value, stage.duration_s))
+
+
+def _skip_dynamic(report: Report, opts: CheckOptions, models: list[ModelInfo], why: str) -> None:
+    """Every dynamic stage of `models` skipped for one reason: one progress line per model."""
+    from aotipre.runner.stages import STAGES
+
+    report.stages.extend(
+        StageResult(name=n, status=StageStatus.SKIPPED, detail=why, model=m.name)
+        for m in models
+        for n in STAGES
+    )
+    for m in models:
+        _say(opts, f"{m.name}: {stage_ended('dynamic stages', 'skipped')}")
 
 
 def _stage(name: str, status: StageStatus, started: float, detail: str) -> StageResult:

@@ -48,6 +48,11 @@ class FailOn(str, Enum):
     warning = "warning"
 
 
+class Engine(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
 @app.command()
 def check(
     packages: list[Path] | None = typer.Argument(
@@ -124,6 +129,15 @@ def check(
         rich_help_panel="Report",
         metavar="FORMAT:PATH",
     ),
+    progress: bool | None = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="A line on stderr when each stage starts and ends, with the elapsed time (never "
+        "mixed with the report). (default: progress, unless --static-only)",
+        show_default=False,
+        rich_help_panel="Report",
+        metavar="",
+    ),
     fail_on: FailOn | None = typer.Option(
         None,
         "--fail-on",
@@ -169,12 +183,46 @@ def check(
         rich_help_panel="Configuration",
         metavar="N",
     ),
+    gpus: str | None = typer.Option(
+        None,
+        "--gpus",
+        help="GPUs (nvidia-smi indices, e.g. 0,2,3) the packages are spread over: each CUDA "
+        "package's workers get one GPU to themselves (CUDA_VISIBLE_DEVICES). Default: every "
+        "visible GPU, pinned when -j runs several CUDA packages at once.",
+        rich_help_panel="Configuration",
+        metavar="LIST",
+    ),
+    engine: Engine = typer.Option(
+        Engine.local,
+        "--engine",
+        help="Where the packages are checked: local (this machine) or ray (one task per "
+        "package on a Ray cluster; needs the ray extra).",
+        rich_help_panel="Configuration",
+        metavar="local|ray",
+    ),
+    address: str | None = typer.Option(
+        None,
+        "--address",
+        help="The Ray cluster of --engine ray: auto or HOST:PORT. Default: a local Ray started "
+        "for this run.",
+        rich_help_panel="Configuration",
+        metavar="ADDR",
+    ),
     manifest: Path | None = typer.Option(
         None,
         "--manifest",
         help="TOML file listing packages with their inputs and options.",
         rich_help_panel="Package and inputs",
         metavar="FILE",
+    ),
+    shard: str | None = typer.Option(
+        None,
+        "--shard",
+        help="Check only this CI job's share of the packages: I/N (2/3: the second of 3), the "
+        "same on every machine; or auto, from the CI's variables (docs/ci.md). `aotipre "
+        "merge` joins the shards' JSON reports.",
+        rich_help_panel="Package and inputs",
+        metavar="I/N|auto",
     ),
     config_file: Path | None = typer.Option(
         None,
@@ -448,6 +496,7 @@ def check(
         "fail-on": fail_on.value if fail_on is not None else None,
         "target": target,
         "static-only": static_only,
+        "progress": progress,
         "select": select,
         "ignore": ignore,
         "device": device,
@@ -464,6 +513,7 @@ def check(
         "cache-dir": None if cache_dir is None else str(cache_dir),
         "baseline": None if baseline is None else str(baseline),
         "jobs": jobs,
+        "gpus": gpus,
         "escalate": escalate,
         "minify": minify,
         "sanitizer": sanitizer,
@@ -501,6 +551,58 @@ def check(
             manifest=manifest,
             write_baseline=write_baseline,
             serving_config=serving_config,
+            engine=engine.value,
+            address=address,
+            shard=shard,
+        )
+    )
+
+
+@app.command()
+def merge(
+    reports: list[Path] = typer.Argument(
+        ...,
+        help="The JSON reports of `aotipre check --shard I/N --format json` (or of any check).",
+        metavar="REPORT.json...",
+        show_default=False,
+        readable=False,  # aotipre says what is wrong with a file itself (one line)
+    ),
+    expect_shards: int | None = typer.Option(
+        None,
+        "--expect-shards",
+        help="The run's number of shards: reports of another count are refused; the packages "
+        "of a shard with no report are not checked (exit 2).",
+        min=1,
+        max=10_000,
+        metavar="N",
+    ),
+    fmt: Format = typer.Option(
+        Format.table, "--format", "-f", help="Output format.", metavar="FORMAT"
+    ),
+    output: Path | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write the report to this file instead of stdout.",
+        metavar="FILE",
+    ),
+    reports_to: list[str] | None = typer.Option(
+        None,
+        "--report",
+        help="Also write a report as FORMAT:PATH (e.g. junit:out.xml); repeatable.",
+        show_default=False,
+        metavar="FORMAT:PATH",
+    ),
+) -> None:
+    """Merge the JSON reports of a run's CI shards into one report (every format) and one exit
+    code; a package that no shard checked is not checked (exit 2), never clean."""
+    raise typer.Exit(
+        commands.merge(
+            reports,
+            expect_shards=expect_shards,
+            fmt=fmt.value,
+            output=output,
+            reports_to=reports_to or (),
         )
     )
 
@@ -680,7 +782,7 @@ def doctor(
     progress: bool | None = typer.Option(
         None,
         "--progress/--no-progress",
-        help="Say what is running on stderr. (default: when stderr is a terminal)",
+        help="Say what is running on stderr, with the elapsed time. (default: progress)",
         show_default=False,
         metavar="",
     ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import time
@@ -18,9 +19,11 @@ from aotipre.baseline import Baseline, apply_baseline, load_baseline, write_base
 from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
 from aotipre.errors import UsageError
 from aotipre.findings import Report
+from aotipre.gpus import pinned_check
 from aotipre.matrix import check as check_in_runtimes
 from aotipre.runner.proc import allow_new_children, kill_all_children
 from aotipre.runtimes import Runtime, resolve
+from aotipre.shard import Shard, ShardPlan, plan_shards
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -124,12 +127,16 @@ def plan(
     baseline: Baseline | None = None,
     progress: Callable[[str], None] | None = None,
     serving: Mapping[str, Any] | None = None,
+    prefix: bool | None = None,
 ) -> list[PackageJob]:
     """One job per package, ordered by package path (stable: a manifest's repeats keep order).
 
     Precedence, lowest first: built-in defaults, the config file (`settings`), the manifest's
     `[defaults]`, its `[[package]]` entry, the command-line `flags`. `serving`: the model
     server's config of a package (aotipre.serving.triton.ServingConfig), by package path.
+    `prefix`: each package's `progress` lines start with `<package>: ` (True: always, e.g. a
+    shard or a Ray task of a larger run; False: never; None: for several packages or a
+    manifest).
     """
     flags = flags or {}
     entries = [(ManifestEntry(package=p), False) for p in packages]
@@ -150,7 +157,8 @@ def plan(
         resolved = resolved.merged(entry.values).merged(flags)
         say = None
         if progress is not None:
-            say = _prefixed(progress, entry.package) if len(entries) > 1 else progress
+            named = prefix if prefix is not None else len(entries) > 1 or manifest is not None
+            say = _prefixed(progress, entry.package) if named else progress
         options = resolved.check_options(
             inputs=inputs or entry.inputs or settings.inputs_for(entry.package),
             model=model or entry.model,
@@ -163,15 +171,19 @@ def plan(
     return jobs
 
 
-def run(jobs: Sequence[PackageJob], workers: int = 1) -> list[Report]:
+def run(
+    jobs: Sequence[PackageJob], workers: int = 1, *, gpus: Sequence[int] | str | None = None
+) -> list[Report]:
     """Check every job; up to `workers` at once (threads: the heavy work runs in worker
-    processes). Reports come back in the jobs' order whatever finishes first."""
+    processes). Reports come back in the jobs' order whatever finishes first. A job that needs
+    a GPU gets one to itself while several run (or `gpus`, --gpus, is given): aotipre.gpus."""
+    check = pinned_check(jobs, workers, gpus, _check)
     if workers <= 1 or len(jobs) <= 1:
-        return [_check(job) for job in jobs]
+        return [check(job) for job in jobs]
     pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
     refused = False
     try:
-        return list(pool.map(_check, jobs))
+        return list(pool.map(check, jobs))
     except BaseException:
         # Ctrl-C (or a bug) here: stop the workers the other threads wait on and start no more,
         # or shutting the pool down would wait for them (for a hung worker: its whole timeout)
@@ -217,6 +229,18 @@ def with_runtimes(jobs: Sequence[PackageJob], *, light: bool = False) -> list[Pa
     return out
 
 
+def keep_shard(
+    jobs: Sequence[PackageJob], shard: Shard, manifest: Manifest | None = None
+) -> tuple[list[PackageJob], ShardPlan]:
+    """The jobs of one CI shard, and the plan of the whole run (aotipre/shard.py): packages
+    keyed by their path relative to the manifest's folder, or to the working directory when
+    there is no manifest."""
+    base = Path(manifest.path).resolve().parent if manifest is not None else Path.cwd()
+    planned = plan_shards(shard, [job.package for job in jobs], base)
+    kept = [job for job, (_, _, index) in zip(jobs, planned.packages) if index == shard.index]
+    return kept, planned
+
+
 def check_packages(
     packages: Sequence[str],
     settings: Settings,
@@ -228,11 +252,17 @@ def check_packages(
     write_baseline_to: str | None = None,
     progress: Callable[[str], None] | None = None,
     serving: Mapping[str, Any] | None = None,
+    engine: Callable[[Sequence[PackageJob], int], list[Report]] | None = None,
+    select: Callable[[list[PackageJob]], list[PackageJob]] | None = None,
+    prefix: bool | None = None,
 ) -> list[Report]:
     """Plan, run and (with `write_baseline_to`) accept every finding into a new baseline.
 
     The baseline named by the settings is applied unless a new one is being written; then the
-    reports are returned as the new baseline sees them.
+    reports are returned as the new baseline sees them. `engine` runs the jobs (with the `jobs`
+    setting) instead of `run` (aotipre.engines: e.g. a Ray cluster). `select` keeps some of the
+    planned jobs (a CI shard's: `keep_shard`). `prefix`: as plan's (the package before each
+    progress line).
     """
     flags = flags or {}
     once = run_settings(settings, manifest, flags)
@@ -249,9 +279,13 @@ def check_packages(
         baseline=baseline,
         progress=progress,
         serving=serving,
+        prefix=prefix,
     )
+    if select is not None:
+        jobs = select(jobs)
     # a new baseline is never written from reports that could not run
-    reports = run(with_runtimes(jobs, light=write_baseline_to is None), once.jobs)
+    local = functools.partial(run, gpus=once.gpus)
+    reports = (engine or local)(with_runtimes(jobs, light=write_baseline_to is None), once.jobs)
     if write_baseline_to is not None:
         written = write_baseline(write_baseline_to, reports)
         reports = [apply_baseline(r, written) for r in reports]

@@ -54,6 +54,8 @@ _FLAGS = {
         "--static-only": "static-only",
         "--no-config": "no-config",
         "--compile-at-deploy": "compile-at-deploy",
+        "--progress": "progress",
+        "--no-progress": "no-progress",
     },
     "inspect": {"--no-config": "no-config"},
 }
@@ -192,6 +194,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         or not positional
         or fmt not in commands.CHECK_FORMATS
         or values.get("fail-on", "error") not in ("error", "warning")
+        or ("progress" in values and "no-progress" in values)  # typer: the last one wins
     ):
         return None
 
@@ -206,6 +209,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         "ignore": values.get("ignore"),
         "baseline": str(Path(values["baseline"])) if "baseline" in values else None,
         "compile-at-deploy": values.get("compile-at-deploy"),
+        "progress": True if "progress" in values else False if "no-progress" in values else None,
     }
     return lambda: commands.check(
         [str(Path(p)) for p in positional],

@@ -2042,6 +2042,33 @@ ALL_CODES: tuple[Code, ...] = (
         "process must import before calling the model (a Python-side failure, not a kernel crash: "
         "plain aoti_load_package fails the same way)",
     ),
+    # 9: aotipre itself
+    Code(
+        "AOT901",
+        "engine-worker-died-once",
+        W,
+        C.CRASH,
+        "The Ray worker (or node) checking the package died; the check ran again on a fresh "
+        "worker and finished, so the report is the second run's: the first death is flaky.",
+        "look at the node's memory and logs (ray logs); a package whose check sometimes kills "
+        "its process will do so in serving too",
+        example="the Ray worker checking models/encoder.pt2 died (WorkerCrashedError: The worker "
+        "died unexpectedly while executing this task); the check ran again on a fresh worker and "
+        "finished: flaky",
+    ),
+    Code(
+        "AOT902",
+        "engine-worker-died-twice",
+        E,
+        C.CRASH,
+        "The Ray worker (or node) checking the package died, and so did the one that ran the "
+        "check again: the package was not checked, and is reported as a crash, never a pass.",
+        "check it on one machine (aotipre check PACKAGE) to see which stage kills the process; "
+        "look at the nodes' memory and logs (ray logs)",
+        example="the Ray worker checking models/encoder.pt2 died twice (WorkerCrashedError: The "
+        "worker died unexpectedly while executing this task; then NodeDiedError: the node running "
+        "it died): not checked",
+    ),
 )
 
 BY_CODE: dict[str, Code] = {c.code: c for c in ALL_CODES}

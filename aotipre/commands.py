@@ -10,7 +10,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre import __version__, api, codes, config, safeio
 from aotipre.errors import AotipreError, UsageError
@@ -23,6 +23,9 @@ from aotipre.report import (
 )
 from aotipre.report.common import worst_exit_code
 from aotipre.report.sanitize import clean, encodable
+
+if TYPE_CHECKING:
+    from aotipre.shard import Shard
 
 
 class Format(str, Enum):
@@ -61,18 +64,29 @@ def check(
     manifest: Path | None = None,
     write_baseline: Path | None = None,
     serving_config: Path | None = None,
+    engine: str = "local",
+    address: str | None = None,
+    shard: str | None = None,
 ) -> int:
     """`aotipre check`. `flags`: command-line values by flag name without `--` (None or absent:
     not given); they override the config file. A Triton model folder or repository among
-    `packages` (or `serving_config`) checks each package against its config.pbtxt."""
+    `packages` (or `serving_config`) checks each package against its config.pbtxt. `engine`
+    `ray` runs the packages on a Ray cluster (`address`: `auto`, HOST:PORT, or None for a
+    local Ray of this run). `shard` (`I/N` or `auto`): check only that CI shard's packages
+    (aotipre/shard.py), always in the report of many packages, the JSON one with the plan."""
+    run_jobs = _engine(engine, address)
+    sharded = _shard(shard, write_baseline)
     specs = [parse_report_spec(spec) for spec in reports_to]
     settings = config.load_config(config_file, isolated=no_config)
     parsed = config.parse_flags(flags)
-    show_progress = fmt == "table" and output is None and safeio.is_terminal(2)
     from aotipre import batch  # imported here: only `check` runs packages (start-up time)
-    from aotipre.progress import Heartbeat
+    from aotipre.progress import Heartbeat, stamped
 
     loaded = batch.load_manifest(manifest) if manifest is not None else None
+    # on stderr whatever the format, terminal or --output: never mixed with a report
+    show_progress = _shows_progress(
+        batch.run_settings(settings, loaded, parsed), parsed, loaded, packages
+    )
     given = list(packages)  # a model folder or repository: every file in it is an input
     serving: dict[str, Any] = {}
     if serving_config is not None or any(Path(p).is_dir() for p in packages):
@@ -107,7 +121,19 @@ def check(
     reads.add(*(p for v in values for p in _target_folders(v)), members=False)
     folders = [(f"--{k.replace('_', '-')}", parsed.get(k, getattr(settings, k))) for k in _FOLDERS]
     reads.refuse([*outputs, *folders])
-    with Heartbeat(progress) as beat:
+    plans: list[Any] = []  # the whole run's shard plan, once batch has planned it
+    select = None
+    if sharded is not None:
+        shard_of_run = sharded
+
+        def keep_shard(jobs: list[Any]) -> list[Any]:
+            kept, whole = batch.keep_shard(jobs, shard_of_run, loaded)
+            plans.append(whole)
+            return kept
+
+        select = keep_shard
+
+    with Heartbeat(stamped(progress)) as beat:
         reports = batch.check_packages(
             list(packages),
             settings,
@@ -118,6 +144,10 @@ def check(
             write_baseline_to=str(write_baseline) if write_baseline is not None else None,
             progress=beat if show_progress else None,
             serving=serving,
+            engine=run_jobs,
+            select=select,
+            # a shard's or a Ray task's lines interleave with others': each names its package
+            prefix=True if sharded is not None or engine == "ray" else None,
         )
     used = "none (--no-config)" if no_config else settings.describe()
     for report in reports:
@@ -128,10 +158,13 @@ def check(
         *(r.inputs_source for r in reports if r.inputs_source != "archive"),
     )
     reads.refuse(outputs[:-1])
-    single = manifest is None and len(reports) == 1
+    single = sharded is None and manifest is None and len(reports) == 1
+    block = plans[0].to_dict() if plans else None
 
     def render(name: str) -> str:
-        return render_report(reports[0], name) if single else render_reports(reports, name)
+        if single:
+            return render_report(reports[0], name)
+        return render_reports(reports, name, shard=block)
 
     if not single or reports[0].error is None or fmt != "table" or output is not None:
         emit(render(fmt), output)
@@ -146,6 +179,84 @@ def check(
             named = single or report.error.startswith(report.package_path)
             say_error(report.error if named else f"{report.package_path}: {report.error}")
     return int(worst_exit_code(reports))  # whatever became of stdout: the check's own answer
+
+
+def merge(
+    reports: Sequence[Path],
+    *,
+    expect_shards: int | None = None,
+    fmt: str = "table",
+    output: Path | None = None,
+    reports_to: Sequence[str] = (),
+) -> int:
+    """`aotipre merge`: the JSON reports of a run's CI shards (`check --shard I/N`) as one
+    report in `fmt` (and each `--report`), with one exit code: `check`'s, in which a package
+    that no shard checked could not be checked (aotipre/merge.py)."""
+    from aotipre.merge import merge as merge_shards
+
+    specs = [parse_report_spec(spec) for spec in reports_to]
+    outputs = [("--output", output), *(("--report", path) for _, path in specs)]
+    safeio.ReadPaths().add(*reports).refuse(outputs)
+    merged = list(merge_shards(reports, expect_shards).reports)
+    emit(render_reports(merged, fmt), output)
+    for name, path in specs:
+        emit(render_reports(merged, name), Path(path), make_folders=True)
+    if fmt == "github" or any(name == "github" for name, _ in specs):
+        from aotipre.report import github
+
+        github.append_step_summary(merged)
+    for report in merged:
+        if report.error is not None:
+            named = report.error.startswith(report.package_path)
+            say_error(report.error if named else f"{report.package_path}: {report.error}")
+    return int(worst_exit_code(merged))
+
+
+def _shard(text: str | None, write_baseline: Path | None) -> Shard | None:
+    """The Shard of `check --shard` (None without it); UsageError (one line) for a bad one,
+    or with --write-baseline (a shard's baseline would lack the other shards' findings)."""
+    if text is None:
+        return None
+    from aotipre.shard import parse_shard
+
+    if write_baseline is not None:
+        raise UsageError(
+            "--write-baseline cannot be used with --shard: it would hold one shard's findings",
+            hint="write the baseline from an unsharded run",
+        )
+    return parse_shard(text)
+
+
+def _shows_progress(
+    once: config.Settings, flags: Mapping[str, Any], manifest: Any, packages: Sequence[str]
+) -> bool:
+    """--progress/--no-progress, else the `progress` key; neither: on, unless every package is
+    checked static-only (no worker runs: well under a second, nothing to follow). `once`: the
+    run's settings (flags included); `flags`: the parsed flags, over a manifest entry's."""
+    if once.progress is not None:
+        return once.progress
+    if packages and not once.static_only:
+        return True
+    entries = manifest.entries if manifest is not None else ()
+    static = once.static_only
+    return any(not flags.get("static_only", e.values.get("static_only", static)) for e in entries)
+
+
+def _engine(name: str, address: str | None) -> Any:
+    """The engine of `check --engine NAME` (None: batch.run's threads); UsageError (one line)
+    for an unknown name, an --address without Ray, or Ray not installed."""
+    if name == "local":
+        if address is not None:
+            raise UsageError("--address is for --engine ray", hint="add --engine ray")
+        return None
+    if name != "ray":
+        raise UsageError(f"--engine {name!r}: use local or ray")
+    import functools
+
+    from aotipre.engines import ray as ray_engine
+
+    ray_engine.require(local=address is None)
+    return functools.partial(ray_engine.run, address=address)
 
 
 def inspect(
@@ -276,20 +387,21 @@ def doctor(
     timeout = config.check_number("timeout", timeout)  # finite, in range: else one line, exit 2
     reads = safeio.ReadPaths().add(*_interpreters(python)).add(cache_dir, contents=False)
     reads.refuse(("--report", path) for _, path in specs)
-    show = safeio.is_terminal(2) if show_progress is None else show_progress
+    show = True if show_progress is None else show_progress  # stderr: whatever the format
     # all validated before any canary runs; none given: the running interpreter
     runtimes = [probe(p) for p in python] if python else [probe(None)]
     reads.add(*(rt.python for rt in runtimes)).refuse(("--report", path) for _, path in specs)
-    from aotipre.progress import Heartbeat
+    from aotipre.progress import Heartbeat, stamped
 
     results = []
+    said = stamped(progress)
     for runtime in runtimes:
         dynamic = DynamicOptions(
             timeout_s=timeout,
             cache_dir=str(cache_dir) if cache_dir is not None else None,
             python=runtime.python,
         )
-        with Heartbeat(progress) as beat:
+        with Heartbeat(said) as beat:
             opts = DoctorOptions(
                 devices=tuple(devices), dynamic=dynamic, progress=beat if show else None
             )

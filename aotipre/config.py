@@ -66,6 +66,12 @@ class Settings:
     cache_dir: str | None = None
     baseline: str | None = None
     jobs: int = 1
+    progress: bool | None = None
+    """Stage lines and step messages on stderr (commands.check); None: on, unless every package
+    is checked static-only (no worker runs)."""
+    gpus: tuple[int, ...] | None = None
+    """The GPUs (nvidia-smi indices) a run's packages are spread over, one package per GPU at a
+    time (aotipre.gpus); None: every visible GPU, pinned only when several run at once."""
     escalate: bool = True
     """Crash triage after a run that crashed inside the model (aotipre.triage)."""
     minify: bool = False
@@ -369,6 +375,14 @@ def _libraries(value: Any, base: Path) -> tuple[str, ...]:
     return tuple(os.path.abspath(base / Path(item).expanduser()) for item in _strings(value, base))
 
 
+def _gpus(value: Any, base: Path) -> tuple[int, ...]:
+    """nvidia-smi indices (`[0, 2, 3]` or `"0,2,3"`); that they are visible is checked when
+    the run starts (aotipre.gpus.parse_gpus)."""
+    from aotipre.gpus import gpu_indices
+
+    return gpu_indices(value)
+
+
 KEYS: tuple[Key, ...] = (
     Key("fail-on", "fail_on", _fail_on, "lowest severity that fails the gate: error, warning"),
     Key("target", "target", _target, "deployment host, e.g. 'cuda,cc=9.0' or 'cpu,isa=avx2'"),
@@ -410,6 +424,20 @@ KEYS: tuple[Key, ...] = (
     Key("cache-dir", "cache_dir", _path, "compile cache folder"),
     Key("baseline", "baseline", _path, "baseline file of accepted findings", per_package=False),
     Key("jobs", "jobs", integer(1, 256), "packages checked in parallel", per_package=False),
+    Key(
+        "progress",
+        "progress",
+        _bool,
+        "stage lines with the elapsed time on stderr (default: on, unless static-only)",
+        per_package=False,
+    ),
+    Key(
+        "gpus",
+        "gpus",
+        _gpus,
+        "GPUs (nvidia-smi indices) for the packages, one package per GPU at a time",
+        per_package=False,
+    ),
     Key("escalate", "escalate", _bool, "run crash triage after a run crashes in the model"),
     Key("minify", "minify", _bool, "crash triage: run the AOTI minifier (slow)"),
     Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),

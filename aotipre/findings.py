@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from aotipre import jsonfields
 
 if TYPE_CHECKING:
     from aotipre.runner.perf import PerfRecord
@@ -141,6 +144,27 @@ class Finding:
             "runtime": self.runtime,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """The finding `to_dict` wrote (`subject` is derived, not read; `expected` and `actual`
+        come back as the JSON holds them). ValueError naming the field for anything else."""
+        return cls(
+            code=jsonfields.text(data, "code"),
+            severity=Severity(jsonfields.text(data, "severity")),
+            category=Category(jsonfields.text(data, "category")),
+            message=jsonfields.text(data, "message"),
+            hint=jsonfields.text(data, "hint", ""),
+            model=jsonfields.opt_text(data, "model"),
+            input=jsonfields.opt_text(data, "input"),
+            position=jsonfields.opt_integer(data, "position"),
+            dim=jsonfields.opt_integer(data, "dim"),
+            expected=data.get("expected"),
+            actual=data.get("actual"),
+            stage=jsonfields.opt_text(data, "stage"),
+            evidence=jsonfields.texts(data, "evidence"),
+            runtime=jsonfields.opt_text(data, "runtime"),
+        )
+
 
 @dataclass(frozen=True)
 class StageResult:
@@ -170,6 +194,23 @@ class StageResult:
             "command": list(self.command),
             "runtime": self.runtime,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StageResult:
+        """The stage `to_dict` wrote (its duration to the millisecond, as the JSON keeps it)."""
+        env = jsonfields.mapping(data, "env", {})
+        if not all(isinstance(v, str) for v in env.values()):
+            raise ValueError("env: expected an object of strings")
+        return cls(
+            name=jsonfields.text(data, "name"),
+            status=StageStatus(jsonfields.text(data, "status")),
+            duration_s=float(jsonfields.number(data, "duration_s", 0.0)),
+            detail=jsonfields.text(data, "detail", ""),
+            model=jsonfields.opt_text(data, "model"),
+            env=dict(env),
+            command=jsonfields.texts(data, "command"),
+            runtime=jsonfields.opt_text(data, "runtime"),
+        )
 
 
 SCHEMA_VERSION = 1
@@ -204,6 +245,9 @@ class Report:
     runtimes: list[dict[str, Any]] = field(default_factory=list)
     """The interpreters the workers ran in (python, python_version, torch, torch_path), one per
     --python (aotipre.runtimes); empty when no worker ran or the caller chose the interpreter."""
+    gpu: dict[str, Any] | None = None
+    """The GPU the package's workers were pinned to (aotipre.gpus.Gpu.to_dict(): index, name,
+    uuid) when a run spread packages over GPUs (-j, --gpus); None: not pinned."""
 
     @property
     def verdict(self) -> Verdict:
@@ -251,8 +295,47 @@ class Report:
                 for rec, base in self.performance
             ],
             "runtimes": list(self.runtimes),
+            "gpu": self.gpu,
             "summary": self.counts(),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Report:
+        """The report `to_dict` wrote, as exact as the JSON allows: rendered in any format it
+        gives the bytes the original gave, but for durations, which the JSON keeps to the
+        millisecond. What `to_dict` derives (verdict, exit code, subjects, summary, perf totals)
+        is not read. ValueError naming the field for a value of the wrong type, or for a
+        schema_version other than SCHEMA_VERSION."""
+        from aotipre.runner.perf import PerfRecord
+        from aotipre.triage.diagnosis import Diagnosis
+
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"schema_version {version!r}, not {SCHEMA_VERSION}")
+        performance: list[tuple[PerfRecord, PerfRecord | None]] = []
+        for entry in jsonfields.objects(data, "performance"):
+            against = jsonfields.opt_mapping(entry, "against")
+            base = PerfRecord.from_dict(against) if against is not None else None
+            performance.append((PerfRecord.from_dict(entry), base))
+        return cls(
+            package_path=jsonfields.text(data, "package_path"),
+            package=jsonfields.opt_mapping(data, "package"),
+            stages=[StageResult.from_dict(s) for s in jsonfields.objects(data, "stages")],
+            findings=[
+                Finding.from_dict(f) for f in jsonfields.objects(data, "findings", required=True)
+            ],
+            fail_on=Severity(jsonfields.text(data, "fail_on")),
+            error=jsonfields.opt_text(data, "error"),
+            inputs_source=jsonfields.opt_text(data, "inputs_source"),
+            tool_version=jsonfields.text(jsonfields.mapping(data, "tool", {}), "version", ""),
+            host=jsonfields.opt_mapping(data, "host"),
+            diagnosis=[Diagnosis.from_dict(d) for d in jsonfields.objects(data, "diagnosis")],
+            targets=[dict(t) for t in jsonfields.objects(data, "targets")],
+            config=jsonfields.opt_text(data, "config"),
+            performance=performance,
+            runtimes=[dict(r) for r in jsonfields.objects(data, "runtimes")],
+            gpu=jsonfields.opt_mapping(data, "gpu"),
+        )
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,5 +1,6 @@
 """Progress lines for people: each message once, then a reminder of what is still running and
-for how long while nothing new happens (a load or compile can take minutes on a GPU host)."""
+for how long while nothing new happens (a load or compile can take minutes on a GPU host); the
+command's elapsed time before each line, and the wording of the stage lines (docs/ci.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,33 @@ from types import TracebackType
 
 HEARTBEAT_S = 10.0
 """Seconds of silence after which the running step is named again, with its elapsed time."""
+
+
+def stamped(
+    emit: Callable[[str], None],
+    *,
+    started: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[str], None]:
+    """`emit` with the seconds since `started` (default: now; `clock`'s time) before each line:
+    `[  14.2s] model: load started`, so that a CI log says when each thing happened."""
+    start = clock() if started is None else started
+
+    def say(message: str) -> None:
+        emit(f"[{clock() - start:6.1f}s] {message}")
+
+    return say
+
+
+def stage_started(stage: str) -> str:
+    """The line when a stage starts: `load started`."""
+    return f"{stage} started"
+
+
+def stage_ended(stage: str, outcome: str, seconds: float | None = None) -> str:
+    """The line when a stage ends: `load passed (12.7 s)`, `run crashed (0.3 s)`; without
+    `seconds` for a stage that did no work (`compare skipped`)."""
+    return f"{stage} {outcome}" + ("" if seconds is None else f" ({seconds:.1f} s)")
 
 
 class Heartbeat:

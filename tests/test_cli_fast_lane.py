@@ -16,7 +16,7 @@ from aotipre import cli
 
 Pkg = Callable[[str], Path]
 
-_TIMES = re.compile(r'\d+\.\d+s\b|"duration_s": [0-9.e-]+|time="[0-9.]+"')
+_TIMES = re.compile(r'\d+\.\d+ ?s\b|"duration_s": [0-9.e-]+|time="[0-9.]+"')
 
 
 def _answer(
@@ -63,6 +63,10 @@ CASES: list[tuple[str, ...]] = [
     ("check", "{both}", "--static-only", "--report", "yaml:{out}/x"),
     ("check", "{both}", "--static-only", "--write-baseline", "{out}/base.toml"),
     ("check", "{both}", "--static-only", "--config", "{missing}"),
+    ("check", "{both}", "-i", "{aoti_inputs}", "--static-only", "--progress", "-f", "json"),
+    ("check", "{both}", "{aoti}", "--static-only", "--progress"),
+    ("check", "{broken_not_zip}", "--static-only", "--progress"),
+    ("check", "{both}", "--static-only", "--no-progress"),
     ("explain", "AOT613"),
     ("explain", "aot6", "--format", "json"),
     ("explain", "-f", "table", "AOT020"),
@@ -101,6 +105,8 @@ def test_fast_lane_answers_as_the_typer_app_does(
         ["check", "a.pt2"],  # not --static-only: the runs need the typer app's options
         ["check", "a.pt2", "--static-only", "--no-static-only"],
         ["check", "a.pt2", "--static-only", "--static-only"],
+        ["check", "a.pt2", "--static-only", "--progress", "--no-progress"],
+        ["check", "a.pt2", "--static-only", "--progress", "--progress"],
         ["check", "--static-only"],  # no package (a manifest may come from the config)
         ["check", "a.pt2", "--static-only", "--help"],
         ["check", "a.pt2", "--static-only", "--jobs", "2"],

@@ -16,6 +16,7 @@ import pytest
 from aotipre import __version__
 from aotipre.findings import Category, Finding, Report, Severity
 from aotipre.report.table import findings_table, render_report
+from tests.progress_lines import without_progress
 
 REPO = Path(__file__).resolve().parents[1]
 Pkg = Callable[[str], Path]
@@ -81,7 +82,7 @@ def test_without_torch_installed_the_static_commands_work(no_torch_python: str, 
 def test_without_torch_a_dynamic_stage_says_how_to_get_one(no_torch_python: str, pkg: Pkg) -> None:
     r = run_without_torch(no_torch_python, "check", str(pkg("aoti")), "--no-config")
     assert r.returncode == 2 and r.stdout == ""
-    (line,) = r.stderr.splitlines()
+    (line,) = without_progress(r.stderr).splitlines()  # progress lines (default on) aside
     assert line.startswith("aotipre: error: the dynamic stages need torch")
     assert "aotipre[torch]" in line and "--python PATH" in line
 

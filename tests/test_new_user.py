@@ -20,6 +20,7 @@ from aotipre.host import ISA_LEVELS, isa_flags, parse_target, parse_targets
 from aotipre.pt2.exported import program_difference
 from aotipre.pt2.reader import read_package
 from aotipre.report.table import render_package
+from tests.progress_lines import without_progress
 from tests.test_cli_light import no_torch_python, run_without_torch  # noqa: F401 (a fixture)
 
 Pkg = Callable[[str], Path]
@@ -39,7 +40,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def one_error_line(r: subprocess.CompletedProcess[str]) -> str:
-    (line,) = r.stderr.splitlines()
+    """The one error line; progress lines (on by default) are the only others."""
+    (line,) = without_progress(r.stderr).splitlines()
     assert line.startswith("aotipre: error: ") and "Traceback" not in r.stderr
     return line
 

@@ -20,6 +20,7 @@ from aotipre.errors import UsageError
 from aotipre.findings import StageStatus, Verdict
 from aotipre.report import render_report
 from aotipre.runner.stages import DynamicOptions
+from tests.progress_lines import without_progress
 
 REPO = Path(__file__).resolve().parents[1]
 FAKE_WORKER = REPO / "tests" / "fakes" / "fake_torch_worker.py"
@@ -105,6 +106,7 @@ def test_no_torch_here_says_how_to_get_one(
     code = main(["check", str(pkg("aoti")), "--no-config"])
     err = capsys.readouterr().err
     assert code == 2
+    err = without_progress(err)  # the progress lines (on by default) before it aside
     assert err.count("\n") == 1 and "aotipre[torch]" in err and "--python PATH" in err
     # the static gate needs no torch at all
     assert main(["check", str(pkg("aoti")), "--static-only", "--no-config"]) == 0

@@ -28,6 +28,7 @@ from aotipre import codes
 from aotipre.doctor.frames import CrashSite, build_backtrace_helper, crash_site
 from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
+from aotipre.progress import stage_ended, stage_started
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner.classify import watchdog_fired
@@ -543,6 +544,7 @@ def attribute_crashes(
         return [], list(findings)
     if progress is not None:
         progress(f"{model}: the {crashes[0].stage} crashed; checking this host with a canary model")
+        progress(f"{model}: {stage_started('canary')}")
     result = host_canary(device, options, progress)
     when = " (cached result)" if result.cached else ""
     status = {
@@ -558,6 +560,8 @@ def attribute_crashes(
         detail=f"{device}: {result.headline}{when}",
         model=model,
     )
+    if progress is not None:
+        progress(f"{model}: {stage_ended('canary', status.value, stage.duration_s)}")
     out: list[Finding] = []
     for f in findings:
         if f not in crashes:

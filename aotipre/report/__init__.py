@@ -54,9 +54,18 @@ def render_report(report: Report, fmt: str) -> str:
     return CHECK_RENDERERS[fmt](sanitized(report, human=fmt in HUMAN_FORMATS))
 
 
-def render_reports(reports: Sequence[Report], fmt: str) -> str:
+def render_reports(
+    reports: Sequence[Report], fmt: str, *, shard: Mapping[str, Any] | None = None
+) -> str:
+    """Many reports in `fmt`; `shard`: a CI shard's block (aotipre.shard.ShardPlan.to_dict()),
+    which the JSON report carries."""
     human = fmt in HUMAN_FORMATS
-    return BATCH_RENDERERS[fmt]([sanitized(r, human=human) for r in reports])
+    cleaned = [sanitized(r, human=human) for r in reports]
+    if shard is not None and fmt == "json":
+        from aotipre.report import json_format
+
+        return json_format.render_reports(cleaned, shard=sanitized(shard, human=False))
+    return BATCH_RENDERERS[fmt](cleaned)
 
 
 def render_package(

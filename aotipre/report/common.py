@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aotipre.findings import ExitCode, Finding, Report, Severity, Verdict
 
@@ -34,6 +35,15 @@ def combined_counts(reports: Sequence[Report]) -> dict[str, int]:
 def counts_text(counts: dict[str, int]) -> str:
     """`3 error, 1 warning, 0 info`."""
     return ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(list(Severity)))
+
+
+def gpu_label(gpu: Mapping[str, Any]) -> str:
+    """Report.gpu for a header line: `0 NVIDIA H100 80GB HBM3 (GPU-5a1c...)`."""
+    from aotipre.gpus import Gpu
+
+    index = gpu.get("index")
+    index = index if isinstance(index, int) else None
+    return Gpu(index, str(gpu.get("name", "?")), str(gpu.get("uuid", "?"))).label
 
 
 def fails_gate(finding: Finding, report: Report) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aotipre import __version__
@@ -36,8 +36,9 @@ def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
 
 
-def render_reports(reports: Sequence[Report]) -> str:
-    """Many packages: the worst verdict and exit code, every complete report, summed counts."""
+def render_reports(reports: Sequence[Report], shard: Mapping[str, Any] | None = None) -> str:
+    """Many packages: the worst verdict and exit code, every complete report, summed counts;
+    a CI shard's run (`check --shard`) also its `shard` block (aotipre.shard.ShardPlan)."""
     verdicts = [r.verdict.value for r in reports]
     summary: dict[str, Any] = {"packages": len(reports)}
     summary.update({v: verdicts.count(v) for v in ("pass", "fail", "error")})
@@ -48,6 +49,7 @@ def render_reports(reports: Sequence[Report]) -> str:
             "tool": {"name": "aotipre", "version": __version__},
             "verdict": combined_verdict(reports).value,
             "exit_code": int(worst_exit_code(reports)),
+            **({"shard": dict(shard)} if shard is not None else {}),
             "reports": [r.to_dict() for r in reports],
             "summary": summary,
         }

@@ -12,6 +12,7 @@ from aotipre.report.common import (
     combined_verdict,
     counts_text,
     finding_text,
+    gpu_label,
     worst_exit_code,
 )
 
@@ -69,6 +70,8 @@ def _section(report: Report) -> list[str]:
         facts.append(f"inputs: {_code(report.inputs_source)}")
     if report.config is not None:
         facts.append(f"config: {_text(report.config)}")
+    if report.gpu is not None:
+        facts.append(f"gpu: {_text(gpu_label(report.gpu))}")
     if facts:
         lines.append("  \n".join(facts))
         lines.append("")

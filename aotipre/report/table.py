@@ -12,7 +12,13 @@ from tabulate import tabulate
 
 from aotipre.findings import Finding, Report, Severity
 from aotipre.pt2.spec import ModelInfo, PackageInfo
-from aotipre.report.common import combined_counts, combined_verdict, counts_text, worst_exit_code
+from aotipre.report.common import (
+    combined_counts,
+    combined_verdict,
+    counts_text,
+    gpu_label,
+    worst_exit_code,
+)
 
 if TYPE_CHECKING:
     from aotipre.checks.target import TargetRow
@@ -128,6 +134,8 @@ def render_report(report: Report) -> str:
         lines.append(f"config: {report.config}")
     for runtime in report.runtimes:
         lines.append(f"workers: torch {runtime['torch']} in {runtime['python']}")
+    if report.gpu is not None:
+        lines.append(f"gpu: {gpu_label(report.gpu)}")
     if report.stages:
         lines.append("")
         matrix = len(report.runtimes) > 1

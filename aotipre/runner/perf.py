@@ -5,9 +5,13 @@ can do about a slow load. Pure functions on plain data (no torch, no processes).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from aotipre import jsonfields
 
 MB = 1024 * 1024
 
@@ -120,6 +124,51 @@ class PerfRecord:
         out["memory"]["host_peak"] = self.memory.host_peak
         out["memory"]["gpu_peak"] = self.memory.gpu_peak
         return _finite(out)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PerfRecord:
+        """The record `to_dict` wrote. What it derives (total_s, host_peak, gpu_peak) and the
+        report's `against` key are not read; a required number it wrote as null (it was not
+        finite) comes back as NaN, which `to_dict` writes as null again."""
+        cold = jsonfields.opt_mapping(data, "cold")
+        latency = jsonfields.opt_mapping(data, "latency")
+        return cls(
+            model=jsonfields.text(data, "model"),
+            device=jsonfields.text(data, "device"),
+            cold=_record_from(ColdStart, cold, "cold") if cold is not None else None,
+            memory=_record_from(Memory, jsonfields.mapping(data, "memory"), "memory"),
+            latency=_record_from(Latency, latency, "latency") if latency is not None else None,
+            notes=jsonfields.texts(data, "notes"),
+            package=jsonfields.text(data, "package", ""),
+        )
+
+
+def _record_from(cls: Any, data: Mapping[str, Any], where: str) -> Any:
+    """A ColdStart, Memory or Latency from its asdict() form, by the annotation of each field:
+    numbers stay as the JSON has them (an integer stays one), tuples come back as tuples."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        kind = str(f.type)
+        if f.name not in data and not (
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ):
+            continue  # the field's default
+        try:
+            if kind.startswith("tuple"):
+                values[f.name] = jsonfields.integers(data, f.name)
+            elif kind == "bool":
+                values[f.name] = jsonfields.flag(data, f.name)
+            elif kind == "str | None":
+                values[f.name] = jsonfields.opt_text(data, f.name)
+            elif data.get(f.name) is None and kind == "float" and f.name in data:
+                values[f.name] = math.nan  # written as null: it was not finite
+            elif kind.endswith("| None"):
+                values[f.name] = jsonfields.opt_number(data, f.name)
+            else:
+                values[f.name] = jsonfields.number(data, f.name)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return cls(**values)
 
 
 def _finite(value: Any) -> Any:

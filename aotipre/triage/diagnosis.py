@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from aotipre import jsonfields
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,29 @@ class TensorStats:
             "scalar": _json_num(self.scalar),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TensorStats:
+        """The statistics `to_dict` wrote (a non-finite number comes back from its string)."""
+        shape, stride = data.get("shape"), data.get("stride")
+        return cls(
+            name=jsonfields.text(data, "name"),
+            kernel=jsonfields.opt_text(data, "kernel"),
+            when=jsonfields.text(data, "when", "before_launch"),
+            input=jsonfields.opt_text(data, "input"),
+            dtype=jsonfields.opt_text(data, "dtype"),
+            shape=None if shape is None else jsonfields.integers(data, "shape"),
+            stride=None if stride is None else jsonfields.integers(data, "stride"),
+            device=jsonfields.opt_text(data, "device"),
+            numel=jsonfields.opt_integer(data, "numel"),
+            min=_from_json_num(data, "min"),
+            max=_from_json_num(data, "max"),
+            mean=_from_json_num(data, "mean"),
+            nan=jsonfields.opt_integer(data, "nan"),
+            inf=jsonfields.opt_integer(data, "inf"),
+            has_nonfinite=jsonfields.flag(data, "has_nonfinite", False),
+            scalar=_from_json_num(data, "scalar"),
+        )
+
 
 @dataclass(frozen=True)
 class IndexBound:
@@ -102,6 +128,16 @@ class IndexBound:
             "pointer": self.pointer,
             "argument": self.argument,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IndexBound:
+        return cls(
+            variable=jsonfields.text(data, "variable"),
+            upper=jsonfields.integer(data, "upper"),
+            line=jsonfields.text(data, "line"),
+            pointer=jsonfields.opt_text(data, "pointer"),
+            argument=jsonfields.opt_text(data, "argument"),
+        )
 
 
 @dataclass(frozen=True)
@@ -167,11 +203,45 @@ class Diagnosis:
             "notes": list(self.notes),
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Diagnosis:
+        """The diagnosis `to_dict` wrote; ValueError naming the field for anything else."""
+        bound = jsonfields.opt_mapping(data, "bound")
+        return cls(
+            model=jsonfields.text(data, "model"),
+            kernel=jsonfields.opt_text(data, "kernel"),
+            identified_by=jsonfields.opt_text(data, "identified_by"),
+            evidence=jsonfields.texts(data, "evidence"),
+            verdict=jsonfields.text(data, "verdict"),
+            kind=jsonfields.text(data, "kind", "unknown"),
+            kernel_source=jsonfields.opt_text(data, "kernel_source"),
+            kernel_source_from=jsonfields.opt_text(data, "kernel_source_from"),
+            fused_nodes=jsonfields.texts(data, "fused_nodes"),
+            aten_ops=jsonfields.texts(data, "aten_ops"),
+            source_lines=jsonfields.texts(data, "source_lines"),
+            inputs=tuple(TensorStats.from_dict(t) for t in jsonfields.objects(data, "inputs")),
+            bound=IndexBound.from_dict(bound) if bound is not None else None,
+            previous_kernel=jsonfields.opt_text(data, "previous_kernel"),
+            launches=jsonfields.texts(data, "launches"),
+            first_error=jsonfields.opt_text(data, "first_error"),
+            misattributed=jsonfields.opt_text(data, "misattributed"),
+            repro=jsonfields.opt_text(data, "repro"),
+            notes=jsonfields.texts(data, "notes"),
+        )
+
 
 def _num(value: float) -> str:
     if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
         return str(int(value))
     return f"{value:.6g}"
+
+
+def _from_json_num(data: Mapping[str, Any], key: str) -> float | None:
+    """What `_json_num` wrote: a number, null, or the string of a non-finite one."""
+    value = data.get(key)
+    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
+        return float(value)
+    return jsonfields.opt_number(data, key)
 
 
 def _json_num(value: float | None) -> float | str | None:

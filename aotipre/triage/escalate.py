@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from aotipre.errors import PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.progress import stage_ended
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage.artifacts import write_bundle
 from aotipre.triage.conclude import conclude
@@ -37,7 +38,16 @@ def escalate(
     progress: Callable[[str], None] | None = None,
 ) -> Escalation:
     """Run the ladder for one crashed run; never raises because a step crashed or hung."""
-    opts = options or TriageOptions()
+    escalation = _ladder(crash, options or TriageOptions(), progress)
+    if progress is not None and not escalation.timings:  # the ladder did not run: one line
+        for stage in escalation.stages:
+            progress(f"{crash.model.name}: {stage_ended(stage.name, stage.status.value)}")
+    return escalation
+
+
+def _ladder(
+    crash: RunCrash, opts: TriageOptions, progress: Callable[[str], None] | None
+) -> Escalation:
     if not opts.escalate:
         return Escalation(
             stages=[_stage_skipped(crash, "triage", "escalation is off (--no-escalate)")]
@@ -82,6 +92,9 @@ def _escalate(triage: Triage) -> Escalation:
                     model=triage.crash.model.name,
                 )
             )
+    for stage in result.stages:  # one line for each step that did not run
+        if stage.name not in triage.stages_started:
+            triage.say_stage(stage_ended(stage.name, stage.status.value))
     return result
 
 

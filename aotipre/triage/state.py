@@ -96,6 +96,8 @@ class TriageState:
         self.lock = threading.Lock()
         self.jobs = 0
         self.runs: dict[str, StepRun] = {}
+        self.stages_started: set[str] = set()
+        """The ladder steps whose start was said (progress): the others get one line at the end."""
         self.notes: list[str] = []
         self.kernel_codes: dict[str, Any] = {}
         """conclude.KernelCode per kernel, once its source was found."""
@@ -141,6 +143,11 @@ class TriageState:
     def say(self, text: str) -> None:
         if self.progress is not None:
             self.progress(f"{self.crash.model.name}: triage: {text}")
+
+    def say_stage(self, line: str) -> None:
+        """A stage line (progress.stage_started, stage_ended): `model: triage:sync-rerun started`."""
+        if self.progress is not None:
+            self.progress(f"{self.crash.model.name}: {line}")
 
     # -- set-up
 

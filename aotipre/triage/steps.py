@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aotipre.findings import StageStatus
+from aotipre.progress import stage_ended, stage_started
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import InputSpec
 from aotipre.runner import cache as cache_mod
@@ -45,7 +46,19 @@ class TriageSteps(TriageState):
             "minify": "minifying (slow)",
             "stats": f"reading the model inputs {self.kernel()} reads from the sample",
         }[step.tool]
+        self.stages_started.add(step.stage_name)
+        self.say_stage(stage_started(step.stage_name))
         self.say(what + (" (speculative)" if speculative else ""))
+        started = time.monotonic()
+        outcome = "error"  # a bug in a runner: the scheduler reports it
+        try:
+            run = self._run_tool(step, kernels)
+            outcome = run.status.value
+            return run
+        finally:
+            self.say_stage(stage_ended(step.stage_name, outcome, time.monotonic() - started))
+
+    def _run_tool(self, step: LadderStep, kernels: list[str]) -> StepRun:
         if step.tool == "rerun":
             return self._rerun(step)
         if step.tool == "stats":

@@ -189,6 +189,8 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT650": (f"{PERF}::test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline",),
     "AOT651": (f"{PERF}::test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline",),
     "AOT652": (f"{PERF}::test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline",),
+    "AOT901": ("tests/scale/test_ray.py::test_a_ray_worker_killed_once_is_retried_and_reported_flaky_aot901",),
+    "AOT902": ("tests/scale/test_ray.py::test_a_ray_worker_killed_twice_is_a_crash_never_a_pass_aot902",),
 }  # fmt: skip
 
 

@@ -171,7 +171,7 @@ def test_reports_go_to_their_files_and_github_appends_the_summary(
     assert summary.is_file()
 
 
-def test_progress_is_shown_only_for_the_table_on_a_terminal(
+def test_progress_is_shown_whatever_the_format_terminal_or_output_unless_static_only(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], project: Path
 ) -> None:
     monkeypatch.setattr(safeio, "is_terminal", lambda fd: fd == 2)
@@ -179,10 +179,13 @@ def test_progress_is_shown_only_for_the_table_on_a_terminal(
     commands.check(["a.pt2"], flags={})
     commands.check(["a.pt2"], flags={}, fmt="json")
     commands.check(["a.pt2"], flags={}, output=project / "out.txt")
-    assert [c["progress"] is not None for c in fake.calls] == [True, False, False]
     monkeypatch.setattr(safeio, "is_terminal", lambda fd: False)
     commands.check(["a.pt2"], flags={})
-    assert fake.calls[-1]["progress"] is None
+    assert [c["progress"] is not None for c in fake.calls] == [True] * 4
+    commands.check(["a.pt2"], flags={"progress": False})
+    commands.check(["a.pt2"], flags={"static-only": True})  # no worker: nothing to follow
+    commands.check(["a.pt2"], flags={"static-only": True, "progress": True})
+    assert [c["progress"] is not None for c in fake.calls[4:]] == [False, False, True]
 
 
 def test_the_configuration_file_applies_unless_no_config(

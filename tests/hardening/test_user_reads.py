@@ -47,6 +47,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.pt2.archive", "FolderArchive.chunks"): "folder member, walked: regular, no link",
     ("aotipre.pt2.archive", "FolderArchive.crc_ok"): "folder member, walked: regular, no link",
     ("aotipre.inputs.load", "_open"): "--inputs: O_NONBLOCK, fstat regular, as safeio",
+    ("aotipre.engines.ray", "_started_with"): "/proc/self/environ: the kernel's, not the user's",
     # user-named, read again after the safe open above checked them
     ("aotipre.inputs.values", "_storage_bytes"): "--inputs again, after load_sample_inputs",
     ("aotipre.runner.stages.compile", "_inputs_digest"): "--inputs, after load_sample_inputs",

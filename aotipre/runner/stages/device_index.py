@@ -4,6 +4,8 @@ host with two GPUs; otherwise it is skipped and says why."""
 
 from __future__ import annotations
 
+import os
+
 from aotipre.cpp import harness as cpp
 from aotipre.findings import StageResult, StageStatus
 from aotipre.runner.stages.base import PlannedStep, StepRecord, ok
@@ -11,6 +13,7 @@ from aotipre.runner.stages.cpp_load import harness_common
 from aotipre.runner.stages.session import Session, Stage
 
 INDEX = 1
+_CVD = "CUDA_VISIBLE_DEVICES"
 
 
 def gpu_count() -> int:
@@ -35,8 +38,15 @@ class DeviceIndexStage(Stage):
             self.why_not = "the package runs on the CPU (device_index applies to CUDA packages)"
             return []
         gpus = gpu_count()
+        # the workers' own CUDA_VISIBLE_DEVICES (a package pinned to one GPU: aotipre.gpus)
+        pinned = {**os.environ, **s.opts.extra_env}.get(_CVD)
+        if pinned is not None and gpus > 0:
+            gpus = min(gpus, len([d for d in pinned.split(",") if d.strip()]))
         if gpus < 2:
-            self.why_not = f"needs two GPUs to load on cuda:{INDEX}; this host has {gpus}"
+            why = f"this host has {gpus}"
+            if pinned is not None:
+                why = f"its workers see {gpus} ({_CVD}={pinned})"
+            self.why_not = f"needs two GPUs to load on cuda:{INDEX}; {why}"
             return []
         steps = [PlannedStep("index_run", "index_run", {"device_index": INDEX})]
         if s.opts.cpp:

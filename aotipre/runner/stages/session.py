@@ -41,6 +41,7 @@ from aotipre.runner.stages.devicegate import refuse_device
 from aotipre.runner.stages.inputs import WorkerInputs, plan_inputs
 from aotipre.runner.stages.libstdcxx import LibstdcxxRetry
 from aotipre.runner.stages.options import DynamicOptions, parse_device
+from aotipre.runner.stages.stagelines import StageLines
 from aotipre.runner.synth import PlanError
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ class Session:
         self.libstdcxx = LibstdcxxRetry(
             launch.worker_key(options.python, options.worker_command), self.extra_env
         )
+        self.lines = StageLines(self.say, self.records)
+        """Each stage's start and end line (progress), from the worker's step markers."""
 
     # -- shared state
 
@@ -210,6 +213,11 @@ class Session:
     # -- the pipeline
 
     def execute(self) -> tuple[list[StageResult], list[Finding]]:
+        results, findings = self._execute()
+        self.lines.results(results)  # a line for each stage that started no worker step
+        return results, findings
+
+    def _execute(self) -> tuple[list[StageResult], list[Finding]]:
         m = self.model
         if not m.has_aoti and not m.has_exported_program:
             return self._all_skipped("the model has neither AOTI code nor an ExportedProgram"), []
@@ -244,8 +252,13 @@ class Session:
             )
         except (PlanError, InputsError) as exc:
             return self._all_skipped(f"no inputs to run with: {exc}", error=True), []
-        steps = [step for stage in self.stages for step in stage.plan(self)]
+        planned = [(stage, stage.plan(self)) for stage in self.stages]
+        for stage, mine in planned:
+            self.lines.plan(stage.name, mine)
+        steps = [step for _, mine in planned for step in mine]
+        self.lines.launch(steps)
         self._loop(steps)
+        self.lines.close()
         return [stage.result(self) for stage in self.stages], self.findings
 
     def _pickle_refusal(self) -> str | None:
@@ -408,6 +421,7 @@ class Session:
         return shown
 
     def _on_output(self, line: str) -> None:
+        self.lines.on_output(line)
         if not line.startswith("@@aotipre start "):
             return
         sid = line.split(" ", 2)[2].strip()
