@@ -51,6 +51,9 @@ class ColdStart:
     fresh_process: bool
     """False when the worker had compiled or loaded before (the probe was then cached)."""
     torch_version: str | None = None
+    probe_measured_at: str | None = None
+    """When the probe's figures were measured, when not in this load: its answer came from the
+    host's record (runner/loadcost.py), measured once in a fresh process like this one."""
 
     @property
     def total_s(self) -> float:
@@ -232,6 +235,7 @@ def record_from_worker(
             first_call_s=_num(run or {}, "call_s"),
             fresh_process=bool(load.get("fresh_process")) and not load.get("probe_cached"),
             torch_version=load.get("torch_version"),
+            probe_measured_at=load.get("probe_measured_at"),
         )
         if load.get("measure_error"):
             notes.append(f"part of the load's breakdown was not measured: {load['measure_error']}")
@@ -569,7 +573,8 @@ def summary(rec: PerfRecord, *, compiles_at_load: bool = False) -> str:
         load = f"load {cold.total_s:.2f} s"
         inner = []
         if cold.probe_s:
-            inner.append(f"ISA probe {cold.probe_s:.2f} s")
+            when = f", measured {cold.probe_measured_at}" if cold.probe_measured_at else ""
+            inner.append(f"ISA probe {cold.probe_s:.2f} s{when}")
         if cold.extraction_s is not None:
             what = "extract and compile" if compiles_at_load else "extract"
             inner.append(f"{what} {cold.extraction_s:.2f} s")

@@ -14,7 +14,7 @@ from typing import Any
 from aotipre.errors import AotipreError
 from aotipre.findings import Severity, StageResult, StageStatus
 from aotipre.pt2.spec import PackageInfo
-from aotipre.runner import perf
+from aotipre.runner import loadcost, perf
 from aotipre.runner.stages.base import PlannedStep, ok
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.safeio import require_file
@@ -51,7 +51,7 @@ class PerfStage(Stage):
         self.record = perf.record_from_worker(
             s.model.name,
             s.device,
-            load.entry.get("perf"),
+            _load_perf(s, load.entry),
             run.entry.get("perf") if run is not None and ok(run) else None,
             lat.entry.get("perf") if lat is not None and ok(lat) else None,
             package=os.path.abspath(s.aoti_package or s.package.path),
@@ -94,6 +94,21 @@ class PerfStage(Stage):
             self.record, self.baseline, tolerance
         ):
             s.add(code, message, "perf", **fields)
+
+
+def _load_perf(s: Session, entry: dict[str, Any]) -> Any:
+    """The load's timings; when its probe was answered from the host's record
+    (runner/loadcost.py), with the probe's recorded cost in them: what a fresh process pays."""
+    timed = entry.get("perf")
+    recorded = s.probe.recorded
+    if (
+        isinstance(timed, dict)
+        and entry.get("vec_isa_pinned")
+        and recorded is not None
+        and entry.get("vec_isa") == list(recorded.vec_isa)
+    ):
+        return loadcost.with_recorded_probe(timed, recorded)
+    return timed
 
 
 def measure_baseline(s: Session, path: str) -> perf.PerfRecord | None:

@@ -105,6 +105,8 @@ def _run_crash(s: Session, r: StepRecord, fail: Failure, findings: list[Finding]
 
 
 def _probed_vec_isa(s: Session) -> tuple[str, ...] | None:
+    if s.probe.probed is not None:
+        return s.probe.probed
     load = s.records.get("load")
     names = load.entry.get("vec_isa") if load is not None else None
     return tuple(str(n) for n in names) if isinstance(names, list) else None

@@ -14,6 +14,9 @@ How the work is split into processes (wall time matters: `import torch` alone co
 - On CUDA a worker also stops by itself after an unexpected error in a model call, because a
   device fault poisons the CUDA context for the rest of the process.
 - A load that dies by SIGSEGV is retried once with a libstdc++ preloaded (stages/libstdcxx.py).
+- torch's CPU-ISA probe (seconds to most of a minute per process, the same answer each time)
+  runs once per host: every worker is handed the host's recorded answer, or the first load's
+  (runner/loadcost.py); the perf stage still reports what it costs a fresh process.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
-from aotipre.runner import launch
+from aotipre.runner import launch, loadcost
 from aotipre.runner.reference import expected_outputs_for, exported_program_for
 from aotipre.runner.stages import jobs
 from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
@@ -145,6 +148,14 @@ class Session:
         )
         self.lines = StageLines(self.say, self.records)
         """Each stage's start and end line (progress), from the worker's step markers."""
+        self.probe = loadcost.HandOver(
+            cache_dir=options.cache_dir,
+            use_cache=options.use_cache,
+            python=options.python,
+            worker_command=options.worker_command,
+        )
+        """torch's CPU-ISA probe: the host's record, else the first load's answer, handed to
+        every worker (runner/loadcost.py)."""
 
     # -- shared state
 
@@ -373,6 +384,10 @@ class Session:
             "step_timeout_s": self.opts.timeout_s,
             "compile_timeout_s": self.opts.compile_timeout_s,
         }
+        job_env = {**self._job_env(), **(env or {})}
+        pinned = self.probe.pin(job_env)
+        if pinned is not None:
+            job["vec_isa"] = pinned
         budget = launch.job_budget_s(
             ({"op": s.op, **s.body} for s in steps),
             self.opts.timeout_s,
@@ -386,7 +401,7 @@ class Session:
                 *prefix,
                 *launch.worker_argv(self.opts.python, self.opts.worker_command, path),
             ),
-            env={**self._job_env(), **(env or {})},
+            env=job_env,
             budget_s=budget,
             shown_env=lambda op: {**self._shown_env(op), **(env or {})},
             on_output=self._on_output,
@@ -394,6 +409,9 @@ class Session:
         if done.records:
             # worker start-up (interpreter, import torch): shown apart from the first step's time
             done.records[0].startup_s += done.startup_s
+        for rec in done.records:
+            if rec.op == "load" and rec.status == "ok":
+                self.probe.learn(rec.entry)
         for rec in done.records if store else ():
             self._store(rec)
         return done

@@ -51,6 +51,7 @@ class RunOps(WorkerCore):
             entry["mapped"] = mapped_shared_objects(names)
         with contextlib.suppress(Exception):
             entry["vec_isa"] = probed_vec_isa()
+        entry["vec_isa_pinned"] = bool(self.rec.data.get("vec_isa_pinned"))
         if ep is not None:
             self.ep = self.move_ep(ep)
         with contextlib.suppress(Exception):

@@ -1,0 +1,266 @@
+"""torch's CPU-ISA probe paid once per host (runner/loadcost.py): the record's key, its trust and
+shape checks, what a load entry proves, and the perf figures rebuilt from it. The real-worker
+tests at the end check a fixture twice with a private cache: the first load measures the
+probe, the second is answered from the record and reports the recorded cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aotipre.runner import loadcost
+
+GOOD_PROBE = {
+    "seconds": 1.25,
+    "check_programs": 6,
+    "dlopen_children": 6,
+    "dlopen_children_s": 0.9,
+    "gxx_builds": 0,
+    "gxx_s": None,
+    "gxx_failed": 0,
+    "base_checks": 2,
+    "base_checks_s": 1.1,
+    "vec_isa_ok": None,
+}
+NOW = time.time()
+STAMP = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - 60))
+
+
+def record_json(key: str = "k", **changes: object) -> dict[str, object]:
+    data: dict[str, object] = {
+        "format": loadcost.FORMAT,
+        "key": key,
+        "vec_isa": ["VecAVX512", "VecAVX2"],
+        "probe": dict(GOOD_PROBE),
+        "measured_at": STAMP,
+    }
+    data.update(changes)
+    return data
+
+
+def test_a_well_formed_record_is_read() -> None:
+    rec = loadcost.parse(record_json(), "k", now=NOW)
+    assert rec is not None
+    assert rec.vec_isa == ("VecAVX512", "VecAVX2")
+    assert rec.seconds == 1.25 and rec.probe["check_programs"] == 6
+    assert "gxx_s" not in rec.probe  # a null time is left out, not made 0
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"format": loadcost.FORMAT + 1},
+        {"key": "other"},
+        {"vec_isa": []},
+        {"vec_isa": "VecAVX2"},
+        {"vec_isa": ["VecAVX2", "VecAVX2"]},
+        {"vec_isa": ["Vec AVX2"]},
+        {"vec_isa": ["../x"]},
+        {"vec_isa": [f"Vec{i}" for i in range(loadcost.MAX_ISAS + 1)]},
+        {"probe": {**GOOD_PROBE, "seconds": None}},
+        {"probe": {**GOOD_PROBE, "seconds": -1.0}},
+        {"probe": {**GOOD_PROBE, "seconds": float("inf")}},
+        {"probe": {**GOOD_PROBE, "seconds": True}},
+        {"probe": {**GOOD_PROBE, "check_programs": 1.5}},
+        {"probe": {**GOOD_PROBE, "gxx_builds": -1}},
+        {"probe": "fast"},
+        {"measured_at": "yesterday"},
+        {"measured_at": 12},
+        {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW + 3600))},
+        {
+            "measured_at": time.strftime(
+                "%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW - loadcost.MAX_AGE_S - 60)
+            )
+        },
+    ],
+)
+def test_a_record_not_as_written_is_absent(changes: dict[str, object]) -> None:
+    assert loadcost.parse(record_json(**changes), "k", now=NOW) is None
+
+
+def test_records_round_trip_and_only_this_users_private_files_are_read(tmp_path: Path) -> None:
+    rec = loadcost.parse(record_json(key="abc"), "abc")
+    assert rec is not None
+    loadcost.write(str(tmp_path), "abc", rec)
+    path = tmp_path / loadcost.FOLDER / "abc.json"
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert loadcost.read(str(tmp_path), "abc") == rec
+    assert loadcost.read(str(tmp_path), "other") is None
+    os.chmod(path, 0o666)
+    assert loadcost.read(str(tmp_path), "abc") is None  # others could have written it
+    os.chmod(path, 0o600)
+    link = tmp_path / loadcost.FOLDER / "linked.json"
+    link.symlink_to(path)
+    assert loadcost.read(str(tmp_path), "linked") is None
+    path.write_bytes(b"{not json")
+    assert loadcost.read(str(tmp_path), "abc") is None
+    assert [p.name for p in (tmp_path / loadcost.FOLDER).iterdir() if ".tmp" in p.name] == []
+
+
+def test_a_record_is_not_written_into_a_folder_others_can_write(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    rec = loadcost.parse(record_json(key="abc"), "abc")
+    assert rec is not None
+    loadcost.write(str(shared), "abc", rec)
+    assert not (shared / loadcost.FOLDER).exists()
+
+
+def load_entry(**changes: object) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "vec_isa": ["VecAVX2"],
+        "vec_isa_pinned": False,
+        "perf": {"fresh_process": True, "probe_cached": False, "probe": dict(GOOD_PROBE)},
+    }
+    entry.update(changes)
+    return entry
+
+
+def test_only_a_timed_fresh_load_whose_probe_ran_makes_a_record() -> None:
+    rec = loadcost.from_load(load_entry())
+    assert rec is not None and rec.vec_isa == ("VecAVX2",) and rec.seconds == 1.25
+    pinned = load_entry(vec_isa_pinned=True)
+    cached = load_entry(perf={"fresh_process": True, "probe_cached": True, "probe": GOOD_PROBE})
+    warm = load_entry(perf={"fresh_process": False, "probe": GOOD_PROBE})
+    untimed = load_entry(perf=None)
+    for entry in (pinned, cached, warm, untimed, load_entry(vec_isa=None)):
+        assert loadcost.from_load(entry) is None, entry
+
+
+def test_the_recorded_probe_replaces_the_pinned_one_in_the_load_figures() -> None:
+    rec = loadcost.parse(record_json(), "k")
+    assert rec is not None
+    timed = {"total_s": 0.11, "probe": {"seconds": 0.01, "check_programs": 0}, "loader_s": 0.1}
+    out = loadcost.with_recorded_probe(timed, rec)
+    assert out["total_s"] == pytest.approx(0.11 - 0.01 + 1.25)
+    assert out["probe"]["check_programs"] == 6 and out["loader_s"] == 0.1
+    assert out["probe_measured_at"] == STAMP
+    assert timed["total_s"] == 0.11  # the worker's own entry is left as it was
+
+
+def test_the_key_follows_what_the_probe_depends_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if loadcost._cpu_identity() is None:
+        pytest.skip("no /proc/cpuinfo here: nothing is cached")
+    env = {"PATH": os.environ.get("PATH", "")}
+    base = loadcost.host_key("/py", "2.13.0+cpu", "/site/torch", env)
+    assert base == loadcost.host_key("/py", "2.13.0+cpu", "/site/torch", dict(env))
+    other = {
+        loadcost.host_key("/py2", "2.13.0+cpu", "/site/torch", env),
+        loadcost.host_key("/py", "2.14.1", "/site/torch", env),
+        loadcost.host_key("/py", "2.13.0+cpu", "/other/torch", env),
+        loadcost.host_key("/py", "2.13.0+cpu", "/site/torch", {**env, "CXX": "clang++"}),
+        loadcost.host_key(
+            "/py", "2.13.0+cpu", "/site/torch", {**env, "TORCHINDUCTOR_VEC_ISA_OK": "1"}
+        ),
+        loadcost.host_key(
+            "/py", "2.13.0+cpu", "/site/torch", {**env, "ATEN_CPU_CAPABILITY": "avx2"}
+        ),
+    }
+    assert base not in other and len(other) == 6
+    # the same compiler name on another PATH is another compiler
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    gxx = fake / "g++"
+    gxx.write_text("#!/bin/sh\n")
+    gxx.chmod(0o755)
+    moved = loadcost.host_key("/py", "2.13.0+cpu", "/site/torch", {"PATH": str(fake)})
+    assert moved != base
+    monkeypatch.setattr(loadcost, "_cpu_identity", lambda: "vendor_id: Other\nflags: sse2")
+    assert loadcost.host_key("/py", "2.13.0+cpu", "/site/torch", env) != base
+
+
+def test_a_hand_over_pins_from_the_record_or_from_the_first_load(tmp_path: Path) -> None:
+    def hand_over(**kw: object) -> loadcost.HandOver:
+        args: dict[str, object] = {
+            "cache_dir": str(tmp_path),
+            "use_cache": True,
+            "python": None,
+            "worker_command": None,
+        }
+        args.update(kw)
+        return loadcost.HandOver(**args)  # type: ignore[arg-type]
+
+    env = dict(os.environ)
+    first = hand_over()
+    assert first.pin(env) is None  # nothing recorded: the first worker probes
+    first.learn(load_entry(vec_isa=["VecAVX512", "VecAVX2"]))
+    assert first.pin(env) == ["VecAVX512", "VecAVX2"]
+    if loadcost._cpu_identity() is None:
+        return
+    written = list((tmp_path / loadcost.FOLDER).glob("*.json"))
+    assert len(written) == 1
+    second = hand_over()
+    assert second.pin(env) == ["VecAVX512", "VecAVX2"]
+    assert second.recorded is not None and second.recorded.seconds == 1.25
+    # the cache off, or a worker command of the user's: nothing read, nothing written
+    for off in (hand_over(use_cache=False), hand_over(worker_command=["x"])):
+        assert off.pin(env) is None
+        off.learn(load_entry(vec_isa=["VecAVX2"]))
+        assert off.recorded is None and off.pin(env) == ["VecAVX2"]
+    assert list((tmp_path / loadcost.FOLDER).glob("*.json")) == written
+    # a pinned load proves nothing for the record, but its list is handed on
+    third = hand_over(cache_dir=str(tmp_path / "empty"))
+    assert third.pin(env) is None
+    third.learn(load_entry(vec_isa_pinned=True))
+    assert third.recorded is None and not (tmp_path / "empty" / loadcost.FOLDER).exists()
+
+
+# -- the real worker: a check measures the probe once, the next is answered from the record
+
+
+@pytest.mark.slow
+def test_the_second_check_is_answered_from_the_record(
+    pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    import platform
+
+    from aotipre import CheckOptions, check
+    from aotipre.runner.stages import DynamicOptions, PerfOptions
+
+    if platform.machine() not in ("x86_64", "AMD64") or loadcost._cpu_identity() is None:
+        pytest.skip("torch runs its CPU-ISA probe on x86 only")
+    cache = tmp_path / "cache"
+    inductor = tmp_path / "inductor"  # where torch's probe builds its check programs
+    options = CheckOptions(
+        inputs=str(pkg("aoti_inputs")),
+        dynamic=DynamicOptions(
+            cache_dir=str(cache),
+            probe=False,
+            perf=PerfOptions(runs=3),
+            extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
+        ),
+    )
+    first = check(pkg("aoti"), options)
+    records = list((cache / loadcost.FOLDER).glob("*.json"))
+    assert len(records) == 1, first.stages
+    kept = json.loads(records[0].read_text())
+    cold1 = first.performance[0][0].cold
+    assert cold1 is not None and cold1.probe_measured_at is None
+    assert cold1.probe_s == pytest.approx(kept["probe"]["seconds"])
+    assert cold1.probe_programs > 0 and cold1.probe_compiles > 0
+    assert any(p.suffix == ".so" for p in inductor.rglob("*"))  # the probe built them here
+    shutil.rmtree(inductor)
+
+    second = check(pkg("aoti"), options)
+    # no probe ran: it would have built its check programs into the emptied cache again
+    assert not any(p.suffix == ".so" for p in inductor.rglob("*"))
+    cold2 = second.performance[0][0].cold
+    assert cold2 is not None and cold2.probe_measured_at == kept["measured_at"]
+    assert cold2.probe_s == pytest.approx(kept["probe"]["seconds"])
+    assert cold2.probe_programs == kept["probe"]["check_programs"]
+    assert cold2.probe_compiles == cold1.probe_compiles
+    assert cold2.fresh_process  # still the figure of a fresh deployment process
+    assert cold2.total_s >= cold2.probe_s
+    perf = {s.name: s for s in second.stages}["perf"]
+    assert f"measured {kept['measured_at']}" in perf.detail
+    assert second.verdict == first.verdict
+    assert [f.code for f in second.findings] == [f.code for f in first.findings]
