@@ -208,8 +208,8 @@ def _clean_probe(probe: Mapping[str, Any]) -> dict[str, Any] | None:
 def from_load(entry: Mapping[str, Any]) -> ProbeRecord | None:
     """The record a load step's entry proves, or None: only a timed load (its `perf`) in a
     fresh process whose probe really ran (not answered from a pin or torch's own cache), found
-    at least one ISA and compiled none of its check programs (the cost every later fresh
-    process on this host pays; the first one into an empty inductor cache pays more)."""
+    at least one ISA and built none of its check programs (the cost every later fresh process
+    on this host pays; the first one into an empty inductor cache pays more)."""
     perf = entry.get("perf")
     names = entry.get("vec_isa")
     if not isinstance(perf, dict) or not isinstance(names, list):
@@ -217,9 +217,14 @@ def from_load(entry: Mapping[str, Any]) -> ProbeRecord | None:
     if entry.get("vec_isa_pinned") or perf.get("probe_cached") or not perf.get("fresh_process"):
         return None
     probe = perf.get("probe")
-    if not isinstance(probe, dict) or probe.get("gxx_builds"):
-        # a probe that compiled its check programs now (an empty inductor cache) costs what
-        # only this first process pays: later ones find them built, so that is not recorded
+    if not isinstance(probe, dict):
+        return None
+    built = probe.get("gxx_builds")
+    failed = probe.get("gxx_failed")
+    if isinstance(built, int) and built > (failed if isinstance(failed, int) else 0):
+        # a probe that built check programs now (an empty inductor cache) costs what only
+        # this first process pays: later ones find them built (a failed build is not cached,
+        # every process pays it again, so that one is the steady cost and is recorded)
         return None
     stamp = time.strftime(_STAMP, time.gmtime())
     return parse(

@@ -131,6 +131,10 @@ def test_only_a_timed_fresh_load_whose_probe_ran_makes_a_record() -> None:
     warm = load_entry(perf={"fresh_process": False, "probe": GOOD_PROBE})
     untimed = load_entry(perf=None)
     compiled = load_entry(perf={"fresh_process": True, "probe": {**GOOD_PROBE, "gxx_builds": 3}})
+    failing = load_entry(
+        perf={"fresh_process": True, "probe": {**GOOD_PROBE, "gxx_builds": 2, "gxx_failed": 2}}
+    )
+    assert loadcost.from_load(failing) is not None  # every process pays a failed build again
     for entry in (pinned, cached, warm, untimed, compiled, load_entry(vec_isa=None)):
         assert loadcost.from_load(entry) is None, entry
 

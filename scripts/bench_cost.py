@@ -1,0 +1,306 @@
+"""Cost per package (issue 28): `aotipre check` of healthy packages against the bare deployment
+script, both sides in one run.
+
+    python scripts/bench_cost.py                          # CPU: one package x3, 20 packages
+    python scripts/bench_cost.py --repeat 5 --json cost.json
+    python scripts/bench_cost.py --device cuda --zoo 0    # GPU: one CUDA package built here
+
+The bare script is what a deployment's fresh process does: `import torch`, `torch.load` of the
+sample inputs, `torch._inductor.aoti_load_package`, one call (and, on CUDA, a synchronize), run
+as `python -c ...` and timed from outside around the whole process, as the check is:
+`python -m aotipre check PKG --inputs IN --no-config --no-progress --format json -o FILE`
+(every default stage on: load, run, perf with its 20 timed calls, the dynamic-range probes).
+Both get the same environment and run alternately, one after the other, `--repeat` times.
+
+Figures, exactly as issue 28 defines them (medians over --repeat):
+  check          check wall / bare wall                                 goal <= 0.5
+  first check    the same with an empty aotipre cache (the host's first check: it measures
+                 torch's CPU-ISA probe once and records it), one run, shown, not a goal
+  zoo            one `aotipre check --manifest` of the 20 healthy zoo packages (-j 1) /
+                 the sum of 20 bare scripts over the same packages      goal <= 0.4
+                 (also shown: the same with -j 2)
+
+Packages: CPU, the zoo of fixtures/zoo.py (`--zoo` packages built with the public API into
+$TMPDIR/aotipre-bench-cost-zoo, reused while its stamp matches; the healthy ones are used);
+`--device cuda` builds one small CUDA package with the public API into $TMPDIR first (not in
+fixtures/). Every check's verdict must be pass, and the bare script must succeed: otherwise the
+script says so and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import bench_zoo  # noqa: E402 - the zoo builder and its stamp
+
+TIMEOUT_S = 1800
+BARE = r"""
+import sys, torch
+args = torch.load(sys.argv[2], weights_only=True)
+kwargs = {}
+if isinstance(args, tuple) and len(args) == 2 and isinstance(args[1], dict):
+    args, kwargs = args
+if not isinstance(args, (tuple, list)):
+    args = (args,)
+device = sys.argv[3]
+if device != "cpu":
+    args = tuple(a.to(device) if isinstance(a, torch.Tensor) else a for a in args)
+model = torch._inductor.aoti_load_package(sys.argv[1])
+out = model(*args, **kwargs)
+if device != "cpu":
+    torch.cuda.synchronize()
+"""
+BUILD_CUDA = r"""
+import sys, torch
+from torch.export import Dim
+
+
+class Scorer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(1000, 64)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 8)
+        )
+
+    def forward(self, ids, weights):
+        return self.mlp(self.emb(ids) * weights.unsqueeze(-1)).sum(1)
+
+
+torch.manual_seed(0)
+model = Scorer().cuda().eval()
+ids = torch.randint(0, 1000, (4, 16), device="cuda")
+weights = torch.rand(4, 16, device="cuda")
+batch = Dim("batch", min=1, max=64)
+ep = torch.export.export(model, (ids, weights), dynamic_shapes=({0: batch}, {0: batch}))
+torch._inductor.aoti_compile_and_package(ep, package_path=sys.argv[1])
+torch.save((ids.cpu(), weights.cpu()), sys.argv[2])
+"""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def timed(
+    cmd: list[str], env: dict[str, str], cwd: Path
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+    )
+    return time.perf_counter() - started, proc
+
+
+def bare(package: Path, inputs: Path, device: str, env: dict[str, str]) -> float:
+    wall, proc = timed(
+        [sys.executable, "-c", BARE, str(package), str(inputs), device], env, package.parent
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"the bare script failed on {package.name}:\n{proc.stderr[-3000:]}")
+    return wall
+
+
+def check(
+    args: list[str], env: dict[str, str], cwd: Path, out: Path
+) -> tuple[float, dict[str, Any]]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "aotipre",
+        "check",
+        *args,
+        "--no-config",
+        "--no-progress",
+        "--format",
+        "json",
+        "-o",
+        str(out),
+    ]
+    wall, proc = timed(cmd, env, cwd)
+    try:
+        report = json.loads(out.read_text())
+    except (OSError, ValueError):
+        raise SystemExit(
+            f"aotipre check wrote no report ({proc.returncode}):\n{proc.stderr[-3000:]}"
+        ) from None
+    reports = report.get("reports", [report])
+    bad = [(r.get("package_path"), r.get("verdict")) for r in reports if r.get("verdict") != "pass"]
+    if proc.returncode != 0 or bad:
+        raise SystemExit(
+            f"aotipre check did not pass ({proc.returncode}): {bad}\n{proc.stderr[-3000:]}"
+        )
+    return wall, report
+
+
+def cold_parts(report: dict[str, Any]) -> dict[str, Any]:
+    """The perf stage's load breakdown of a one-package report (what a deployment pays)."""
+    perf = (report.get("performance") or [{}])[0]
+    cold = perf.get("cold") or {}
+    keys = (
+        "before_load_s",
+        "total_s",
+        "probe_s",
+        "probe_compiles",
+        "probe_compiles_failed",
+        "probe_measured_at",
+        "loader_s",
+        "first_call_s",
+    )
+    return {k: cold.get(k) for k in keys}
+
+
+def build_cuda(folder: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    package, inputs = folder / "scorer_cuda.pt2", folder / "scorer_cuda_inputs.pt"
+    if not package.is_file() or not inputs.is_file():
+        log(f"building a CUDA package into {folder} (public API)")
+        wall, proc = timed(
+            [sys.executable, "-c", BUILD_CUDA, str(package), str(inputs)], env, folder
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"building the CUDA package failed:\n{proc.stderr[-3000:]}")
+        log(f"built in {wall:.1f} s")
+    return package, inputs
+
+
+def healthy_zoo(folder: Path, n: int, want: int) -> list[tuple[Path, Path]]:
+    stamp, _ = bench_zoo.ensure_zoo(folder, n)
+    healthy = [e for e in stamp["packages"] if e["expect"] == "pass"]
+    if len(healthy) < want:
+        raise SystemExit(f"the zoo of {n} has {len(healthy)} healthy packages, {want} wanted")
+    return [
+        (folder / f"{e['name']}.pt2", folder / f"{e['name']}_inputs.pt") for e in healthy[:want]
+    ]
+
+
+def write_manifest(path: Path, packages: list[tuple[Path, Path]]) -> None:
+    lines = []
+    for package, inputs in packages:
+        lines += ["[[package]]", f'path = "{package}"', f'inputs = "{inputs}"', ""]
+    path.write_text("\n".join(lines))
+
+
+def machine(device: str) -> dict[str, Any]:
+    import importlib.metadata
+
+    out: dict[str, Any] = {
+        "host": platform.node(),
+        "cpu": next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        ),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": importlib.metadata.version("torch"),
+        "load_average": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    if device.startswith("cuda"):
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        out["gpu"] = proc.stdout.strip()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--repeat", type=int, default=3, help="alternating bare/check pairs")
+    ap.add_argument("--zoo", type=int, default=20, help="healthy packages in the zoo run (0: none)")
+    ap.add_argument(
+        "--build", type=Path, default=Path(tempfile.gettempdir()) / "aotipre-bench-cost"
+    )
+    ap.add_argument("--json", type=Path, help="also write every figure here")
+    opts = ap.parse_args(argv)
+
+    env = dict(os.environ)
+    env.pop("AOTIPRE_CONFIG", None)
+    work = Path(tempfile.mkdtemp(prefix="bench-cost-"))
+    cache = work / "cache"
+    result: dict[str, Any] = {"machine": machine(opts.device), "device": opts.device}
+
+    if opts.device.startswith("cuda"):
+        package, inputs = build_cuda(opts.build / "cuda", env)
+    else:
+        zoo = healthy_zoo(
+            opts.build / "zoo", opts.zoo + opts.zoo // 4 + 2 if opts.zoo else 5, max(opts.zoo, 1)
+        )
+        package, inputs = zoo[0]
+    one = [str(package), "--inputs", str(inputs), "--cache-dir", str(cache)]
+    if opts.device != "cpu":
+        one += ["--device", opts.device]
+
+    # the host's first check: an empty aotipre cache (the probe is measured and recorded)
+    first_wall, first = check(one, env, work, work / "first.json")
+    result["first_check_s"] = first_wall
+    result["first_check_cold"] = cold_parts(first)
+    log(f"first check (empty cache): {first_wall:.2f} s")
+
+    pairs = []
+    for i in range(opts.repeat):
+        b = bare(package, inputs, opts.device, env)
+        c, report = check(one, env, work, work / f"check{i}.json")
+        pairs.append({"bare_s": b, "check_s": c, "cold": cold_parts(report)})
+        log(f"repeat {i + 1}: bare {b:.2f} s, check {c:.2f} s ({c / b:.2f}x)")
+    bare_s = statistics.median(p["bare_s"] for p in pairs)
+    check_s = statistics.median(p["check_s"] for p in pairs)
+    result.update(pairs=pairs, bare_s=bare_s, check_s=check_s, ratio_check=check_s / bare_s)
+
+    if opts.zoo and not opts.device.startswith("cuda"):
+        manifest = work / "healthy.toml"
+        write_manifest(manifest, zoo)
+        bare_total = 0.0
+        for pkg, inp in zoo:
+            bare_total += bare(pkg, inp, "cpu", env)
+        log(f"{len(zoo)} bare scripts: {bare_total:.2f} s")
+        runs: dict[str, float] = {}
+        for jobs in ("1", "2"):
+            wall, _ = check(
+                ["--manifest", str(manifest), "-j", jobs, "--cache-dir", str(cache)],
+                env,
+                work,
+                work / f"zoo-j{jobs}.json",
+            )
+            runs[jobs] = wall
+            log(
+                f"one check of {len(zoo)} packages, -j {jobs}: {wall:.2f} s ({wall / bare_total:.2f}x)"
+            )
+        result.update(
+            zoo_packages=len(zoo),
+            zoo_bare_total_s=bare_total,
+            zoo_check_j1_s=runs["1"],
+            zoo_check_j2_s=runs["2"],
+            ratio_zoo_j1=runs["1"] / bare_total,
+            ratio_zoo_j2=runs["2"] / bare_total,
+        )
+
+    print(json.dumps(result, indent=1))
+    if opts.json:
+        opts.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
