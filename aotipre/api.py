@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes
+from aotipre import __version__, codes, tempdirs
 from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
 from aotipre.checks.contract import check_reference_program
@@ -142,7 +141,7 @@ def check(
                 "for a .pt2 file pass CheckOptions(inputs=FILE)"
             )
         return _finish(_check_package(subject, opts), opts)
-    with tempfile.TemporaryDirectory(prefix="aotipre-program-") as tmp:
+    with tempdirs.temporary_dir("aotipre-program-") as tmp:
         written = write_program(
             subject,
             tmp,

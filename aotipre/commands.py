@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, api, codes, config, safeio
+from aotipre import __version__, api, codes, config, safeio, tempdirs
 from aotipre.errors import AotipreError, UsageError
 from aotipre.report import (
     json_format,
@@ -84,9 +84,9 @@ def check(
 
     loaded = batch.load_manifest(manifest) if manifest is not None else None
     # on stderr whatever the format, terminal or --output: never mixed with a report
-    show_progress = _shows_progress(
-        batch.run_settings(settings, loaded, parsed), parsed, loaded, packages
-    )
+    once = batch.run_settings(settings, loaded, parsed)
+    show_progress = _shows_progress(once, parsed, loaded, packages)
+    runs_workers = _runs_workers(once, parsed, loaded, packages)
     given = list(packages)  # a model folder or repository: every file in it is an input
     serving: dict[str, Any] = {}
     if serving_config is not None or any(Path(p).is_dir() for p in packages):
@@ -133,6 +133,8 @@ def check(
 
         select = keep_shard
 
+    if runs_workers:
+        tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/tempdirs.py)
     with Heartbeat(stamped(progress)) as beat:
         reports = batch.check_packages(
             list(packages),
@@ -235,6 +237,13 @@ def _shows_progress(
     run's settings (flags included); `flags`: the parsed flags, over a manifest entry's."""
     if once.progress is not None:
         return once.progress
+    return _runs_workers(once, flags, manifest, packages)
+
+
+def _runs_workers(
+    once: config.Settings, flags: Mapping[str, Any], manifest: Any, packages: Sequence[str]
+) -> bool:
+    """Whether a worker may run: some package is not checked static-only (as _shows_progress)."""
     if packages and not once.static_only:
         return True
     entries = manifest.entries if manifest is not None else ()
@@ -395,6 +404,7 @@ def doctor(
 
     results = []
     said = stamped(progress)
+    tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/tempdirs.py)
     for runtime in runtimes:
         dynamic = DynamicOptions(
             timeout_s=timeout,

@@ -18,13 +18,12 @@ import os
 import platform
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre import codes
+from aotipre import codes, tempdirs
 from aotipre.doctor.frames import CrashSite, build_backtrace_helper, crash_site
 from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
@@ -516,7 +515,7 @@ def host_canary(
     if cached is not None:
         return cached
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="aotipre-canary-") as work:
+    with tempdirs.temporary_dir("aotipre-canary-") as work:
         try:
             program = make_program(options, work)
             result = run_canary(device, program, options, progress)

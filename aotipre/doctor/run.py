@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre import __version__, codes
+from aotipre import __version__, codes, tempdirs
 from aotipre.doctor import canary as canary_mod
 from aotipre.doctor.canary import CanaryResult
 from aotipre.doctor.cpp import check_cpp_loader
@@ -71,7 +71,7 @@ def run_doctor(options: DoctorOptions | None = None) -> DoctorReport:
     requested = [_normal_device(d) for d in opts.devices]
     started = time.monotonic()
     report = DoctorReport(fail_on=opts.fail_on, tool_version=__version__)
-    with tempfile.TemporaryDirectory(prefix="aotipre-doctor-") as work:
+    with tempdirs.temporary_dir("aotipre-doctor-") as work:
         _Doctor(opts, report, work).execute(requested)
     report.duration_s = time.monotonic() - started
     return report

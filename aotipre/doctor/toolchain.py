@@ -7,10 +7,10 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from aotipre import tempdirs
 from aotipre.runner.proc import run_process
 
 # How torch picks the compiler (torch/_inductor/config.py `cpp.cxx`, cpp_builder.get_cpp_compiler):
@@ -166,7 +166,7 @@ def probe_compiler(name: str | None, how: str, workdir: str | None = None) -> Co
     version = _first_line(version_out.stdout_tail) if version_out.ok else None
     lib = ask_libstdcxx(path)
     own_dir = workdir is None
-    directory = workdir or tempfile.mkdtemp(prefix="aotipre-hello-")
+    directory = workdir or tempdirs.make_dir("aotipre-hello-")
     try:
         source = os.path.join(directory, "aotipre_hello.cpp")
         target = os.path.join(directory, "aotipre_hello.so")

@@ -18,13 +18,12 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes
+from aotipre import __version__, codes, tempdirs
 from aotipre.errors import AotipreError, UsageError
 from aotipre.findings import Report
 from aotipre.placement import needs_gpu
@@ -273,7 +272,7 @@ def _connected(ray: Any, address: str | None, workers: int) -> Iterator[None]:
         stack.enter_context(_environment(env))
         options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
         if address is None:
-            temp = tempfile.mkdtemp(prefix="aotipre-ray-")
+            temp = tempdirs.make_dir("aotipre-ray-")
             stack.callback(shutil.rmtree, temp, ignore_errors=True)
             options.update(
                 address="local",
@@ -393,6 +392,7 @@ def _check_task(job: PackageJob, cwd: str, index: int, lines: Any) -> Report:
             lines.put.remote(index, message)
 
     options = dataclasses.replace(job.options, progress=say)
+    tempdirs.sweep()  # a node's folders of an earlier task that was killed there
     with _working_directory(cwd), _as_started():
         report = _interruptible(lambda: check_in_runtimes(job.package, options, job.runtimes))
     if lines is not None:

@@ -20,6 +20,8 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 
+from aotipre import tempdirs
+
 TREE_ENV = "AOTIPRE_TREE"
 """Set in each child's environment to a token of its own: every descendant inherits it, so one
 that left the process group (setsid) is still found and killed (`sweep_tree`)."""
@@ -132,7 +134,7 @@ def private_tmp(env: dict[str, str]) -> str | None:
     the child then runs with the environment it was given)."""
     original = _tempdir_of(env)
     try:
-        folder = tempfile.mkdtemp(prefix="aotipre-worker-", dir=original)
+        folder = tempdirs.make_dir("aotipre-worker-", dir=original)
     except OSError:
         return None
     if "TORCHINDUCTOR_CACHE_DIR" not in env:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from aotipre import tempdirs
 from aotipre.errors import PackageError
 from aotipre.findings import StageResult, StageStatus
 from aotipre.pt2.archive import Archive, open_archive
@@ -90,7 +90,7 @@ class TriageState:
         self.crash = crash
         self.opts = opts
         self.progress = progress
-        self.workdir = tempfile.mkdtemp(prefix="aotipre-triage-")
+        self.workdir = tempdirs.make_dir("aotipre-triage-")
         self.device_type = crash.device.split(":", 1)[0]
         self.started = time.monotonic()
         self.lock = threading.Lock()

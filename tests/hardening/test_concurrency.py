@@ -17,6 +17,7 @@ import pytest
 
 from aotipre.findings import StageStatus
 from aotipre.runner import cache as cache_mod
+from aotipre.runner import loadcost
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
 from tests.fakes.specs import token_model, write_package
 
@@ -25,8 +26,16 @@ FAKE = str(FAKES / "fake_torch_worker.py")
 CLI = str(FAKES / "cli_with_fake_worker.py")
 
 
+SIDE_FOLDERS = (loadcost.FOLDER, "canary")
+"""What else aotipre keeps in the cache folder: the probe records and the doctor's canary."""
+
+
 def entries(cache_dir: Path) -> list[Path]:
-    return sorted(p for p in cache_dir.iterdir() if not p.name.startswith(".tmp-"))
+    return sorted(
+        p
+        for p in cache_dir.iterdir()
+        if not p.name.startswith(".tmp-") and p.name not in SIDE_FOLDERS
+    )
 
 
 def assert_one_sound_entry(cache_dir: Path) -> Path:

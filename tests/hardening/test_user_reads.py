@@ -58,6 +58,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.doctor.canary", "_machine_id"): "/etc/machine-id",
     ("aotipre.doctor.dirs", "probe_directory"): "the mount table (/proc/self/mountinfo)",
     ("aotipre.runner.contain", "_tree_members"): "/proc/PID/stat and environ",
+    ("aotipre.tempdirs", "_read_small"): "/proc/PID/stat and the boot id (bounded)",
     ("aotipre.doctor.toolchain", "inspect_library"): "the libstdc++ the compiler or torch names",
     ("aotipre.report.github", "append_step_summary"): "$GITHUB_STEP_SUMMARY (the CI's file)",
     # files aotipre wrote itself: its work folders and its caches
@@ -77,6 +78,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.runner.cache", "CompileCache.commit"): "writes a cache record (O_NOFOLLOW, 0600)",
     ("aotipre.cpp.harness", "_identity"): "a build record aotipre wrote in its cache (bounded)",
     ("aotipre.runner.launch", "run_job_file"): "writes a job file in aotipre's work folder",
+    ("aotipre.tempdirs", "_write_record"): "writes an owner record (O_EXCL|O_NOFOLLOW, 0600)",
+    ("aotipre.tempdirs", "_read_record"): "an owner record: O_NOFOLLOW, fstat regular, bounded",
+    ("aotipre.tempdirs", "_is_stale"): "opens a temp folder (O_DIRECTORY|O_NOFOLLOW) to fstat it",
     ("aotipre.runner.proc", "_read_result"): "a worker's result file (size-bounded)",
     ("aotipre.runner.stages.compile_fault", "_read"): "a sanitizer log a worker wrote",
     ("aotipre.runner.stages.jobs", "died"): "a worker's step log in aotipre's work folder",

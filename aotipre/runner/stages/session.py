@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from aotipre import codes
+from aotipre import codes, tempdirs
 from aotipre.errors import InputsError, PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.inputs.meta import SampleInputs
@@ -123,7 +122,7 @@ class Session:
         """Called by the perf stage with the model's record (and the --against baseline's)."""
         self.device = options.device or model.device_type or "cpu"
         self.device_type, self.device_index = parse_device(self.device)
-        self.workdir = tempfile.mkdtemp(prefix="aotipre-")
+        self.workdir = tempdirs.make_dir("aotipre-")
         self.records: dict[str, StepRecord] = {}
         self.findings: list[Finding] = []
         self.extra_env: dict[str, str] = {}
