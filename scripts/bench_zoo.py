@@ -101,6 +101,17 @@ def recipe_digest() -> str:
     return hashlib.sha256(ZOO_BUILDER.read_bytes()).hexdigest()
 
 
+def _same_torch(built_by: object) -> bool:
+    """Whether the zoo's builder (its `torch.__version__`) is the installed torch. The installed
+    distribution's version is read without importing torch; the wheels of the registry's default
+    index leave the local label out of it (`2.11.0` for torch 2.11.0+cu130), the CPU index's
+    keep it (`2.13.0+cpu`)."""
+    installed = importlib.metadata.version("torch")
+    if not isinstance(built_by, str):
+        return False
+    return built_by == installed or ("+" not in installed and built_by.split("+")[0] == installed)
+
+
 def zoo_stamp(folder: Path, n: int) -> dict[str, Any] | None:
     """The stamp of a complete zoo of `n` packages in `folder` built by this torch and this
     recipe; None when there is none (or it is of another torch, N or recipe, or a file is
@@ -111,7 +122,7 @@ def zoo_stamp(folder: Path, n: int) -> dict[str, Any] | None:
         return None
     if (
         not isinstance(stamp, dict)
-        or stamp.get("torch") != importlib.metadata.version("torch")
+        or not _same_torch(stamp.get("torch"))
         or stamp.get("n") != n
         or stamp.get("recipe") != recipe_digest()
         or not (folder / MANIFEST).is_file()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import site
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,7 +31,7 @@ def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     linked.mkdir()
     # every site-packages this venv sees (one made with --system-site-packages sees two; the
     # first holds the venv's own copy of a package)
-    for packages in site.getsitepackages():
+    for packages in site_dirs(sys.executable):
         for entry in Path(packages).iterdir():
             name = entry.name.lower()
             if name.startswith(TORCH_PARTS) or name.endswith(".pth") or name.startswith("__"):
@@ -41,12 +40,27 @@ def no_torch_python(tmp_path_factory: pytest.TempPathFactory) -> str:
                 (linked / entry.name).symlink_to(entry)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
     python = base / "venv" / "bin" / "python"
-    target = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    Path(target, "aotipre-test.pth").write_text(f"{REPO}\n{linked}\n")
+    Path(site_dirs(str(python))[0], "aotipre-test.pth").write_text(f"{REPO}\n{linked}\n")
     return str(python)
+
+
+SITE_DIRS = """
+import os, site, sys, sysconfig
+seen = {os.path.realpath(p) for p in sys.path}
+named = [*site.getsitepackages(), *(sysconfig.get_paths()[k] for k in ("purelib", "platlib"))]
+print("\\n".join(p for p in dict.fromkeys(named) if os.path.realpath(p) in seen))
+"""
+
+
+def site_dirs(python: str) -> list[str]:
+    """The site-packages folders `python` really reads, in its order: those of the folders
+    site and sysconfig name that are on its sys.path. Debian's Python names folders a venv does
+    not have (`local/lib/python3.12/dist-packages`, ...); site adds only those that exist."""
+    out = subprocess.run(
+        [python, "-c", SITE_DIRS], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.splitlines()
+    assert out, f"{python}: no site-packages folder on its sys.path"
+    return out
 
 
 def run_without_torch(python: str, *args: str) -> subprocess.CompletedProcess[str]:

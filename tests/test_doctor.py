@@ -243,6 +243,21 @@ def test_noexec_temp_dir_from_the_mount_table(doctor: Doctor, tmp_path: Path) ->
     assert "no (noexec)" in render(report, "table")
 
 
+def test_torch_211_extracts_into_tmp_whatever_tmpdir_says(doctor: Doctor, tmp_path: Path) -> None:
+    """torch 2.11's package loader extracts into /tmp/XXXXXX, not $TMPDIR (measured; plain torch
+    loads a package with TMPDIR on a noexec tmpfs): the doctor probes /tmp for it."""
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        f"90 27 0:50 / {tmp_path} rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,size=1024k\n"
+    )
+    report = doctor({"facts": {"torch": {"version": "2.11.0+cu130"}}}, mountinfo=str(mountinfo))
+    extraction = report.directories[0]
+    assert (extraction.role, extraction.path) == ("package extraction (/tmp)", "/tmp")
+    found = [f for f in report.findings if f.code == "AOT408"]
+    assert [f.input for f in found] == ["inductor compile cache"]
+
+
 def test_libstdcxx_older_than_the_compilers(
     doctor: Doctor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

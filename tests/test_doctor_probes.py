@@ -105,6 +105,16 @@ def test_frames_from_gdb_c10_and_python314_logs() -> None:
     assert crash_site("nothing here") is None
 
 
+def _defines(obj: str, symbol: str) -> bool:
+    """Whether `obj`'s own symbol table (what addr2line reads; gone when the file is stripped)
+    names `symbol`, as `nm` (binutils, like addr2line) lists it."""
+    nm = shutil.which("nm")
+    if nm is None or not os.path.isfile(obj):
+        return False
+    out = subprocess.run([nm, obj], capture_output=True, text=True, check=False).stdout
+    return any(line.split()[-1:] == [symbol] for line in out.splitlines())
+
+
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no cc")
 def test_backtrace_helper_names_the_crashing_native_frame(tmp_path: Path) -> None:
     helper = build_backtrace_helper(shutil.which("g++"), str(tmp_path))
@@ -125,7 +135,10 @@ def test_backtrace_helper_names_the_crashing_native_frame(tmp_path: Path) -> Non
     assert proc.returncode == -11  # still dies by SIGSEGV
     frames = native_frames(proc.stderr)
     assert frames and "libc" in frames[0].object  # the faulting read, not the handler
-    assert any("string_at" in f.symbol for f in frames[:3]) or shutil.which("addr2line") is None
+    # ctypes' string_at (a hidden function) is named when addr2line can read it from the
+    # object's symbol table: not from a stripped _ctypes module (Debian's and Ubuntu's Pythons)
+    if shutil.which("addr2line") and any(_defines(f.object, "string_at") for f in frames[:3]):
+        assert any("string_at" in f.symbol for f in frames[:3]), frames[:3]
     site = crash_site(proc.stderr)
     assert site is not None and "string_at" in " ".join(site.python)
     assert any("libgcc_s" in path for path in site.runtimes)  # mapped when it crashed

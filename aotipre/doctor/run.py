@@ -198,10 +198,10 @@ class _Doctor:
             inductor = env.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
                 tempfile.gettempdir(), f"torchinductor_{user}"
             )
-        wanted = [
-            ("package extraction (TMPDIR)", _extraction_dir(env), True),
-            ("inductor compile cache", inductor, True),
-        ]
+        extraction = ("package extraction (TMPDIR)", _extraction_dir(env), True)
+        if _extracts_into_tmp((self.torch.get("torch") or {}).get("version")):
+            extraction = ("package extraction (/tmp)", "/tmp", True)
+        wanted = [extraction, ("inductor compile cache", inductor, True)]
         if self.dyn.use_cache:
             cache = self.dyn.cache_dir or cache_mod.default_cache_dir()
             wanted.append(("aotipre compile cache", cache, False))
@@ -375,6 +375,19 @@ class _Doctor:
             f"with {compiler.version or compiler.name}; use a compiler of torch's generation "
             "($CXX) or a torch built with this compiler"
         )
+
+
+EXTRACTS_INTO_TMP = ((2, 11),)
+"""torch releases whose C++ package loader extracts into `/tmp/XXXXXX` whatever TMPDIR says
+(measured: 2.11.0; 2.13.0 and 2.14.1 extract into `$TMPDIR/aotinductor_XXXXXX`)."""
+
+
+def _extracts_into_tmp(torch_version: object) -> bool:
+    parts = str(torch_version or "").split("+")[0].split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) in EXTRACTS_INTO_TMP
+    except (ValueError, IndexError):
+        return False
 
 
 def _extraction_dir(env: Mapping[str, str]) -> str:

@@ -160,7 +160,9 @@ def _inputs(
 ) -> list[InputSpec]:
     """The wrapper's tensor inputs, named by `leaves` (the i-th tensor's leaf, in order)."""
     out = []
+    earlier: dict[str, tuple[int | None, int | None]] = {}  # symbol -> range, earlier inputs'
     for w in contract.inputs:
+        read_as = _symbols_read_from_earlier(contract, w, earlier)
         if w.index < len(leaves):
             name, path = leaves[w.index]
         else:
@@ -174,15 +176,18 @@ def _inputs(
                 bounds.append(None)
             else:
                 expr = w.size_exprs[d] if d < len(w.size_exprs) else None
-                shape.append(Dim(expr=expr or f"{w.name}.size({d})"))
+                shape.append(Dim(expr=expr or read_as.get(d) or f"{w.name}.size({d})"))
                 lo, hi = w.bounds.get(d, (None, None))
                 bounds.append(DimBound(lo, hi) if (lo, hi) != (None, None) else None)
         strides = None
         if rank and (w.static_strides or w.stride_exprs):
+            dense = {} if contract.asserts_present else _unchecked_contiguous_strides(w, shape)
             strides = tuple(
                 Dim(value=w.static_strides[d])
                 if d in w.static_strides
-                else Dim(expr=w.stride_exprs[d] if d < len(w.stride_exprs) else f"?{d}")
+                else Dim(
+                    expr=(w.stride_exprs[d] if d < len(w.stride_exprs) else f"?{d}") or dense.get(d)
+                )
                 for d in range(rank)
             )
         out.append(
@@ -202,6 +207,63 @@ def _inputs(
             )
         )
     return out
+
+
+def _symbols_read_from_earlier(
+    contract: WrapperContract,
+    w: WrapperInput,
+    earlier: dict[str, tuple[int | None, int | None]],
+) -> dict[int, str]:
+    """Dim -> symbol for `w`'s dynamic dims that run_impl reads as a symbol an earlier input
+    defines, when the wrapper has no assert_size_stride to say so (torch 2.11-2.12). run_impl
+    binds each symbol once, from the first input that has it (`int64_t s53 = arg8_1_size[1];`),
+    and a later input sharing it gets no binding and no equality check: its dim is then only
+    range-checked, with that symbol's range. The one earlier symbol with exactly that range is
+    taken; none or several: unknown, as before. `earlier` gains `w`'s own symbols."""
+    found: dict[int, str] = {}
+    exprs = w.size_exprs
+    if not contract.asserts_present:
+        for d, bound in w.bounds.items():
+            if d in w.static_dims or (d < len(exprs) and exprs[d]):
+                continue
+            same = [sym for sym, rng in earlier.items() if rng == bound]
+            if len(same) == 1:
+                found[d] = same[0]
+    for d, expr in enumerate(exprs):
+        if expr and expr.isidentifier() and d in w.bounds:
+            earlier.setdefault(expr, w.bounds[d])
+    return found
+
+
+def _unchecked_contiguous_strides(w: WrapperInput, shape: list[Dim]) -> dict[int, str]:
+    """Dim -> stride for `w`'s symbolic strides that run_impl neither binds nor checks, when the
+    layout is the contiguous one (torch 2.11-2.12: a stride equal to a symbol bound from a size,
+    `s53` of a [s43, s53] input, gets no binding and no check; the kernels read the input with
+    it). Only when every stride the wrapper does state (static, checked) is the contiguous one
+    and every size is known; otherwise nothing is assumed."""
+    if w.stride_symbols or not w.static_strides:
+        return {}
+    found: dict[int, str] = {}
+    running: str | None = "1"
+    for d in range(len(shape) - 1, -1, -1):
+        if d in w.static_strides:
+            if running != str(w.static_strides[d]):
+                return {}
+        elif running is None:
+            return {}
+        else:
+            found[d] = running
+        size = shape[d]
+        text = str(size.value) if size.is_static else size.expr
+        if text is None or not (text.isdigit() or text.isidentifier()):
+            running = None
+        elif running == "1":
+            running = text
+        elif text.isdigit() and running.isdigit():
+            running = str(int(text) * int(running))
+        else:
+            running = f"{text}*{running}"
+    return found
 
 
 def _rank(w: WrapperInput) -> int:

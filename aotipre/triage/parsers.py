@@ -475,7 +475,8 @@ def decisive(text: str, limit: int = 6) -> list[str]:
 
 # The only steps allowed between the load of an index and its bounds check (a cast, the
 # wrap-around of negative indices): anything else computes a new index, and then the bound is
-# not a bound on the input's own values.
+# not a bound on the input's own values. torch 2.11 spells the wrap with the row count in a
+# temporary of its own (`auto tmp1 = 100L;` ... `auto tmp3 = int64_t(tmp0 + tmp2);`).
 _PLAIN_STEPS = (
     re.compile(r"in_ptr\d+\[[^;]*\]"),
     re.compile(r"tmp\d+"),
@@ -483,6 +484,8 @@ _PLAIN_STEPS = (
     re.compile(r"tmp\d+ \+ (?P<rows>\d+)L?"),
     re.compile(r"tmp\d+ < 0L?"),
     re.compile(r"tmp\d+ \? tmp\d+ : tmp\d+"),
+    re.compile(r"\d+L?"),
+    re.compile(r"(?:int64_t|int32_t)\(tmp\d+ \+ tmp\d+\)"),
 )
 _DEF = re.compile(r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);\s*$")
 
@@ -493,6 +496,7 @@ def plain_index_chain(source: str, variable: str) -> bool:
     for m in _DEF.finditer(source):
         defs.setdefault(m.group(1), m.group(2).strip())
     seen: set[str] = set()
+    loads: set[str] = set()
     queue = [variable]
     while queue:
         var = queue.pop()
@@ -504,6 +508,8 @@ def plain_index_chain(source: str, variable: str) -> bool:
             return False
         if not any(p.fullmatch(rhs) for p in _PLAIN_STEPS):
             return False
-        if not rhs.startswith("in_ptr"):
+        if rhs.startswith("in_ptr"):
+            loads.add(rhs.split("[", 1)[0])
+        else:
             queue.extend(re.findall(r"\btmp\d+\b", rhs))
-    return True
+    return len(loads) == 1  # a sum of two loads is a new index, not the input's own values

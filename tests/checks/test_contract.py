@@ -152,6 +152,17 @@ def test_state_dict_and_checkpoints() -> None:
             "auto tmp3 = tmp2 ? tmp1 : tmp0;",
             True,
         ),
+        (  # torch 2.11: the row count in a temporary of its own
+            "auto tmp0 = in_ptr0[x0];\nauto tmp1 = 100L;\nauto tmp2 = c10::convert<int64_t>(tmp1);\n"
+            "auto tmp3 = int64_t(tmp0 + tmp2);\nauto tmp4 = tmp0 < 0;\n"
+            "auto tmp5 = tmp4 ? tmp3 : tmp0;\nauto tmp6 = tmp5;\n"
+            "auto tmp7 = c10::convert<int64_t>(tmp6);",
+            True,
+        ),
+        (  # the sum of two inputs' values is a new index
+            "auto tmp0 = in_ptr0[x0];\nauto tmp1 = in_ptr1[x0];\nauto tmp2 = int64_t(tmp0 + tmp1);",
+            False,
+        ),
         ("auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 / 2L;\nauto tmp2 = tmp1;", False),
         ("auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 * tmp0;\nauto tmp2 = tmp1;", False),
     ],

@@ -128,6 +128,54 @@ def plain_torch(code: str, *args: str, env: dict[str, str] | None = None) -> Any
     return json.loads(lines[-1])
 
 
+PLAIN_REFUSED = """
+import json, sys, torch
+m = torch._inductor.aoti_load_package(sys.argv[1])
+out = []
+for path in sys.argv[2:]:
+    args, kwargs = torch.load(path)
+    try:
+        m(*args, **kwargs)
+        out.append(False)
+    except Exception:
+        out.append(True)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="session")
+def plain_compiled_refuses(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[..., list[bool]]:
+    """plain_compiled_refuses(ep_only_package, *inputs): for each inputs file, whether the AOTI
+    code plain torch compiles from the package's ExportedProgram (aoti_compile_and_package in a
+    fresh process, once per package) refuses it under AOTI_RUNTIME_CHECK_INPUTS=1. What that code
+    checks depends on the torch: 2.13 compiles a Dim(min=1) loaded from a file to a check of
+    >= 2, 2.11 keeps >= 1."""
+    compiled: dict[str, str] = {}
+
+    def go(package: Path, *inputs: Path) -> list[bool]:
+        if str(package) not in compiled:
+            out = tmp_path_factory.mktemp("plain-compiled") / "compiled.pt2"
+            plain_torch(
+                "import json, sys, torch\n"
+                "ep = torch.export.load(sys.argv[1])\n"
+                "print(json.dumps(torch._inductor.aoti_compile_and_package(ep, package_path="
+                "sys.argv[2])))\n",
+                str(package),
+                str(out),
+            )
+            compiled[str(package)] = str(out)
+        return plain_torch(
+            PLAIN_REFUSED,
+            compiled[str(package)],
+            *map(str, inputs),
+            env={"AOTI_RUNTIME_CHECK_INPUTS": "1"},
+        )
+
+    return go
+
+
 def rewrite(src: Path, dst: Path, edit: Callable[[str, bytes], bytes | None]) -> Path:
     """Copy an archive member by member through `edit` (None drops the member): a real package
     damaged or changed in one named way."""

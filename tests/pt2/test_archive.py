@@ -253,21 +253,36 @@ def test_prepended_bytes_whatever_place_zipfile_gives_the_zip64_record(
 ) -> None:
     """zipfile's end record says where the plain end record is (CPython as released) or, in
     zipfiles patched for CVE-2025-8291 (Ubuntu's Python 3.12.3 on the GPU machine: "924 bytes
-    precede" for 1000), where the zip64 one is: the count is the same either way."""
+    precede" for 1000), where the zip64 one is: the count is the same either way. Both places
+    are made from what this Python's zipfile gives (it gives one of them)."""
     import zipfile
 
     data = pkg("aoti").read_bytes()
     before = tmp_path / "before.pt2"
     before.write_bytes(b"J" * 1000 + data)
     real = zipfile._EndRecData  # type: ignore[attr-defined]
+    zip64_record = 56 + 20  # the zip64 end record and its locator, before the plain end record
 
-    def zip64_place(fh):  # type: ignore[no-untyped-def]
-        endrec = real(fh)
-        if endrec and endrec[0] == b"PK\x06\x06":
-            endrec[9] -= 56 + 20
-        return endrec
+    def place(zip64: bool):  # type: ignore[no-untyped-def]
+        def finder(fh):  # type: ignore[no-untyped-def]
+            endrec = real(fh)
+            if endrec and endrec[0] == b"PK\x06\x06":
+                fh.seek(endrec[9])
+                at_zip64 = fh.read(4) == b"PK\x06\x06"
+                fh.seek(0)
+                if zip64 and not at_zip64:
+                    endrec[9] -= zip64_record
+                elif at_zip64 and not zip64:
+                    endrec[9] += zip64_record
+            return endrec
 
-    assert real(open(before, "rb"))[0] == b"PK\x06\x06"  # torch writes zip64 end records
-    for finder in (real, zip64_place):
+        return finder
+
+    with open(before, "rb") as fh:
+        assert real(fh)[0] == b"PK\x06\x06"  # torch writes zip64 end records
+        for zip64 in (False, True):  # the places each finder gives are the ones meant
+            fh.seek(place(zip64)(fh)[9])
+            assert fh.read(4) == (b"PK\x06\x06" if zip64 else b"PK\x05\x06")
+    for finder in (real, place(False), place(True)):
         monkeypatch.setattr(zipfile, "_EndRecData", finder)
         assert "1000 bytes precede the zip archive" in str(_error(before))

@@ -131,11 +131,12 @@ def test_aot032_cpp_only_package_compiles_at_every_load(
     # plain torch compiles it inside aoti_load_package and runs it
     said = plain_torch(LOAD, str(path))
     assert "out" in said and _close(said["out"], eager), said
-    # without g++ on PATH the same load fails
+    # without g++ on PATH the same load fails, at the compile step or at the link (torch 2.11
+    # on the GPU machine: `Failed to link files.`), whichever first needs the missing g++
     no_compiler = tmp_path / "bin"
     no_compiler.mkdir()
     said = plain_torch(LOAD, str(path), env={"PATH": str(no_compiler), "CXX": "g++"})
-    assert said.get("error") == "Failed to compile cpp file.", said
+    assert said.get("error") in ("Failed to compile cpp file.", "Failed to link files."), said
 
     rc, report = _check(capsys, path)
     assert rc == 0 and _codes(report).get("AOT032") == "warning", report["findings"]

@@ -61,6 +61,24 @@ def test_aoti_only_cuda_contract_from_wrapper() -> None:
     assert bounds[1] is not None and (bounds[1].min, bounds[1].max) == (2, 128)
 
 
+def test_aoti_only_211_inputs_read_with_the_symbols_of_the_first(pkg: Pkg) -> None:
+    """torch 2.11's run_impl binds s43 and s53 from input_ids only and checks neither the mask's
+    sizes against them nor its symbolic stride (no assert_size_stride, unlike 2.13): the mask's
+    dims are the ones its range checks share with the ids' symbols, its layout the contiguous
+    one, as the same model compiled by the torch of the fixtures says outright."""
+    (model,) = read_package(DATA / "aoti_cuda.pt2").models
+    (same,) = read_package(pkg("aoti")).models
+
+    def layout(inputs: tuple) -> list[tuple[list[str], list[str]]]:  # type: ignore[type-arg]
+        return [
+            ([str(d) for d in i.tensor.shape], [str(d) for d in i.tensor.strides or ()])
+            for i in inputs
+        ]
+
+    assert layout(model.inputs) == [(["s43", "s53"], ["s53", "1"])] * 2
+    assert layout(model.inputs) == layout(same.inputs)
+
+
 def test_derived_dim_from_211_export(pkg: Pkg) -> None:
     path = DATA / "derived.pt2"
     # AOT050: the .so of these slimmed archives is a stub (test_stub_binaries_are_not_loadable)
@@ -114,7 +132,9 @@ def test_stub_binaries_are_not_loadable() -> None:
     the loader would fail on them (AOT050), and judges the cc from metadata only (AOT402)."""
     report = check(DATA / "aoti_cuda.pt2", CheckOptions(static_only=True, target="cuda,cc=8.0"))
     bad = [f for f in report.findings if f.code == "AOT050"]
-    assert len(bad) == 4 and all("not an ELF file" in f.message or "neither" in f.message for f in bad)
+    assert len(bad) == 4 and all(
+        "not an ELF file" in f.message or "neither" in f.message for f in bad
+    )
     (cc,) = [f for f in report.findings if f.code == "AOT402"]
     assert "metadata" in cc.message
 

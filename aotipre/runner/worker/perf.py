@@ -185,10 +185,23 @@ def _extraction_dirs() -> set[str]:
     return found
 
 
+def _member_names(package: str, model: str) -> set[str]:
+    """The file names of the model's AOTI members (what an extraction folder holds, the C++
+    sources of a package_cpp_only package included)."""
+    import zipfile
+
+    with contextlib.suppress(Exception), zipfile.ZipFile(package) as zf:
+        marker = f"/data/aotinductor/{model}/"
+        return {os.path.basename(n) for n in zf.namelist() if marker in f"/{n}" and n[-1] != "/"}
+    return set()
+
+
 def _extraction(before: set[str], so_names: set[str], started: float) -> dict[str, Any]:
     """The folder this load extracted the model into: its files, bytes, and when the last file
     was written (seconds after the loader started; file times are as coarse as the kernel's
-    clock tick, a few ms)."""
+    clock tick, a few ms). `so_names`: names of the package's files the folder must hold (its
+    .so files, else, for a package without one, its other files: torch 2.11 names the folder
+    `/tmp/XXXXXX`, not `aotinductor_*`)."""
     for folder in sorted(_extraction_dirs() - before):
         files = 0
         size = 0
@@ -297,7 +310,8 @@ def _load_breakdown(
     out["loader_s"] = timer.seconds("loader")
     out["loader_calls"] = timer.count("loader")
     if timer.starts:
-        extraction = _extraction(before, _so_names(path, model), timer.starts[-1])
+        names = _so_names(path, model) or _member_names(path, model)
+        extraction = _extraction(before, names, timer.starts[-1])
         if extraction and out["loader_s"] is not None:
             extraction["written_s"] = min(max(extraction["written_s"], 0.0), out["loader_s"])
             out["dlopen_constants_s"] = out["loader_s"] - extraction["written_s"]
