@@ -265,6 +265,14 @@ TARGETS: tuple[Target, ...] = (
         None,
         ("tests/gate/test_mutants_reference.py",),
     ),
+    # torch's CPU-ISA probe paid once per host (issue #28): what is recorded, trusted, pinned
+    Target(
+        "aotipre/runner/loadcost.py",
+        ("host_key", "_cpu_identity", "_compiler_identity", "read", "parse", "_clean_probe",
+         "from_load", "write", "with_recorded_probe", "HandOver.pin", "HandOver.learn",
+         "HandOver._host_key"),
+        ("tests/runner/test_loadcost.py",),
+    ),
     # many packages: CI shards and their merged verdict (issue #25)
     Target(
         "aotipre/shard.py",
