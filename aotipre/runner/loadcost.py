@@ -163,7 +163,7 @@ def parse(data: Any, key: str, now: float | None = None) -> ProbeRecord | None:
     measured_at = data.get("measured_at")
     if not isinstance(names, list) or not 0 < len(names) <= MAX_ISAS:
         return None
-    if not all(isinstance(n, str) and _ISA_NAME.match(n) for n in names):
+    if not _isa_names(names):
         return None
     if len(set(names)) != len(names):
         return None
@@ -179,6 +179,11 @@ def parse(data: Any, key: str, now: float | None = None) -> ProbeRecord | None:
     if clean is None:
         return None
     return ProbeRecord(tuple(names), clean, measured_at)
+
+
+def _isa_names(names: list[Any]) -> bool:
+    """Every name is a plain identifier, as torch's VecISA class names are."""
+    return all(isinstance(n, str) and _ISA_NAME.match(n) for n in names)
 
 
 def _clean_probe(probe: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -322,9 +327,8 @@ class HandOver:
         """Take what a finished load step's entry says: the list its probe found, and (the
         host's first timed load) the record to keep."""
         names = entry.get("vec_isa")
-        if self.probed is None and isinstance(names, list) and names:
-            if all(isinstance(n, str) and _ISA_NAME.match(n) for n in names):
-                self.probed = tuple(names)
+        if self.probed is None and isinstance(names, list) and names and _isa_names(names):
+            self.probed = tuple(names)
         if self._key is None or self.recorded is not None:
             return
         record = from_load(entry)
