@@ -40,17 +40,20 @@ PTX_ISA_TOOLKIT = {
     (7, 0): "11.0", (7, 1): "11.1", (7, 2): "11.2", (7, 3): "11.3", (7, 4): "11.4",
     (7, 5): "11.5", (7, 6): "11.6", (7, 7): "11.7", (7, 8): "11.8", (8, 0): "12.0",
     (8, 1): "12.1", (8, 2): "12.2", (8, 3): "12.3", (8, 4): "12.4", (8, 5): "12.5",
-    (8, 6): "12.8", (8, 7): "12.8", (8, 8): "12.9", (9, 0): "13.0",
+    (8, 6): "12.8", (8, 7): "12.8", (8, 8): "12.9", (9, 0): "13.0", (9, 1): "13.1",
+    (9, 2): "13.2",
 }  # fmt: skip
-"""PTX ISA version -> the first public CUDA release that reads it (PTX ISA release notes; 8.6
-came with 12.7, which was never released)."""
+"""PTX ISA version -> the first public CUDA release that reads it (PTX ISA release notes,
+"PTX Release History"; 8.6 came with 12.7, which was never released; 9.2 is CUDA 13.2, the
+default CUDA of torch 2.15's wheels)."""
 
 TOOLKIT_DRIVER = {
     "11.0": "450.36.06", "11.1": "455.23", "11.2": "460.27.03", "11.3": "465.19.01",
     "11.4": "470.42.01", "11.5": "495.29.05", "11.6": "510.39.01", "11.7": "515.43.04",
     "11.8": "520.61.05", "12.0": "525.60.13", "12.1": "530.30.02", "12.2": "535.54.03",
     "12.3": "545.23.06", "12.4": "550.54.14", "12.5": "555.42.02", "12.6": "560.28.03",
-    "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06",
+    "12.8": "570.26", "12.9": "575.51.03", "13.0": "580.65.06", "13.1": "590.44.01",
+    "13.2": "595.45.04",
 }  # fmt: skip
 """CUDA release -> the Linux driver it shipped with (CUDA release notes, table 3). A driver
 JIT-compiles PTX only of an ISA it knows: the PTX's toolkit release needs at least this driver."""

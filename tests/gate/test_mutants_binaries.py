@@ -209,8 +209,11 @@ def test_which_device_runs_an_image() -> None:
 def test_the_driver_an_image_needs() -> None:
     # PTX: the driver of the first toolkit that reads its ISA; beyond the table, the newest
     assert GpuImage("ptx", "90", ptx_version=(8, 4)).min_driver() == "550.54.14"
-    assert GpuImage("ptx", "90", ptx_version=(9, 1)).min_driver() == "580.65.06"
-    assert GpuImage("ptx", "90", ptx_version=(10, 0)).min_driver() == "580.65.06"
+    assert GpuImage("ptx", "90", ptx_version=(9, 0)).min_driver() == "580.65.06"
+    # CUDA 13.1 and 13.2 (torch 2.15's default wheels): a 580 driver cannot JIT their PTX
+    assert GpuImage("ptx", "90", ptx_version=(9, 1)).min_driver() == "590.44.01"
+    assert GpuImage("ptx", "90", ptx_version=(9, 2)).min_driver() == "595.45.04"
+    assert GpuImage("ptx", "90", ptx_version=(10, 0)).min_driver() == "595.45.04"
     # an ISA inside the table's span that no release has: unknown
     assert GpuImage("ptx", "90", ptx_version=(7, 9)).min_driver() is None
     assert GpuImage("ptx", "90").min_driver() is None  # no version known
