@@ -952,6 +952,26 @@ ALL_CODES: tuple[Code, ...] = (
         "model's index check fails on it, or, compiled without index asserts, it reads out of "
         "bounds",
     ),
+    Code(
+        "AOT309",
+        "unchecked-data-dependent-size",
+        W,
+        C.DYNAMIC_RANGE,
+        "The compiled code sizes a tensor with a value it reads from an input at run time (`u0` "
+        "from `.item()`) and checks no range of it: the package was compiled with "
+        "unsafe_skip_scalar_range_asserts (torch 2.15+) or scalar_asserts=False, which drop the "
+        "model's torch._check bounds and export's own. A value outside what export assumed runs without an error, "
+        "even under AOTI_RUNTIME_CHECK_INPUTS=1, and kernels read or write out of bounds "
+        "(measured: garbage outputs).",
+        "recompile with the range asserts (unset TORCHINDUCTOR_UNSAFE_SKIP_SCALAR_RANGE_ASSERTS "
+        "and TORCHINDUCTOR_SCALAR_ASSERTS=0), or validate the value in the serving "
+        "process before every call",
+        example="model 'model': u0 (read from a tensor at run time, int64) sizes a tensor and "
+        "the compiled code checks no range of it: compiled without its scalar range asserts "
+        "(unsafe_skip_scalar_range_asserts, torch 2.15+, or scalar_asserts=False), so the "
+        "model's torch._check bounds and export's own are gone; a value outside what export assumed runs unchecked, even with "
+        "AOTI_RUNTIME_CHECK_INPUTS=1, and reads or writes out of bounds without an error",
+    ),
     # 4: host and version compatibility
     Code(
         "AOT401",
@@ -1593,7 +1613,9 @@ ALL_CODES: tuple[Code, ...] = (
         "probe-bound-failed",
         E,
         C.DYNAMIC_RANGE,
-        "The model failed at the minimum or maximum of a dynamic dimension it declares valid.",
+        "The model failed at the minimum or maximum of a dynamic dimension it declares valid, or, "
+        "for a dimension with no maximum (exported without one, or compiled with "
+        "aot_inductor.check_upperbound=False), at twice the sample's size.",
         "fix the model for that size, or re-export with a range it supports",
         example="s53=128 [input_ids dim 1, attention_mask dim 1], the maximum of the declared "
         "range [2, 128], failed: index out of bounds: 0 <= tmp3 < 100L in kernel "

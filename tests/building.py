@@ -8,12 +8,19 @@ import sys
 from pathlib import Path
 
 
-def build(builder: str | Path, out: Path, *args: str, timeout: float = 900) -> Path:
-    """Run `builder` (a script path, or Python code for `-c`) with `out` and `args`; a failed
-    build fails the test with the builder's stderr. Returns `out`."""
+def build(
+    builder: str | Path,
+    out: Path,
+    *args: str,
+    timeout: float = 900,
+    python: str | Path = sys.executable,
+) -> Path:
+    """Run `builder` (a script path, or Python code for `-c`) with `out` and `args` in `python`
+    (this torch by default; another venv's for its torch); a failed build fails the test with
+    the builder's stderr. Returns `out`."""
     code = ["-c", builder] if isinstance(builder, str) else [str(builder)]
     proc = subprocess.run(
-        [sys.executable, *code, str(out), *args],
+        [str(python), *code, str(out), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

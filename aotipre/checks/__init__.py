@@ -6,6 +6,7 @@ from aotipre.binaries.facts import IsaScanner
 from aotipre.checks.contract import (
     check_checkpoint,
     check_contract_conflicts,
+    check_data_ranges,
     check_loading,
     check_specialized,
     check_unplaced_specialized,
@@ -68,6 +69,7 @@ def run_static_checks(
             continue
         findings.extend(check_contract_conflicts(model))
         findings.extend(check_specialized(model, sample))
+        findings.extend(check_data_ranges(model))
         findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
             findings.extend(check_inputs(model, sample))

@@ -121,6 +121,34 @@ def check_specialized(model: ModelInfo, sample: SampleInputs | None) -> list[Fin
     ]
 
 
+def check_data_ranges(model: ModelInfo) -> list[Finding]:
+    """Values the compiled code reads from an input at run time (`.item()`) and sizes a tensor
+    with, where no range check of them is left (AOT309): compiled with torch 2.15's
+    unsafe_skip_scalar_range_asserts (or scalar_asserts=False), a value out of range runs
+    unchecked and out of bounds.
+    Integer values only; one that never sizes a tensor (`x * n.item()`) has no bound to break."""
+    out = []
+    for d in model.data_symbols:
+        if not d.dtype.startswith(("int", "uint")) or not d.sizes_tensor or d.range_checked:
+            continue
+        other = f" (it still checks {', '.join(d.checks)})" if d.checks else ""
+        out.append(
+            codes.get("AOT309").finding(
+                f"model '{model.name}': {d.symbol} (read from a tensor at run time, {d.dtype}) "
+                f"sizes a tensor and the compiled code checks no range of it{other}: compiled "
+                "without its scalar range asserts (unsafe_skip_scalar_range_asserts, torch "
+                "2.15+, or scalar_asserts=False), so the model's torch._check bounds and "
+                "export's own are gone; a value outside what export "
+                "assumed runs unchecked, even with AOTI_RUNTIME_CHECK_INPUTS=1, and reads or "
+                "writes out of bounds without an error",
+                model=model.name,
+                stage="static",
+                actual=d.symbol,
+            )
+        )
+    return out
+
+
 def check_unplaced_specialized(model: ModelInfo, sample: SampleInputs | None) -> list[Finding]:
     """AOTI-only, when wrapper.cpp cannot tell which leaves of the call are the specialized
     non-tensor arguments: say how many there are, and which ones the sample inputs fill with

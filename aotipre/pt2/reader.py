@@ -353,6 +353,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         constants=wrapper.constants if wrapper is not None else (),
         mutated_buffers=_mutated(contract, wrapper),
         output_tree=wrapper.output_tree if wrapper is not None else None,
+        data_symbols=wrapper.data_symbols if wrapper is not None else (),
     )
     if contract is not None:
         model = replace(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -238,6 +239,46 @@ class ConstantSpec:
 
 
 @dataclass(frozen=True)
+class DataSymbol:
+    """A value run_impl reads from a tensor at run time (`u0` from `.item()`), with the scalar
+    asserts the compiled code checks it against (torch._check and export's own bounds)."""
+
+    symbol: str
+    dtype: str
+    """What `aoti_torch_item_<dtype>` read: int64, float64, bool, ..."""
+    checks: tuple[str, ...] = ()
+    """The asserted conditions naming the symbol, as their messages spell them (`u0 <= 8`),
+    duplicates dropped."""
+    sizes_tensor: bool = False
+    """The code sizes a tensor with it (`int_array_<n>[] = {u0, 4L}`): a value out of range
+    makes kernels read or write out of bounds."""
+
+    @property
+    def range_checked(self) -> bool:
+        """True when a check bounds the symbol by a constant (what torch 2.15's
+        unsafe_skip_scalar_range_asserts drops)."""
+        return any(_is_range_bound(c, self.symbol) for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol,
+            "dtype": self.dtype,
+            "checks": list(self.checks),
+            "range_checked": self.range_checked,
+            "sizes_tensor": self.sizes_tensor,
+        }
+
+
+def _is_range_bound(cond: str, symbol: str) -> bool:
+    sides = re.split(r"\s*(?:<=|>=|<|>|==|!=)\s*", cond.strip())
+    if len(sides) != 2:
+        return False
+    a, b = (x.strip("() ") for x in sides)
+    const = re.compile(r"-?\d{1,25}")
+    return (a == symbol and bool(const.fullmatch(b))) or (b == symbol and bool(const.fullmatch(a)))
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """One model inside the package, with its input contract."""
 
@@ -278,6 +319,9 @@ class ModelInfo:
     """Buffers (fqn) a call writes, from the ExportedProgram's graph and the compiled code's
     writes: state carried from one call to the next (the state stage calls such a model
     several times)."""
+    data_symbols: tuple[DataSymbol, ...] = ()
+    """Values the AOTI code reads from tensors at run time (`.item()`), with the scalar asserts
+    it checks them against (from wrapper.cpp)."""
     output_tree: TreeSpec | None = None
     """The pytree of the outputs (the AOTI code's out_spec_), when the package records it: how
     a server that flattens them (Triton's torch_aoti backend) names and counts them."""
@@ -369,6 +413,7 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
         "dynamic_dims": [s.to_dict() for s in model.symbols],
         "constants": [c.to_dict() for c in model.constants],
         "mutated_buffers": list(model.mutated_buffers),
+        "data_dependent_values": [d.to_dict() for d in model.data_symbols],
         "contract_conflicts": list(model.contract_conflicts),
         "kwargs": [k for k, _ in model.signature.kwargs] if model.signature else None,
         "notes": list(model.notes),

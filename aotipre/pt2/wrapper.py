@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ..dtypes import ALL_DTYPES, C10_DTYPES, canonical
-from .spec import Dim, DimBound
+from .spec import DataSymbol, Dim, DimBound
 
 # c10 DeviceType numbers (torch/headeronly/core/DeviceType.h), as torch names the device types.
 DEVICE_TYPES: dict[int, str] = {
@@ -163,6 +163,17 @@ _KERNEL_CAST_RE = re.compile(
 _ALIGN_RE = re.compile(
     r"reinterpret_cast<std::uintptr_t>\((\w{1,200})\.data_ptr\(\)\)\s*&\s*\((\d{1,9})\s*-\s*1\)"
 )
+_ITEM_RE = re.compile(
+    r"\baoti_torch_item_(\w{1,20})\(\s*(\w{1,200})\s*,\s*&\s*(\w{1,200})_raw\s*\)"
+)
+"""`aoti_torch_item_int64(buf0, &u0_raw)`: a value read from a tensor at run time (`.item()`)."""
+_SCALAR_ASSERT_RE = re.compile(
+    r"\bif\s*\(\s*!\s*\(([^\n{};]{1,300})\)\s*\)\s*\{\s*throw\s+std::runtime_error\(\s*"
+    r"\"Expected ([^\"\n]{1,300}?)(?: to be True)? but received \"\s*\+\s*std::to_string\((\w{1,200})\)"
+)
+"""A torch._check / runtime assert on a scalar, as AssertScalar writes it for the C++ wrapper."""
+_INT_ARRAY_RE = re.compile(r"\bint64_t\s+int_array_\d{1,9}\[\]\s*=\s*\{([^{}\n]{0,2000})\}")
+"""The sizes/strides of a tensor run_impl allocates or views."""
 _STRING_LITERAL_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 _INT_LITERAL_RE = re.compile(r"\b(\d{1,25})[lL]{1,2}\b")
@@ -322,6 +333,8 @@ class WrapperContract:
     debug_compile builds); None: no checks."""
     asserts_present: bool = False
     """True when run_impl has `assert_size_stride(<input>, ..., "input")` (torch >= 2.13)."""
+    data_symbols: tuple[DataSymbol, ...] = ()
+    """Values run_impl reads from tensors at run time (`.item()`), in order, with their checks."""
     written_constants: tuple[str, ...] = ()
     """Constants (their compiled names) that run_impl writes: a kernel's non-const pointer on
     the CPU, an `out_ptr`/`in_out_ptr` argument of a Triton launcher, the first argument of
@@ -442,6 +455,7 @@ def parse_wrapper_cpp(text: str | bytes | None) -> WrapperContract:
     no_bindings: tuple[tuple[SymbolBinding, ...], dict[str, str]] = ((), {})
     asserts = False
     written: tuple[str, ...] = ()
+    data: tuple[DataSymbol, ...] = ()
     if run_impl is not None:
         body = text[run_impl[0] : run_impl[1]]
         symbols, aliases = guard(
@@ -450,6 +464,7 @@ def parse_wrapper_cpp(text: str | bytes | None) -> WrapperContract:
         asserts = guard("assert_size_stride", lambda: _parse_asserts(body, drafts, w), False)
         guard("kernel calls", lambda: _parse_kernel_casts(body, drafts, w), None)
         guard("alignment checks", lambda: _parse_alignment(body, drafts), None)
+        data = guard("data-dependent values", lambda: _parse_data_symbols(body), ())
         names = tuple(c.name for c in constants)
         written = guard("written constants", lambda: written_names(text, body, names), ())
 
@@ -487,6 +502,7 @@ def parse_wrapper_cpp(text: str | bytes | None) -> WrapperContract:
         check_style=style,
         checks_env_gated=gated,
         asserts_present=asserts,
+        data_symbols=data,
         written_constants=written,
         recognized=recognized,
         warnings=w.result(),
@@ -971,6 +987,33 @@ def _parse_alignment(body: str, drafts: list[_Draft]) -> None:
     for m in _ALIGN_RE.finditer(body):
         if m.group(1) in by_name and by_name[m.group(1)].alignment is None:
             by_name[m.group(1)].alignment = int(m.group(2))
+
+
+MAX_DATA_SYMBOLS = 256
+"""Data-dependent values kept per model (a real model reads a handful)."""
+
+
+def _parse_data_symbols(body: str) -> tuple[DataSymbol, ...]:
+    """Every `aoti_torch_item_<dtype>(buf, &u0_raw)` of run_impl with the scalar asserts that
+    name `u0` (`if (!(u0 <= 8L)) { throw std::runtime_error("Expected u0 <= 8 but ...`)."""
+    found: dict[str, str] = {}
+    for m in _ITEM_RE.finditer(body):
+        if len(found) >= MAX_DATA_SYMBOLS:
+            break
+        found.setdefault(m.group(3), m.group(1))
+    if not found:
+        return ()
+    checks: dict[str, dict[str, None]] = {sym: {} for sym in found}
+    for m in _SCALAR_ASSERT_RE.finditer(body):
+        message = " ".join(m.group(2).split())
+        for ident in set(_IDENT_RE.findall(m.group(1))):
+            if ident in checks and len(checks[ident]) < 64:
+                checks[ident].setdefault(message, None)
+    sizing = {i for m in _INT_ARRAY_RE.finditer(body) for i in _IDENT_RE.findall(m.group(1))}
+    return tuple(
+        DataSymbol(sym, dtype, tuple(checks[sym]), sizes_tensor=sym in sizing)
+        for sym, dtype in found.items()
+    )
 
 
 def _cross_check(

@@ -9,6 +9,7 @@ from aotipre.pt2.exported import ContractError, call_signature, leaf_paths, pars
 from aotipre.pt2.spec import (
     CallSignature,
     ConstantSpec,
+    DataSymbol,
     Dim,
     DimBound,
     InputSpec,
@@ -39,6 +40,8 @@ class WrapperView:
     """The constants (fqn) that run_impl writes, folded ones left out: state kept across calls."""
     output_tree: TreeSpec | None = None
     """out_spec_: the pytree of the outputs, when it can be read."""
+    data_symbols: tuple[DataSymbol, ...] = ()
+    """Values run_impl reads from tensors (`.item()`), with the scalar asserts on them."""
 
 
 def contract_from_wrapper(text: str) -> WrapperView:
@@ -103,6 +106,7 @@ def contract_from_wrapper(text: str) -> WrapperView:
             if c.name in contract.written_constants and c.from_folded is not True
         ),
         output_tree=output_tree,
+        data_symbols=contract.data_symbols,
     )
 
 

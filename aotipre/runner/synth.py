@@ -466,11 +466,12 @@ class ProbeCase:
     """One run at a dynamic dim's bound."""
 
     id: str
-    """`probe:<symbol>:min|max|over`, or `probe:input<tensor index>:layout`."""
+    """`probe:<symbol>:min|max|over|beyond`, or `probe:input<tensor index>:layout`."""
     symbol: str
     """The dynamic symbol probed; for a layout case, the input's name."""
     kind: str
-    """min, max or over (max + 1, which the runtime check must reject), or layout (one input
+    """min, max or over (max + 1, which the runtime check must reject), beyond (a symbol with
+    no maximum: twice the sample's value, which must run), or layout (one input
     with the same shape and values in a transposed, non-contiguous layout)."""
     value: int
     shapes: dict[int, tuple[int, ...]]
@@ -552,7 +553,28 @@ def plan_probes(model: ModelInfo, shapes: dict[int, tuple[int, ...]], budget: in
             notes.append(f"{symbol}: the minimum {lo} gives inputs over the probe budget")
             continue
         if hi is None:
-            notes.append(f"{symbol}: no maximum; max and max+1 not probed")
+            # No upper bound in the contract: exported without a max, or (AOTI-only) compiled
+            # with aot_inductor.check_upperbound=False, which drops the "dim value is too large"
+            # check. The runtime check refuses no large size; what does one do?
+            want = max(2 * env[symbol], lo + 1)
+            value = _largest_fitting(lo + 1, want, lambda v: fits(shapes_at(v)))
+            if value is None:
+                notes.append(
+                    f"{symbol}: no maximum (the runtime check refuses no large size); "
+                    f"sizes above {lo} give inputs over the probe budget"
+                )
+                continue
+            s = shapes_at(value)
+            assert s is not None
+            cases.append(
+                ProbeCase(f"probe:{symbol}:beyond", symbol, "beyond", value, s, None, dims=dims)
+            )
+            notes.append(
+                f"{symbol}: no maximum in the contract (exported without one, or compiled "
+                "with aot_inductor.check_upperbound=False): the runtime check refuses no large "
+                f"size; probed at {value}"
+                + (f" (2x the sample's {env[symbol]})" if value == want else " (probe budget)")
+            )
             continue
         top = hi
         capped = False

@@ -151,6 +151,10 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT122": (f"{CPP}::test_python_op_exported_program",),
     "AOT123": (f"{CPP}::test_a_failing_import_is_its_own_finding",),
     "AOT308": (f"{RS}::test_token_id_past_the_vocabulary_is_found_before_running",),
+    "AOT309": (
+        "tests/runner/test_contract_items_real.py::"
+        "test_an_unchecked_data_dependent_size_is_flagged_where_torch_runs_it",
+    ),
     "AOT420": (f"{G}/test_codes_real.py::test_aot420_a_compile_cache_that_is_a_file",),
     "AOT430": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),
     "AOT431": (f"{TGT}::test_glibc_and_libstdcxx",),

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from aotipre.pt2.spec import Dim, DimBound
-from aotipre.pt2.wrapper import MAX_WARNINGS, WrapperContract, parse_wrapper_cpp
+from aotipre.pt2.wrapper import (
+    MAX_DATA_SYMBOLS,
+    MAX_WARNINGS,
+    WrapperContract,
+    parse_wrapper_cpp,
+)
 
 DATA = Path(__file__).parent / "data"
 VERSIONS = ("211", "213")
@@ -468,3 +473,45 @@ def test_adversarial_large_text_is_fast() -> None:
 def test_package_does_not_import_torch() -> None:
     code = "import sys, aotipre.pt2.wrapper; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def _run_impl(body: str) -> str:
+    return (
+        "void AOTInductorModel::run_impl(AtenTensorHandle* input_handles) {\n"
+        + body
+        + "\n} // AOTInductorModel::run_impl\n"
+    )
+
+
+def test_data_dependent_values_and_their_checks() -> None:
+    """`.item()` values (lines as torch 2.11-2.15 write them): which checks name each, whether
+    a constant bounds it (what unsafe_skip_scalar_range_asserts drops), whether it sizes a
+    tensor."""
+    text = _run_impl(
+        "AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_item_int64(buf0, &u0_raw));\n"
+        "auto u0 = u0_raw;\n"
+        'if (!(u0 <= 8L)) { throw std::runtime_error("Expected u0 <= 8 but received " + '
+        "std::to_string(u0)); }\n"
+        'if (!(u0 <= 8L)) { throw std::runtime_error("Expected u0 <= 8 to be True but received '
+        '" + std::to_string(u0)); }\n'
+        "AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_item_int64(buf1, &u1_raw));\n"
+        'if (!(u1 == 2L*s0)) { throw std::runtime_error("Expected u1 == 2*s0 but received " + '
+        "std::to_string(u1)); }\n"
+        "AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_item_float64(buf2, &u2_raw));\n"
+        "const int64_t int_array_1[] = {u0, 4L};\n"
+        "static constexpr int64_t int_array_2[] = {u1, 1L};\n"
+    )
+    found = {d.symbol: d for d in parse_wrapper_cpp(text).data_symbols}
+    assert list(found) == ["u0", "u1", "u2"]
+    u0, u1, u2 = found["u0"], found["u1"], found["u2"]
+    assert u0.checks == ("u0 <= 8",) and u0.range_checked and u0.sizes_tensor
+    assert u1.checks == ("u1 == 2*s0",) and not u1.range_checked and u1.sizes_tensor
+    assert (u2.dtype, u2.checks, u2.range_checked, u2.sizes_tensor) == ("float64", (), False, False)
+
+
+def test_data_dependent_values_are_bounded() -> None:
+    items = "".join(
+        f"AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_item_int64(b{i}, &u{i}_raw));\n"
+        for i in range(MAX_DATA_SYMBOLS + 50)
+    )
+    assert len(parse_wrapper_cpp(_run_impl(items)).data_symbols) == MAX_DATA_SYMBOLS

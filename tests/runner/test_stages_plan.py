@@ -67,11 +67,23 @@ def test_probe_budget_caps_the_max_and_drops_the_over_probe() -> None:
     assert any("exceeds the probe budget of 400" in n for n in plan.notes)
 
 
-def test_unbounded_symbol_gets_only_a_min_probe() -> None:
+def test_unbounded_symbol_is_probed_at_its_min_and_past_the_sample() -> None:
+    """No maximum (exported without one, or compiled with check_upperbound=False): nothing
+    refuses a large size, so the probe runs twice the sample's value, which must work."""
     model = token_model(seq=(2, None))
     plan = synth.plan_probes(model, {0: (3, 10), 1: (3, 10)}, budget=1 << 22)
-    assert [c.id for c in plan.cases if c.symbol == "s1"] == ["probe:s1:min"]
-    assert any("s1: no maximum" in n for n in plan.notes)
+    cases = [c for c in plan.cases if c.symbol == "s1"]
+    assert [(c.kind, c.value, c.expect) for c in cases] == [("min", 2, "ok"), ("beyond", 20, "ok")]
+    assert cases[1].shapes == {0: (3, 20), 1: (3, 20)}
+    assert any("s1: no maximum in the contract" in n and "probed at 20" in n for n in plan.notes)
+    # the budget caps it: 3 x 13 elements at most per input
+    capped = synth.plan_probes(model, {0: (3, 10), 1: (3, 10)}, budget=39)
+    (beyond,) = [c for c in capped.cases if c.kind == "beyond"]
+    assert beyond.value == 13 and any("(probe budget)" in n for n in capped.notes)
+    # not even min + 1 fits: said, not probed
+    tight = synth.plan_probes(model, {0: (3, 10), 1: (3, 10)}, budget=6)
+    assert not [c for c in tight.cases if c.kind == "beyond"]
+    assert any("over the probe budget" in n for n in tight.notes)
 
 
 def _derived_model() -> object:

@@ -26,6 +26,7 @@ _PROBE_WORDS = {
     "min": "at its min",
     "max": "at its max",
     "over": "one past its max",
+    "beyond": "above its sample's size (no max)",
     "min:unchecked": "at its min without the runtime check",
     "over:unchecked": "one past its max without the runtime check",
     "layout": "laid out non-contiguously",
@@ -218,13 +219,18 @@ def _probe_case(s: Session, case: ProbeCase, r: StepRecord, unchecked: list[Any]
                     f"{case.value} is refused whenever AOTI_RUNTIME_CHECK_INPUTS=1"
                 )
             _unchecked(s, case, f"{label} (the declared minimum)", unchecked)
+        where = (
+            f"twice the sample's size, inside its range [{lo}, no max] (the runtime check "
+            "refuses no large size)"
+            if case.kind == "beyond"
+            else f"the {case.kind}imum of the declared range [{lo}, {hi}]"
+        )
         s.add(
             "AOT610",
-            f"{label}{capped}, the {case.kind}imum of the declared range "
-            f"[{lo}, {hi}], {what}{kernel}",
+            f"{label}{capped}, {where}, {what}{kernel}",
             "probe",
             evidence=fail.evidence,
-            expected=f"runs for {lo} <= {case.symbol} <= {hi}",
+            expected=f"runs for {lo} <= {case.symbol}" + (f" <= {hi}" if hi is not None else ""),
             actual=f"{case.symbol}={case.value}: {fail.summary}",
             **({"severity": severity} if severity else {}),
             **subject,
