@@ -1702,6 +1702,30 @@ ALL_CODES: tuple[Code, ...] = (
     ),
     # 64-65: performance (the perf stage): cold start, memory, leaks, budgets, regressions
     Code(
+        "AOT616",
+        "offset-input-failed",
+        E,
+        C.STRIDE,
+        "An input passed as a view one element into a larger buffer (`buf[1:]`: contiguous, "
+        "the sample's values, not 16-byte aligned) crashed, failed, or returned outputs that "
+        "differ from the aligned input's; or, statically, a sample input starts inside its "
+        "storage where the compiled code refuses misaligned inputs at every call (torch 2.15's "
+        "assert_alignment, compiled with alignment_asserts_inputs). Servers hand models such "
+        "slices of a batch.",
+        "pass inputs that own their storage (x.clone()) until the model handles offset views; "
+        "report the wrong outputs upstream",
+        example="args[0] as a view one element into its storage (`buf[1:]`, not 16-byte "
+        "aligned) ran and returned outputs that differ from the aligned input's (output 0: 8 "
+        "of 8 values, max abs diff 17.3)",
+        overrides=(
+            (
+                W,
+                "the compiled code refuses it at every call (assert_alignment, compiled with "
+                "torch 2.15's alignment_asserts_inputs): a contract, not wrong outputs",
+            ),
+        ),
+    ),
+    Code(
         "AOT640",
         "isa-probe-cost",
         I,

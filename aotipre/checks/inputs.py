@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aotipre import codes
+from aotipre.dtypes import ITEMSIZE
 from aotipre.findings import Finding, Severity
 from aotipre.inputs.meta import SampleInputs, TensorMeta, is_contiguous
 from aotipre.pt2 import symexpr
@@ -305,6 +306,7 @@ def _check_leaf(
             actual=len(value.shape),
         )
         return
+    _check_alignment(ctx, spec, value)
     needs_derived = False
     for dim, (want, got) in enumerate(zip(t.shape, value.shape)):
         bound = t.bounds[dim] if dim < len(t.bounds) else None
@@ -327,6 +329,31 @@ def _check_leaf(
             needs_derived = True
     if needs_derived or t.strides is not None:
         deferred.append((spec, value))
+
+
+def _check_alignment(ctx: _Ctx, spec: InputSpec, value: TensorMeta) -> None:
+    """A sample tensor that starts inside its storage (a slice of a batch) where the compiled
+    code refuses misaligned inputs at every call (torch 2.15's `assert_alignment(x, 16,
+    "input")`, compiled with alignment_asserts_inputs): what the runtime computes is
+    storage_offset x itemsize modulo the alignment (aoti_runtime/utils.h)."""
+    t = spec.tensor
+    if t is None or t.alignment_policy != "assert" or not t.alignment or not value.storage_offset:
+        return
+    itemsize = ITEMSIZE.get(value.dtype)
+    if itemsize is None or value.storage_offset * itemsize % t.alignment == 0:
+        return
+    ctx.add(
+        "AOT616",
+        f"input '{spec.name}' starts {value.storage_offset} element(s) "
+        f"({value.storage_offset * itemsize} bytes) into its storage, and the compiled code "
+        f"refuses inputs that are not {t.alignment}-byte aligned at every call (assert_alignment, "
+        "compiled with alignment_asserts_inputs), with or without AOTI_RUNTIME_CHECK_INPUTS",
+        spec,
+        hint="pass a tensor that owns its storage (x.clone()), or recompile without "
+        "alignment_asserts_inputs (misaligned inputs are then copied at each call)",
+        expected=f"storage_offset x itemsize a multiple of {t.alignment}",
+        actual=f"storage_offset={value.storage_offset} itemsize={itemsize}",
+    )
 
 
 def _bind_symbol(

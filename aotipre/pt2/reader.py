@@ -429,7 +429,12 @@ def merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:
     for inp in model.inputs:
         w = by_index.get(inp.tensor_index) if inp.tensor is not None else None
         if w is not None and inp.tensor is not None and w.tensor is not None:
-            tensor = replace(inp.tensor, bounds=w.tensor.bounds)
+            tensor = replace(
+                inp.tensor,
+                bounds=w.tensor.bounds,
+                alignment=w.tensor.alignment,
+                alignment_policy=w.tensor.alignment_policy,
+            )
             said = []
             if w.tensor.dtype and w.tensor.dtype != tensor.dtype:
                 said.append(f"dtype {tensor.dtype}, the compiled code {w.tensor.dtype}")

@@ -65,14 +65,22 @@ class TensorSpec:
     """Device type: cpu, cuda, ..."""
     bounds: tuple[DimBound | None, ...] = ()
     """Per-dim bounds from the AOTI wrapper's check functions (may be tighter than export's)."""
+    alignment: int | None = None
+    """Bytes of alignment the compiled code assumes of the input (CUDA code: 16)."""
+    alignment_policy: str | None = None
+    """What it does with a misaligned input: copy, assert (refuses it at every call) or
+    assert_checked (refuses it under AOTI_RUNTIME_CHECK_INPUTS); see WrapperInput."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "dtype": self.dtype,
             "shape": [d.to_json() for d in self.shape],
             "strides": None if self.strides is None else [d.to_json() for d in self.strides],
             "device": self.device,
         }
+        if self.alignment is not None:
+            out["alignment"] = {"bytes": self.alignment, "misaligned": self.alignment_policy}
+        return out
 
 
 @dataclass(frozen=True)

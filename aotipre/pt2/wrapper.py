@@ -174,6 +174,12 @@ _SCALAR_ASSERT_RE = re.compile(
 """A torch._check / runtime assert on a scalar, as AssertScalar writes it for the C++ wrapper."""
 _INT_ARRAY_RE = re.compile(r"\bint64_t\s+int_array_\d{1,9}\[\]\s*=\s*\{([^{}\n]{0,2000})\}")
 """The sizes/strides of a tensor run_impl allocates or views."""
+_ASSERT_ALIGN_RE = re.compile(
+    r"(_check_aoti_runtime_check_inputs_env\(\)\s*\)\s*\{\s*)?"
+    r"\bassert_alignment\(\s*(\w{1,200})\s*,\s*(\d{1,9})\s*,\s*\"input\"\s*\)"
+)
+"""torch 2.15: `assert_alignment(arg0_1, 16, "input");`, unconditional when compiled with
+alignment_asserts_inputs, else inside `if (_check_aoti_runtime_check_inputs_env()) { ... }`."""
 _STRING_LITERAL_RE = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
 _INT_LITERAL_RE = re.compile(r"\b(\d{1,25})[lL]{1,2}\b")
@@ -248,6 +254,11 @@ class WrapperInput:
     strides: tuple[Dim, ...] | None = None
     alignment: int | None = None
     """Byte alignment the compiled code assumes (CUDA wrappers copy misaligned inputs)."""
+    alignment_policy: str | None = None
+    """What run_impl does with a misaligned input: `copy` (clones it at every call, with a
+    warning: torch 2.11-2.15's default for CUDA), `assert` (refuses it at every call:
+    `assert_alignment(x, 16, "input")`, torch 2.15 compiled with alignment_asserts_inputs) or
+    `assert_checked` (refuses it only under AOTI_RUNTIME_CHECK_INPUTS)."""
     has_check_function: bool = False
     check_complete: bool | None = None
     """False when the check code was cut off or had parts that did not parse; None: no checks."""
@@ -382,6 +393,7 @@ class _Draft:
     sizes: tuple[Dim, ...] | None = None
     strides: tuple[Dim, ...] | None = None
     alignment: int | None = None
+    alignment_policy: str | None = None
     has_check: bool = False
     complete: bool | None = None
 
@@ -984,9 +996,15 @@ def _parse_kernel_casts(body: str, drafts: list[_Draft], w: _Warnings) -> None:
 
 def _parse_alignment(body: str, drafts: list[_Draft]) -> None:
     by_name = {d.name: d for d in drafts if d.name}
+    for m in _ASSERT_ALIGN_RE.finditer(body):
+        d = by_name.get(m.group(2))
+        if d is not None and d.alignment_policy is None:
+            d.alignment = int(m.group(3))
+            d.alignment_policy = "assert_checked" if m.group(1) else "assert"
     for m in _ALIGN_RE.finditer(body):
-        if m.group(1) in by_name and by_name[m.group(1)].alignment is None:
-            by_name[m.group(1)].alignment = int(m.group(2))
+        d = by_name.get(m.group(1))
+        if d is not None and d.alignment is None:
+            d.alignment, d.alignment_policy = int(m.group(2)), "copy"
 
 
 MAX_DATA_SYMBOLS = 256
@@ -1082,6 +1100,7 @@ def _freeze(d: _Draft) -> WrapperInput:
         sizes=d.sizes,
         strides=d.strides,
         alignment=d.alignment,
+        alignment_policy=d.alignment_policy,
         has_check_function=d.has_check,
         check_complete=d.complete if d.has_check else None,
     )

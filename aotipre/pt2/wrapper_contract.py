@@ -206,6 +206,8 @@ def _inputs(
                     strides=strides,
                     device=w.device or "unknown",
                     bounds=tuple(bounds),
+                    alignment=w.alignment,
+                    alignment_policy=w.alignment_policy,
                 ),
                 tensor_index=w.index,
             )

@@ -466,13 +466,14 @@ class ProbeCase:
     """One run at a dynamic dim's bound."""
 
     id: str
-    """`probe:<symbol>:min|max|over|beyond`, or `probe:input<tensor index>:layout`."""
+    """`probe:<symbol>:min|max|over|beyond`, or `probe:input<tensor index>:layout|offset`."""
     symbol: str
     """The dynamic symbol probed; for a layout case, the input's name."""
     kind: str
     """min, max or over (max + 1, which the runtime check must reject), beyond (a symbol with
-    no maximum: twice the sample's value, which must run), or layout (one input
-    with the same shape and values in a transposed, non-contiguous layout)."""
+    no maximum: twice the sample's value, which must run), layout (one input with the same
+    shape and values in a transposed, non-contiguous layout) or offset (one input with the same
+    values, contiguous, but one element into its storage: a view such as `buf[1:]`)."""
     value: int
     shapes: dict[int, tuple[int, ...]]
     """tensor_index -> shape for this run (every tensor input)."""
@@ -486,6 +487,9 @@ class ProbeCase:
     """layout: the tensor index re-laid out (the sample's last two dims swapped in memory)."""
     strides: tuple[int, ...] = ()
     """layout: the strides that input gets."""
+    offset: tuple[int, ...] = ()
+    """offset: the tensor index given storage offset 1 (misaligned for GPU code that assumes
+    16-byte aligned inputs)."""
 
     @property
     def expect(self) -> str:
@@ -642,6 +646,21 @@ def plan_layouts(model: ModelInfo, shapes: dict[int, tuple[int, ...]]) -> list[P
         if len(cases) == MAX_LAYOUT_CASES:
             break
     return cases
+
+
+def plan_offsets(model: ModelInfo, shapes: dict[int, tuple[int, ...]]) -> list[ProbeCase]:
+    """One case for the first tensor input with values: the same values one element into a
+    larger buffer (`buf[1:]`, contiguous, storage offset 1), what a caller passing a slice of a
+    batch hands the model. GPU code compiled for 16-byte aligned inputs copies such an input
+    (torch 2.11-2.15), or, compiled with alignment_asserts_inputs (2.15), refuses it; CPU code
+    reads it as it is. Either way the outputs must be the aligned input's."""
+    for spec in model.tensor_inputs:
+        t = spec.tensor_index
+        shape = shapes.get(t) if t is not None else None
+        if t is None or shape is None or not shape or 0 in shape:
+            continue
+        return [ProbeCase(f"probe:input{t}:offset", spec.name, "offset", 1, {}, None, offset=(t,))]
+    return []
 
 
 def _largest_fitting(lo: int, hi: int, ok: Any) -> int | None:

@@ -209,3 +209,42 @@ def test_no_compiled_code_does_not_stop_the_compile_stage() -> None:
     index = codes.get("AOT308").finding("z", model="model")
     assert _static_blockers([no_code, index], model) == []
     assert _static_blockers([no_code, bad_dtype], model) == ["AOT201"]
+
+
+def test_a_sample_inside_its_storage_against_an_alignment_assert() -> None:
+    """torch 2.15 compiled with alignment_asserts_inputs writes `assert_alignment(arg0_1, 16,
+    "input");` (unconditional): a sample that starts 1 float into its storage is refused at
+    every call (AOT616, static); 4 floats in (16 bytes) is aligned; a wrapper that copies
+    misaligned inputs (the default) or checks them only under the runtime check says nothing."""
+    from aotipre.checks.inputs import check_inputs
+    from aotipre.pt2.spec import Dim, TensorSpec
+    from aotipre.pt2.wrapper import parse_wrapper_cpp
+
+    body = (
+        "void AOTInductorModel::run_impl(AtenTensorHandle* input_handles) {\n"
+        'inputs_info_[0].name = "arg0_1";\n{}\n} // AOTInductorModel::run_impl\n'
+    )
+    policies = {}
+    for line in (
+        'assert_alignment(arg0_1, 16, "input");',
+        'if (_check_aoti_runtime_check_inputs_env()) { assert_alignment(arg0_1, 16, "input"); }',
+        "if ((reinterpret_cast<std::uintptr_t>(arg0_1.data_ptr()) & (16 -1)) != 0) {",
+    ):
+        text = 'inputs_info_[0].name = "arg0_1";\n' + body.replace("{}\n", line + "\n", 1)
+        (w,) = parse_wrapper_cpp(text).inputs
+        policies[line[:10]] = (w.alignment, w.alignment_policy)
+    assert sorted(policies.values()) == [(16, "assert"), (16, "assert_checked"), (16, "copy")]
+
+    def spec(policy: str) -> InputSpec:
+        t = TensorSpec("float32", (Dim(3), Dim(8)), (Dim(8), Dim(1)), "cuda", (), 16, policy)
+        return InputSpec("x", 0, "args[0]", "tensor", tensor=t, tensor_index=0)
+
+    def found(policy: str, offset: int) -> list[str]:
+        meta = TensorMeta("float32", (3, 8), (8, 1), "cuda", storage_offset=offset)
+        return [f.code for f in check_inputs(_model((spec(policy),)), SampleInputs((meta,)))]
+
+    assert found("assert", 1) == ["AOT616"] and found("assert", 4) == []
+    assert found("assert", 0) == [] and found("copy", 1) == [] and found("assert_checked", 1) == []
+    meta = TensorMeta("float32", (3, 8), (8, 1), "cuda", storage_offset=1)
+    (f,) = check_inputs(_model((spec("assert"),)), SampleInputs((meta,)))
+    assert f.severity is Severity.ERROR and "4 bytes" in f.message and f.input == "x"

@@ -210,6 +210,13 @@ class Rare:
 
 
 RARE: dict[str, Rare] = {
+    "AOT616": Rare(
+        "a compiled model that computes wrong on, or crashes on, an input one element into its "
+        "storage: none known (CPU code reads it as it is; CUDA code of torch 2.11-2.15 copies "
+        "it, and 2.15's alignment_asserts_inputs, which refuses it, needs a 2.15 CUDA build)",
+        (),
+        ("tests/runner/test_stages.py::test_an_offset_input_that_fails_or_differs_is_aot616_fake",),
+    ),
     "AOT532": Rare(
         "a loader that returns a model without mapping the package's .so (none known in torch "
         "2.11-2.15; the check is the proof that the package's code runs)",

@@ -164,3 +164,40 @@ def test_a_dim_without_an_upper_check_is_probed_past_the_sample(
     # twice the sample's 8 rows, past nothing the compiled code checks: it runs
     assert re.search(r"\bs\d+=16 \[args\[0\] dim 0\]: ok", probe["detail"]), probe
     assert probe["status"] == "passed" and rc == 0, doc["findings"]
+
+
+OFFSET = """
+import sys, torch
+m = torch._inductor.aoti_load_package(sys.argv[1])
+(x,), _ = torch.load(sys.argv[2])
+buf = torch.empty(x.numel() + 1, dtype=x.dtype)
+view = buf[1:].view(x.shape)
+view.copy_(x)
+try:
+    print("same" if torch.equal(m(view), m(x)) else "differ")
+except Exception as exc:
+    print("refused", str(exc).strip().splitlines()[-1])
+"""
+
+
+def test_an_input_one_element_into_its_storage_is_probed(tmp_path: Path) -> None:
+    """A slice of a batch (`buf[1:]`, storage offset 1) is what plain torch makes of it: the
+    probe's verdict is the fresh process's (CPU code reads it as it is)."""
+    built = build(DYNAMIC, tmp_path, "none")
+    package = built / "rows.pt2"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", OFFSET, str(package), str(built / "sample.pt")],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**env, "AOTI_RUNTIME_CHECK_INPUTS": "1"},
+    )  # fmt: skip
+    plain = proc.stdout.strip().splitlines()[-1]
+
+    rc, doc = _aotipre(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
+    (probe,) = [s for s in doc["stages"] if s["name"] == "probe"]
+    offset = [f for f in doc["findings"] if f["code"] == "AOT616"]
+    if plain == "same":
+        assert "args[0] at storage offset 1: same outputs as aligned" in probe["detail"], probe
+        assert not offset and rc == 0, doc["findings"]
+    else:
+        assert len(offset) == 1, (plain, doc["findings"])

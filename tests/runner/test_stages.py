@@ -719,6 +719,37 @@ def test_refusals_reported_as_step_errors_are_refusals_fake(run: Run) -> None:
     assert res["probe"].status is StageStatus.FAILED
 
 
+def test_an_offset_input_that_fails_or_differs_is_aot616_fake(run: Run) -> None:
+    """Fake worker: the input one element into its storage (`buf[1:]`) returning other outputs
+    than the aligned one is an error; refused by an alignment assert (GPU code compiled with
+    torch 2.15's alignment_asserts_inputs: every deployment refuses it) a warning; the same
+    outputs are fine. No real package is known to compute wrong on an offset input (CPU code
+    reads it as it is; CUDA code of 2.11-2.15 copies it): test_contract_items_real.py runs the
+    real case."""
+    res, findings = run()
+    assert "input_ids at storage offset 1: same outputs as aligned" in res["probe"].detail
+    assert "AOT616" not in codes(findings)
+    differ = {"index": 0, "kind": "tensor", "numel": 8, "mismatches": 3, "max_abs": 2.0}
+    wrong = {"entry": {"outcome": "accepted", "layout_compare": {"outputs": [differ]}}}
+    res, findings = run(script={"probe:input0:offset": wrong})
+    (f,) = [f for f in findings if f.code == "AOT616"]
+    assert f.severity is Severity.ERROR and f.input == "input_ids"
+    assert "differ from the aligned input's (output 0: 3 of 8 values" in f.message
+    assert res["probe"].status is StageStatus.FAILED
+    refused = {  # torch 2.15's assert_alignment, aoti_runtime/utils.h
+        "type": "RuntimeError",
+        "message": "run_func_( container_handle_, ...) API call failed at "
+        "aoti_runner/model_container_runner.cpp, line 155\nError in op: input\nExpect the "
+        "tensor to be 16 bytes aligned. Fail due to storage_offset=1 itemsize=4",
+    }
+    res, findings = run(script={"probe:input0:offset": {"error": refused}})
+    (f,) = [f for f in findings if f.code == "AOT616"]
+    assert f.severity is Severity.WARNING and "alignment_asserts_inputs" in f.message
+    _, findings = run(script={"probe:input0:offset": {"crash": "SIGSEGV"}})
+    (f,) = [f for f in findings if f.code == "AOT616"]
+    assert f.severity is Severity.ERROR and "crashed (SIGSEGV)" in f.message
+
+
 def test_how_layout_outputs_differ() -> None:
     from aotipre.runner.stages.probe import layout_difference
 

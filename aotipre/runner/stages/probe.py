@@ -20,7 +20,7 @@ from aotipre.runner.stages.base import (
 )
 from aotipre.runner.stages.compare import compare_findings
 from aotipre.runner.stages.session import Session, Stage
-from aotipre.runner.synth import ProbeCase, ProbePlan, plan_layouts, plan_probes
+from aotipre.runner.synth import ProbeCase, ProbePlan, plan_layouts, plan_offsets, plan_probes
 
 _PROBE_WORDS = {
     "min": "at its min",
@@ -31,6 +31,7 @@ _PROBE_WORDS = {
     "over:unchecked": "one past its max without the runtime check",
     "layout": "laid out non-contiguously",
     "layout:unchecked": "laid out non-contiguously without the runtime check",
+    "offset": "one element into its storage",
 }
 """How a probe case reads in the progress line (`probing s77 one past its max`)."""
 UNCHECKED = ":unchecked"
@@ -63,8 +64,8 @@ class ProbeStage(Stage):
         if op != "probe":
             return None
         symbol, _, kind = rest.partition(":")
-        if kind.startswith("layout") and self.plan_ is not None:
-            case = next((c for c in self.plan_.cases if c.id == f"probe:{symbol}:layout"), None)
+        if kind.startswith(("layout", "offset")) and self.plan_ is not None:
+            case = next((c for c in self.plan_.cases if c.id == f"probe:{symbol}:{kind}"), None)
             symbol = case.symbol if case is not None else symbol
         return f"probing {symbol} {_PROBE_WORDS.get(kind, 'at ' + kind)}"
 
@@ -83,10 +84,11 @@ class ProbeStage(Stage):
         if m.symbols:
             plan = plan_probes(m, shapes, s.opts.probe_budget)
         layouts = plan_layouts(m, shapes)
-        if not m.symbols and not layouts:
-            self.why_not = "the model has no dynamic dims and no input of rank 2 or more"
+        offsets = plan_offsets(m, shapes)
+        if not m.symbols and not layouts and not offsets:
+            self.why_not = "the model has no dynamic dims and no tensor input with values"
             return []
-        plan = ProbePlan((*plan.cases, *layouts), plan.notes)
+        plan = ProbePlan((*plan.cases, *layouts, *offsets), plan.notes)
         self.plan_ = plan
         eager = s.reference.path is not None
         steps = [
@@ -96,6 +98,7 @@ class ProbeStage(Stage):
                 {
                     "shapes": {str(k): list(v) for k, v in case.shapes.items()},
                     "layout": list(case.layout),
+                    "offset": list(case.offset),
                     "expect": case.expect,
                     "eager": eager,
                     "requires": ["run"],
@@ -158,6 +161,8 @@ class ProbeStage(Stage):
                 continue
             if case.kind == "layout":
                 parts.append(_layout_case(s, case, r, unchecked))
+            elif case.kind == "offset":
+                parts.append(_offset_case(s, case, r))
             else:
                 parts.append(_probe_case(s, case, r, unchecked))
         unchecked_finding(s, unchecked)
@@ -337,6 +342,56 @@ def _layout_case(s: Session, case: ProbeCase, r: StepRecord, unchecked: list[Any
         **subject,
     )
     return f"{short}: {what}"
+
+
+def _offset_case(s: Session, case: ProbeCase, r: StepRecord) -> str:
+    """An input with its sample's values one element into a larger buffer (`buf[1:]`): a slice
+    a server hands the model. It must return the aligned input's outputs, or be refused the
+    same way by every deployment (GPU code compiled with alignment_asserts_inputs refuses it
+    with or without AOTI_RUNTIME_CHECK_INPUTS)."""
+    spec = tensor_input(s.model, case.offset[0])
+    short = f"{case.symbol} at storage offset 1"
+    label = f"{case.symbol} as a view one element into its storage (`buf[1:]`, not 16-byte aligned)"
+    subject: dict[str, Any] = {"input": case.symbol, "position": spec.position if spec else None}
+    if r.status == "worker_error":
+        return f"{short}: worker failed ({r.detail})"
+    err = r.entry.get("aoti_error") or r.error
+    if r.status == "ok" and r.entry.get("outcome") == "accepted":
+        wrong = layout_difference(r.entry.get("layout_compare"))
+        if not wrong:
+            return f"{short}: same outputs as aligned"
+        s.add(
+            "AOT616",
+            f"{label} ran and returned {wrong.replace('contiguous', 'aligned')}",
+            "probe",
+            expected="the same outputs as the aligned input",
+            actual=wrong,
+            **subject,
+        )
+        return f"{short}: outputs differ"
+    fail = failure_of(classify_run_failure, r, err)
+    # torch 2.15's assert_alignment (aoti_runtime/utils.h): "Expect the tensor to be 16 bytes
+    # aligned. Fail due to storage_offset=1 itemsize=4"
+    message = str((err or {}).get("message") or "") if isinstance(err, dict) else ""
+    refused = r.status == "error" and "bytes aligned. Fail due to storage_offset" in message
+    what = _what_failed(r, fail.summary)
+    s.add(
+        "AOT616",
+        f"{label} {what}"
+        + (
+            " (the compiled code asserts 16-byte aligned inputs at every call, with or without "
+            "AOTI_RUNTIME_CHECK_INPUTS: compiled with alignment_asserts_inputs)"
+            if refused
+            else ""
+        ),
+        "probe",
+        evidence=fail.evidence,
+        expected="the same outputs as the aligned input",
+        actual=fail.summary,
+        **({"severity": Severity.WARNING} if refused else {}),
+        **subject,
+    )
+    return f"{short}: {'refused' if refused else what}"
 
 
 def layout_difference(cmp: Any) -> str:

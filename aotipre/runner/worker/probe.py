@@ -22,6 +22,17 @@ def transposed_layout(t: Any) -> Any:
     return t.contiguous().transpose(-1, -2).contiguous().transpose(-1, -2)
 
 
+def offset_view(t: Any) -> Any:
+    """The same values, contiguous, one element into a larger buffer (`buf[1:]`): storage
+    offset 1, so not 16-byte aligned for any dtype under 16 bytes."""
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        raise StepError("an offset probe needs a tensor input with values")
+    buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = buf[1:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
 class ProbeOps(WorkerCore):
     """Step `probe`."""
 
@@ -46,6 +57,13 @@ class ProbeOps(WorkerCore):
             )
         for t_index in layout:
             new[tensors[t_index]] = transposed_layout(leaves[tensors[t_index]])
+        offset = [int(t) for t in step.get("offset") or ()]
+        if offset and max(offset) >= len(tensors):
+            raise StepError(
+                f"the probe plan names tensor input {max(offset)}, the inputs hold {len(tensors)}"
+            )
+        for t_index in offset:
+            new[tensors[t_index]] = offset_view(leaves[tensors[t_index]])
         p_args, p_kwargs = pytree.tree_unflatten(new, spec)
         entry["inputs"] = [tensor_summary(t) for t in flat_tensors((p_args, p_kwargs))]
         self.phase(entry, "call")
@@ -62,7 +80,7 @@ class ProbeOps(WorkerCore):
             raise  # on CUDA anything but the input check may have poisoned the context
         entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
         entry["outcome"] = "accepted"
-        if layout:
+        if layout or offset:
             # the reference: the same model on the same values, laid out as in the sample
             self.phase(entry, "reference")
             r_args, r_kwargs = pytree.tree_unflatten(leaves, spec)
