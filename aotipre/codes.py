@@ -1244,6 +1244,67 @@ ALL_CODES: tuple[Code, ...] = (
         "aotipre's export table (2.11, 2.12, 2.13, 2.14); the 25 shim functions wrapper.so "
         "(cj44olkx) imports were not checked against it",
     ),
+    Code(
+        "AOT440",
+        "target-loader-json-race",
+        I,
+        C.VERSION,
+        "The target's libtorch_cpu has the C++ loader's JSON race (torch issue #194128: a "
+        "function-local static in load_json_file, still in 2.15.0): a C++ server that "
+        "constructs several AOTIModelPackageLoaders at once can corrupt its heap.",
+        "construct loaders one at a time (a mutex around the constructor); running them "
+        "concurrently afterwards is fine",
+        example="target cpu,libtorch=/opt/libtorch: libtorch 2.15.0 has the C++ loader's JSON "
+        "race (torch issue #194128; libtorch_cpu.so defines _ZZN5torch8inductor12_GLOBAL__N_114"
+        "load_json_file...E8json_obj): a C++ server that constructs several loaders at once "
+        "can corrupt its heap",
+    ),
+    Code(
+        "AOT441",
+        "target-load-runs-isa-probe",
+        I,
+        C.VERSION,
+        "The target torch's aoti_load_package runs the compiler-based CPU-ISA probe on every "
+        "load (torch issue #191715): it builds and dlopens a test program per ISA before it "
+        "touches the package. Measured: 1-3 s of a load on a 2-core VM, 33-49 s per fresh "
+        "process on an H200 host (BENCHMARKS.md); aotipre's perf stage measures it on the host "
+        "it runs on.",
+        "keep TORCHINDUCTOR_CACHE_DIR on persistent storage (torch 2.14+ then skips the probe's "
+        "compile and dlopen after the first process), set TORCHINDUCTOR_VEC_ISA_OK=1, or load "
+        "with the C++ AOTIModelPackageLoader, which never probes",
+        example="target cpu,libtorch=/opt/venv/lib/python3.12/site-packages/torch: torch 2.15.0's "
+        "aoti_load_package runs the compiler-based CPU-ISA probe at every load (torch issue "
+        "#191715; torch/export/pt2_archive/_package.py:1068 _load_aoti calls "
+        "get_device_information() (pick_vec_isa))",
+    ),
+    Code(
+        "AOT442",
+        "target-loads-every-model",
+        I,
+        C.VERSION,
+        "The package holds several models, and the target torch's load_package(path, name) "
+        "constructs a runner for every one of them (torch issue #196026): each other model is "
+        "extracted, its .so loaded and its constants copied to its device before the one asked "
+        "for is returned. The message gives what that costs for this package.",
+        "load each model from a package of its own, or construct "
+        "torch._C._aoti.AOTIModelPackageLoader(path, name) directly (it loads one model)",
+        example="target cpu,libtorch=/opt/torch: torch 2.15.0's load_package(path, name) "
+        "constructs every model of this package (torch issue #196026): loading 'encoder' also "
+        "loads 'decoder' (1 .so of 12.3 MB, 512.0 MB of constants on cuda)",
+    ),
+    Code(
+        "AOT443",
+        "target-reads-metadata-twice",
+        I,
+        C.VERSION,
+        "The target torch opens a large package and extracts its metadata twice per load "
+        "(torch issue #196025): load_metadata_from_package before the loader, which reads it "
+        "again. Reported for packages of 1 GiB or 1,000 members and more, where opening the "
+        "archive is not free.",
+        "nothing to change in the package; load it once per process and reuse the model",
+        example="target cpu,libtorch=/opt/torch: torch 2.15.0 opens this 3.2 GB package and "
+        "reads its metadata twice per load (torch issue #196025)",
+    ),
     # 5: compile and load
     Code(
         "AOT501",

@@ -17,8 +17,12 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from aotipre.errors import UsageError
+
+if TYPE_CHECKING:
+    from aotipre.binaries.torch_bugs import KnownBug
 
 # AOTI_CPU_ISA words (torch/_inductor/cpu_vec_isa.py, upper-cased) -> /proc/cpuinfo flags they need
 ISA_FLAGS: dict[str, tuple[str, ...]] = {
@@ -99,6 +103,8 @@ class TorchRuntime:
     """What its libraries export of what a package's .so can import from torch (TORCH_SYMBOLS:
     the `aoti_*` shim, the SLEEF vector math it bundles, c10/ATen/torch C++ symbols), when read
     from a folder; else None, and the shipped table of its release (the shim only) is used."""
+    known_bugs: tuple[KnownBug, ...] = ()
+    """Known runtime bugs its files show (binaries/torch_bugs.py), when read from a folder."""
 
     @property
     def release(self) -> str:
@@ -159,7 +165,11 @@ class HostInfo:
             "is_target": self.is_target,
             "torch": None
             if self.torch is None
-            else {"version": self.torch.version, "source": self.torch.source},
+            else {
+                "version": self.torch.version,
+                "source": self.torch.source,
+                "known_bugs": [b.to_dict() for b in self.torch.known_bugs],
+            },
             "glibc": self.glibc,
             "glibcxx": self.glibcxx,
             "checks_inputs": self.checks_inputs,
@@ -505,6 +515,7 @@ def read_libtorch(path: str, *, image: _Image | None = None) -> TorchRuntime:
         raise UsageError(f"{shown}: no lib/libtorch_cpu.so or torch/lib/ there")
     from aotipre.binaries.elf import ElfError, ElfFile
     from aotipre.binaries.source import SourceError, open_file
+    from aotipre.binaries.torch_bugs import read_known_bugs
 
     try:
         names = sorted(os.listdir(lib_dir))
@@ -521,7 +532,8 @@ def read_libtorch(path: str, *, image: _Image | None = None) -> TorchRuntime:
             raise UsageError(f"{shown}: {name}: {exc}") from None
         exports.update(s.name for s in symbols if s.defined and s.name.startswith(TORCH_SYMBOLS))
     version = _libtorch_version(folder, shown, resolve) or "unknown"
-    return TorchRuntime(version, f"libtorch {path}", frozenset(exports))
+    bugs = read_known_bugs(folder, lib_dir, resolve)
+    return TorchRuntime(version, f"libtorch {path}", frozenset(exports), bugs)
 
 
 _VERSION_FILES = (("build-version", 4096), ("version.txt", 4096), ("version.py", 1 << 16))

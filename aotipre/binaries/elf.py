@@ -209,6 +209,14 @@ class ElfFile:
             size = limit
         return self._bytes_at(section.offset, size, f"section {section.name}")
 
+    def section_bytes_at(self, section: Section, start: int, size: int) -> bytes:
+        """`size` bytes of a section from `start` (clipped to the section; at most
+        MAX_TABLE_BYTES): for searching a large table piece by piece."""
+        if section.type == SHT_NOBITS or start >= section.size:
+            return b""
+        size = min(size, section.size - start, MAX_TABLE_BYTES)
+        return self._bytes_at(section.offset + start, size, f"section {section.name}")
+
     def _bytes_at(self, offset: int, size: int, what: str) -> bytes:
         return _read(self.source, offset, size, what)
 

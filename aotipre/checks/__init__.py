@@ -14,7 +14,7 @@ from aotipre.checks.contract import (
 from aotipre.checks.indices import check_index_values
 from aotipre.checks.inputs import check_inputs
 from aotipre.checks.package import check_package
-from aotipre.checks.target import TargetRow, check_host, row_for
+from aotipre.checks.target import TargetRow, check_host, check_runtime_bugs, row_for
 from aotipre.findings import Finding
 from aotipre.host import HostInfo
 from aotipre.inputs.meta import SampleInputs
@@ -36,6 +36,7 @@ def check_targets(
     findings: list[Finding] = []
     rows = []
     for host in hosts:
+        findings.extend(check_runtime_bugs(package, models, host))
         for model in models:
             found = check_host(model, host, soft=soft, scan=scan)
             findings.extend(found)

@@ -18,7 +18,7 @@ from aotipre.binaries.elf import version_key
 from aotipre.binaries.facts import GCC_FLAGS, SharedObject
 from aotipre.findings import Finding, Severity
 from aotipre.host import ISA_FLAGS, ISA_RANK, TORCH_SYMBOLS, HostInfo
-from aotipre.pt2.spec import AotiPart, ModelInfo
+from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 
 if TYPE_CHECKING:
     from aotipre.binaries.x86 import IsaScan
@@ -73,6 +73,88 @@ def check_host(
     if device == "cpu":
         ctx.cpu(readable, scan)
     return ctx.out
+
+
+LARGE_PACKAGE_BYTES = 1 << 30
+LARGE_PACKAGE_MEMBERS = 1000
+"""Where reading the metadata twice per load (torch #196025) is reported: opening the archive
+again costs in proportion to its members."""
+
+
+def check_runtime_bugs(
+    package: PackageInfo, models: list[ModelInfo], host: HostInfo
+) -> list[Finding]:
+    """The known bugs the target torch's files show (TorchRuntime.known_bugs, read from
+    `--target libtorch=`/`image=`) that this package meets, each with its evidence: the C++
+    loader's JSON race (AOT440), the CPU-ISA probe at every Python load (AOT441), every model
+    of a multi-model package constructed (AOT442, with what it costs here), the metadata read
+    twice (AOT443, large packages only)."""
+    torch = host.torch
+    aoti = [m for m in models if m.aoti is not None]
+    if torch is None or not torch.known_bugs or not aoti:
+        return []
+    where = f"target {host.label}: " if host.is_target else ""
+    name = f"torch {torch.version}"
+    out: list[Finding] = []
+
+    def add(code: str, message: str, bug: Any, **fields: Any) -> None:
+        out.append(
+            codes.get(code).finding(
+                f"{where}{message} (torch issue #{bug.issue}; {bug.evidence})",
+                stage="static",
+                evidence=(bug.evidence,),
+                **fields,
+            )
+        )
+
+    for bug in torch.known_bugs:
+        if bug.issue == 194128:
+            add("AOT440", f"{name} has the C++ loader's JSON race: a C++ server that "
+                "constructs several loaders at once can corrupt its heap", bug)  # fmt: skip
+        elif bug.issue == 191715 and any(
+            m.device_type == "cpu" or m.device_type == "cuda" for m in aoti
+        ):
+            add("AOT441", f"{name}'s aoti_load_package runs the compiler-based CPU-ISA probe at "
+                "every load, before it touches the package", bug)  # fmt: skip
+        elif bug.issue == 196026 and len(aoti) > 1:
+            for m in aoti:
+                others = [o for o in aoti if o is not m]
+                add(
+                    "AOT442",
+                    f"{name}'s load_package(path, name) constructs every model of this package: "
+                    f"loading '{m.name}' also loads "
+                    + "; ".join(_model_cost(package, o) for o in others),
+                    bug,
+                    model=m.name,
+                )
+        elif bug.issue == 196025 and (
+            package.total_size >= LARGE_PACKAGE_BYTES
+            or len(package.members) >= LARGE_PACKAGE_MEMBERS
+        ):
+            add("AOT443", f"{name} opens this {_size(package.total_size)}, "
+                f"{len(package.members)}-member package and reads its metadata twice per "
+                "load", bug)  # fmt: skip
+    return out
+
+
+def _model_cost(package: PackageInfo, model: ModelInfo) -> str:
+    """What constructing `model` costs: its .so files and its constants on its device."""
+    aoti = model.aoti
+    assert aoti is not None
+    sizes = {m.name: m.size for m in package.members}
+    so_bytes = sum(sizes.get(so, 0) for so in aoti.shared_objects)
+    constants = [c.data_size for c in model.constants if c.data_size is not None]
+    parts = [f"{len(aoti.shared_objects)} .so" + (f" of {_size(so_bytes)}" if so_bytes else "")]
+    if constants:
+        parts.append(f"{_size(sum(constants))} of constants on {model.device_type or 'its device'}")
+    return f"'{model.name}' ({', '.join(parts)})"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def row_for(model: ModelInfo, host: HostInfo, findings: list[Finding]) -> TargetRow:

@@ -156,6 +156,9 @@ REAL: dict[str, tuple[str, ...]] = {
         "test_an_unchecked_data_dependent_size_is_flagged_where_torch_runs_it",
     ),
     "AOT420": (f"{G}/test_codes_real.py::test_aot420_a_compile_cache_that_is_a_file",),
+    "AOT440": ("tests/binaries/test_torch_bugs_real.py::test_every_model_constructed_is_reported_where_torch_does_it",),
+    "AOT441": ("tests/binaries/test_torch_bugs_real.py::test_every_model_constructed_is_reported_where_torch_does_it",),
+    "AOT442": ("tests/binaries/test_torch_bugs_real.py::test_every_model_constructed_is_reported_where_torch_does_it",),
     "AOT430": (f"{BIN}::test_cpu_packages_built_with_the_public_api",),
     "AOT431": (f"{TGT}::test_glibc_and_libstdcxx",),
     "AOT432": (f"{TGT}::test_glibc_and_libstdcxx",),
@@ -210,6 +213,15 @@ class Rare:
 
 
 RARE: dict[str, Rare] = {
+    "AOT443": Rare(
+        "a package of 1 GiB or 1,000 members (too large to build in the suite); the bug itself "
+        "is read from the real installed torch",
+        (),
+        (
+            "tests/binaries/test_torch_bugs_real.py::"
+            "test_the_metadata_read_twice_is_reported_for_large_packages_only_fake",
+        ),
+    ),
     "AOT616": Rare(
         "a compiled model that computes wrong on, or crashes on, an input one element into its "
         "storage: none known (CPU code reads it as it is; CUDA code of torch 2.11-2.15 copies "
