@@ -446,3 +446,19 @@ def test_machine_text_cannot_control_the_terminal() -> None:
     data = render(report, "json")
     data.encode("utf-8")  # valid UTF-8
     assert json.loads(data)["host"]["host"]["node"] == "vm\x1b[2J"  # JSON escapes it itself
+
+
+def test_the_known_bugs_of_this_torch_are_listed() -> None:
+    """The doctor reads the worker torch's folder (torch.__file__ from its facts) as files and
+    lists the known runtime bugs it shows, with who they affect; none without a folder."""
+    from aotipre.binaries.torch_bugs import read_known_bugs
+    from aotipre.doctor.report import DoctorReport
+    from aotipre.doctor.run import _known_bugs
+
+    (folder,) = Path(sys.prefix).glob("lib/python3*/site-packages/torch")
+    found = _known_bugs({"file": str(folder / "__init__.py")})
+    assert found == [b.to_dict() for b in read_known_bugs(str(folder), str(folder / "lib"))]
+    assert _known_bugs({"version": "2.13.0"}) is None and _known_bugs(None) is None
+    bug = {"issue": 191715, "applies_to": "python", "what": "the ISA probe at every load"}
+    report = DoctorReport(facts={"torch": {"version": "2.13.0"}, "torch_known_bugs": [bug]})
+    assert "known bug #191715 (python): the ISA probe at every load" in render(report, "table")

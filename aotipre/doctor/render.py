@@ -42,6 +42,10 @@ def render_table(report: DoctorReport) -> str:
     if worker.get("executable") and worker.get("executable") != py.get("executable"):
         rows.append(["", f"worker: {worker.get('python')} ({worker.get('executable')})"])
     rows.append(["torch", _torch_text(f.get("torch"))])
+    for bug in f.get("torch_known_bugs") or ():
+        rows.append(
+            ["", f"known bug #{bug.get('issue')} ({bug.get('applies_to')}): {bug.get('what')}"]
+        )
     rows.append(["cuda", _cuda_text(f.get("cuda"), f.get("torch"), f.get("nvidia_smi"))])
     rows.extend(_compiler_rows(f.get("compiler")))
     rows.extend(_libstdcxx_rows(f.get("libstdcxx")))

@@ -120,6 +120,7 @@ class _Doctor:
             self.torch = dict(entry.get("facts") or {})
             facts["torch"] = self.torch.get("torch")
             facts["cuda"] = self.torch.get("cuda")
+            facts["torch_known_bugs"] = _known_bugs(facts["torch"])
             facts["worker"] = {
                 "python": self.torch.get("python"),
                 "executable": self.torch.get("executable"),
@@ -395,6 +396,18 @@ def _extraction_dir(env: Mapping[str, str]) -> str:
         if env.get(var):
             return env[var]
     return extraction_dir()
+
+
+def _known_bugs(torch_facts: Any) -> list[dict[str, object]] | None:
+    """The known runtime bugs the worker's torch folder shows (binaries/torch_bugs.py, read
+    as files); None when its folder is not known."""
+    file = torch_facts.get("file") if isinstance(torch_facts, dict) else None
+    if not isinstance(file, str) or not file:
+        return None
+    from aotipre.binaries.torch_bugs import read_known_bugs
+
+    folder = os.path.dirname(file)
+    return [b.to_dict() for b in read_known_bugs(folder, os.path.join(folder, "lib"))]
 
 
 def _host_facts() -> dict[str, Any]:
