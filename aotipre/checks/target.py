@@ -349,6 +349,7 @@ class _Context:
                     expected=cc,
                     actual=carried,
                     evidence=tuple(_base(g.member) for g in stuck[:3]),
+                    **_below_compile_gpu(aoti.compute_capability, cc),
                 )
                 continue
             jit = [
@@ -464,6 +465,24 @@ class _Context:
             expected=words or gap,
             actual=sorted((self.host.cpu_flags or frozenset()) & EXTENSIONS),
         )
+
+
+def _below_compile_gpu(compiled: str | None, cc: str) -> dict[str, str]:
+    """AOT433's hint when the missing GPU is older than the one the package was compiled on:
+    torch 2.14+ drops TORCH_CUDA_ARCH_LIST entries below the compile GPU with only a log
+    warning (_cuda_multi_arch_gencode_options)."""
+    digits = (compiled or "").strip()
+    if not digits.isdigit() or not 1 <= len(digits) <= 4:
+        return {}
+    major, minor = (int(x) for x in (cc.split(".") + ["0"])[:2])
+    if major * 10 + minor >= int(digits):
+        return {}
+    return {
+        "hint": f"the package was compiled on sm_{digits}, and torch 2.14+ drops "
+        f"TORCH_CUDA_ARCH_LIST entries below the GPU it compiles on (a log warning only): "
+        f"compile on the fleet's oldest GPU (sm_{major}{minor}) with "
+        "aot_inductor.emit_multi_arch_kernel=True (its PTX then runs on the newer GPUs too)"
+    }
 
 
 def _base(member: str) -> str:

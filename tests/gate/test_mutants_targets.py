@@ -333,3 +333,14 @@ def test_a_bad_target_item_is_one_usage_error(spec: str, message: str) -> None:
 def test_checks_inputs_is_yes_or_no(word: str, checks: bool) -> None:
     assert parse_target(f"cpu,checks-inputs={word}").checks_inputs is checks
     assert parse_target("cpu").checks_inputs is None
+
+
+def test_the_hint_for_a_gpu_older_than_the_compile_gpu() -> None:
+    from aotipre.checks.target import _below_compile_gpu
+
+    assert "compiled on sm_90" in _below_compile_gpu("90", "8.0")["hint"]
+    assert "(sm_86)" in _below_compile_gpu("90", "8.6")["hint"]
+    assert _below_compile_gpu("90", "9.0") == {} and _below_compile_gpu("90", "10.0") == {}
+    assert _below_compile_gpu("", "8.0") == {} and _below_compile_gpu(None, "8.0") == {}
+    assert _below_compile_gpu("9a", "8.0") == {} and _below_compile_gpu("12345", "8.0") == {}
+    assert "sm_100" in _below_compile_gpu("100", "9")["hint"]
