@@ -201,3 +201,79 @@ def test_an_input_one_element_into_its_storage_is_probed(tmp_path: Path) -> None
         assert not offset and rc == 0, doc["findings"]
     else:
         assert len(offset) == 1, (plain, doc["findings"])
+
+
+CUDA_ROWS = """
+import os, sys, torch
+out, arch = sys.argv[1], sys.argv[2]
+if arch != "none":
+    os.environ["TORCH_CUDA_ARCH_LIST"] = arch
+class Rows(torch.nn.Module):
+    def forward(self, x):
+        return (x * 2 + 1).sum(1)
+x = torch.randn(8, 16, device="cuda")
+ep = torch.export.export(Rows(), (x,), dynamic_shapes=({0: torch.export.Dim("B", min=2, max=32)},))
+configs = {} if arch == "none" else {"aot_inductor.emit_multi_arch_kernel": True}
+torch._inductor.aoti_compile_and_package(ep, package_path=f"{out}/rows.pt2", inductor_configs=configs)
+torch.save(((x.cpu(),), {}), f"{out}/sample.pt")
+"""
+
+CUDA_OFFSET = OFFSET.replace("dtype=x.dtype)", "dtype=x.dtype, device='cuda')").replace(
+    "(x,), _ = torch.load(sys.argv[2])", "(x,), _ = torch.load(sys.argv[2]); x = x.cuda()"
+)
+
+
+@pytest.mark.gpu
+def test_cuda_an_input_one_element_into_its_storage(tmp_path: Path) -> None:
+    """CUDA code assumes 16-byte aligned inputs: the wrapper copies a misaligned one (torch
+    2.11-2.15's default); plain torch's outputs for `buf[1:]` are the aligned input's, and the
+    probe says so (a torch 2.15 build with alignment_asserts_inputs would refuse it instead)."""
+    from aotipre.pt2.reader import read_package
+
+    built = build(CUDA_ROWS, tmp_path, "none")
+    package = built / "rows.pt2"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", CUDA_OFFSET, str(package), str(built / "sample.pt")],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )  # fmt: skip
+    plain = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:]
+    (spec,) = read_package(str(package)).models[0].tensor_inputs
+    print("plain:", plain, "alignment:", spec.tensor.alignment, spec.tensor.alignment_policy)
+    rc, doc = _aotipre(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
+    (probe,) = [s for s in doc["stages"] if s["name"] == "probe"]
+    print(probe["detail"])
+    if plain == "same":
+        assert "args[0] at storage offset 1: same outputs as aligned" in probe["detail"], probe
+        assert not [f for f in doc["findings"] if f["code"] == "AOT616"], doc["findings"]
+    else:
+        assert [f for f in doc["findings"] if f["code"] == "AOT616"], (plain, doc["findings"])
+
+
+@pytest.mark.gpu
+def test_cuda_arch_list_below_the_compile_gpu(tmp_path: Path) -> None:
+    """TORCH_CUDA_ARCH_LIST="8.0;9.0" with emit_multi_arch_kernel, built on this GPU: the GPU
+    code aotipre reads per kernel decides `--target cuda,cc=8.0` (AOT433 exactly when no kernel
+    image runs on 8.0). What this torch kept is printed for the closing note (2.14+ drops the
+    entries below the compile GPU)."""
+    built = build(CUDA_ROWS, tmp_path, "8.0;9.0")
+    package = built / "rows.pt2"
+    _, doc = _aotipre(tmp_path, str(package), "--static-only", "--target", "cuda,cc=8.0")
+    (model,) = doc["package"]["models"]
+    gpu = model["aoti"]["binaries"]["gpu"]
+    labels = sorted({f"{i['kind']}:{i['arch']}" for g in gpu for i in g["images"]})
+    print("compile cc", model["aoti"]["compute_capability"], "images", labels)
+    runs_on_80 = all(
+        any(
+            (i["kind"] == "sass" and i["arch"].startswith("8") and i["arch"] <= "80")
+            or (
+                i["kind"] == "ptx"
+                and i["arch"].rstrip("af").isdigit()
+                and int(i["arch"].rstrip("af")) <= 80
+            )
+            for i in g["images"]
+        )
+        for g in gpu
+    )
+    stuck = [f for f in doc["findings"] if f["code"] == "AOT433"]
+    assert bool(stuck) is (not runs_on_80), (labels, stuck)
