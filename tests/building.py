@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -28,3 +29,18 @@ def build(
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
+
+
+def check_json(tmp: Path, *args: str) -> tuple[int, dict]:
+    """`aotipre check ARGS --no-config` in a fresh process, its JSON report written under `tmp`
+    (a cache there too): (exit code, report)."""
+    out = tmp / f"report-{len(list(tmp.glob('report-*')))}.json"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "aotipre", "check", *args, "--no-config",
+            "--format", "json", "--output", str(out), "--cache-dir", str(tmp / "cache"),
+        ],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert out.is_file(), proc.stderr[-3000:]
+    return proc.returncode, json.loads(out.read_text())

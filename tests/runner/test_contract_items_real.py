@@ -15,7 +15,6 @@ Slow (real compiles); the 2.15 cases are skipped without .venv-2.15 (bash .ci/ru
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.building import build
+from tests.building import build, check_json
 
 pytestmark = pytest.mark.slow
 
@@ -91,19 +90,6 @@ def _plain(python: Path | str, package: Path, inputs: Path) -> str:
     return lines[-1]
 
 
-def _aotipre(tmp: Path, *args: str) -> tuple[int, dict]:
-    out = tmp / f"report-{len(list(tmp.glob('report-*')))}.json"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "aotipre", "check", *args, "--no-config",
-            "--format", "json", "--output", str(out), "--cache-dir", str(tmp / "cache"),
-        ],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert out.is_file(), proc.stderr[-3000:]
-    return proc.returncode, json.loads(out.read_text())
-
-
 DATA_CASES = [
     pytest.param(sys.executable, "none", id="this-torch-default"),
     pytest.param(sys.executable, "scalar_asserts", id="this-torch-scalar_asserts=False"),
@@ -122,7 +108,7 @@ def test_an_unchecked_data_dependent_size_is_flagged_where_torch_runs_it(
     past = _plain(python, package, built / "past.pt")
     assert _plain(python, package, built / "within.pt") == "ran (3, 4)"
 
-    _, doc = _aotipre(tmp_path, str(package), "--static-only")
+    _, doc = check_json(tmp_path, str(package), "--static-only")
     flagged = [f for f in doc["findings"] if f["code"] == "AOT309"]
     (model,) = doc["package"]["models"]
     (value,) = model["data_dependent_values"]
@@ -146,7 +132,9 @@ def test_a_dim_without_an_upper_check_is_probed_past_the_sample(
     package = built / "rows.pt2"
     over = _plain(TORCH215, package, built / "over.pt")
 
-    rc, doc = _aotipre(tmp_path, str(package), "--inputs", str(built / "over.pt"), "--static-only")
+    rc, doc = check_json(
+        tmp_path, str(package), "--inputs", str(built / "over.pt"), "--static-only"
+    )
     refused = [f for f in doc["findings"] if f["code"] == "AOT304"]
     if over.startswith("refused"):  # export's max 32 is in the compiled code
         assert "dim value is too large" in over and option == "none"
@@ -155,7 +143,7 @@ def test_a_dim_without_an_upper_check_is_probed_past_the_sample(
     assert over == "ran (40,)" and option != "none"
     assert not refused and rc == 0, doc["findings"]
 
-    rc, doc = _aotipre(
+    rc, doc = check_json(
         tmp_path, str(package), "--inputs", str(built / "sample.pt"),
         "--python", str(TORCH215),
     )  # fmt: skip
@@ -193,7 +181,7 @@ def test_an_input_one_element_into_its_storage_is_probed(tmp_path: Path) -> None
     )  # fmt: skip
     plain = proc.stdout.strip().splitlines()[-1]
 
-    rc, doc = _aotipre(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
+    rc, doc = check_json(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
     (probe,) = [s for s in doc["stages"] if s["name"] == "probe"]
     offset = [f for f in doc["findings"] if f["code"] == "AOT616"]
     if plain == "same":
@@ -240,7 +228,7 @@ def test_cuda_an_input_one_element_into_its_storage(tmp_path: Path) -> None:
     plain = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-2000:]
     (spec,) = read_package(str(package)).models[0].tensor_inputs
     print("plain:", plain, "alignment:", spec.tensor.alignment, spec.tensor.alignment_policy)
-    rc, doc = _aotipre(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
+    rc, doc = check_json(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
     (probe,) = [s for s in doc["stages"] if s["name"] == "probe"]
     print(probe["detail"])
     if plain == "same":
@@ -258,7 +246,7 @@ def test_cuda_arch_list_below_the_compile_gpu(tmp_path: Path) -> None:
     entries below the compile GPU)."""
     built = build(CUDA_ROWS, tmp_path, "8.0;9.0")
     package = built / "rows.pt2"
-    _, doc = _aotipre(tmp_path, str(package), "--static-only", "--target", "cuda,cc=8.0")
+    _, doc = check_json(tmp_path, str(package), "--static-only", "--target", "cuda,cc=8.0")
     (model,) = doc["package"]["models"]
     gpu = model["aoti"]["binaries"]["gpu"]
     labels = sorted({f"{i['kind']}:{i['arch']}" for g in gpu for i in g["images"]})

@@ -9,7 +9,6 @@ Slow (each case compiles or loads for real); skipped without .venv-2.15 and insi
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.building import check_json
 
 REPO = Path(__file__).resolve().parents[2]
 TORCH215 = REPO / ".venv-2.15" / "bin" / "python"
@@ -56,16 +57,7 @@ def _plain_run(python: Path | str, pkg: Path, inputs: Path) -> bool:
 
 
 def _aotipre(*args: str, tmp: Path) -> tuple[int, dict]:
-    out = tmp / f"report-{len(list(tmp.glob('report-*')))}.json"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "aotipre", "check", *args, "--no-config",
-            "--format", "json", "--output", str(out), "--cache-dir", str(tmp / "cache"),
-        ],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert out.is_file(), proc.stderr[-3000:]
-    return proc.returncode, json.loads(out.read_text())
+    return check_json(tmp, *args)
 
 
 def _build(python: Path) -> Path:
