@@ -105,7 +105,13 @@ def _cpu_identity() -> str | None:
             text = f.read(1 << 20)
     except OSError:
         return None
-    first = text.split("\n\n", 1)[0]
+    return cpu_description(text)
+
+
+def cpu_description(cpuinfo: str) -> str | None:
+    """The identifying lines of the first processor block of a /proc/cpuinfo text (x86:
+    vendor, model name, flags; arm: features, implementer, part), or None when it has none."""
+    first = cpuinfo.split("\n\n", 1)[0]
     keep = [
         line.strip()
         for line in first.splitlines()

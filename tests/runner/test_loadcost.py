@@ -276,3 +276,108 @@ def test_the_second_check_is_answered_from_the_record(
     assert f"measured {kept['measured_at']}" in perf.detail
     assert second.verdict == first.verdict
     assert [f.code for f in second.findings] == [f.code for f in first.findings]
+
+
+# -- the limits and branches the first mutation pass left untested (RELIABILITY.md)
+
+CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model name\t: AMD EPYC 7B13
+cpu MHz\t\t: 2450.000
+flags\t\t: fpu sse2 avx2
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+model name\t: Other CPU
+flags\t\t: fpu sse2 avx512f
+"""
+
+
+def test_the_cpu_description_is_the_first_processors_identifying_lines() -> None:
+    assert loadcost.cpu_description(CPUINFO) == (
+        "vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu sse2 avx2"
+    )
+    arm = "processor\t: 0\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"
+    assert loadcost.cpu_description(arm) == (
+        "Features\t: fp asimd\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c"
+    )
+    assert loadcost.cpu_description("processor\t: 0\ncpu MHz\t: 1000\n") is None
+    assert loadcost.cpu_description("") is None
+
+
+def test_the_key_is_32_hex_digits() -> None:
+    if loadcost._cpu_identity() is None:
+        pytest.skip("no /proc/cpuinfo here: nothing is cached")
+    key = loadcost.host_key("/py", "2.13.0+cpu", "/site/torch", {"PATH": ""})
+    assert key is not None and len(key) == 32 and int(key, 16) >= 0
+
+
+def test_the_record_limits_are_inclusive() -> None:
+    most = [f"Vec{i}" for i in range(loadcost.MAX_ISAS)]
+    assert loadcost.parse(record_json(vec_isa=most), "k", now=NOW) is not None
+    # measured this very second, and exactly MAX_AGE_S ago: still trusted
+    just = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(NOW)))
+    assert loadcost.parse(record_json(measured_at=just), "k", now=float(int(NOW))) is not None
+    oldest = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(NOW) - loadcost.MAX_AGE_S))
+    assert loadcost.parse(record_json(measured_at=oldest), "k", now=float(int(NOW))) is not None
+    # a probe that cost nothing (TORCHINDUCTOR_VEC_ISA_OK=1) is a probe
+    free = loadcost.parse(record_json(probe={**GOOD_PROBE, "seconds": 0.0}), "k", now=NOW)
+    assert free is not None and free.seconds == 0.0
+    # the ISA shortcut's value is kept up to 16 characters
+    for value, kept in (("x" * 16, "x" * 16), ("x" * 17, None), ("1", "1"), (1, None)):
+        rec = loadcost.parse(record_json(probe={**GOOD_PROBE, "vec_isa_ok": value}), "k", now=NOW)
+        assert rec is not None and rec.probe["vec_isa_ok"] == kept, value
+
+
+def test_a_build_without_a_failure_count_is_a_first_process_cost() -> None:
+    built = load_entry(perf={"fresh_process": True, "probe": {**GOOD_PROBE, "gxx_builds": 1}})
+    del built["perf"]["probe"]["gxx_failed"]  # type: ignore[index]
+    assert loadcost.from_load(built) is None
+
+
+def test_a_record_in_a_folder_others_can_write_is_not_read(tmp_path: Path) -> None:
+    rec = loadcost.parse(record_json(key="abc"), "abc")
+    assert rec is not None
+    loadcost.write(str(tmp_path), "abc", rec)
+    assert loadcost.read(str(tmp_path), "abc") == rec
+    os.chmod(tmp_path / loadcost.FOLDER, 0o777)
+    assert loadcost.read(str(tmp_path), "abc") is None
+
+
+def test_a_load_total_that_is_not_a_number_is_left_alone() -> None:
+    rec = loadcost.parse(record_json(), "k")
+    assert rec is not None
+    for total in (True, "1.5", None):
+        out = loadcost.with_recorded_probe({"total_s": total, "probe": {"seconds": 0.1}}, rec)
+        assert out["total_s"] is total and out["probe"]["seconds"] == 1.25
+    # a pinned probe without a time: the recorded one is added whole
+    out = loadcost.with_recorded_probe({"total_s": 2, "probe": {}}, rec)
+    assert out["total_s"] == pytest.approx(3.25)
+
+
+def test_the_hand_over_reads_the_record_once_and_learns_only_isa_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if loadcost._cpu_identity() is None:
+        pytest.skip("no /proc/cpuinfo here: nothing is cached")
+    reads: list[str] = []
+    real = loadcost.read
+
+    def counting(cache_dir: str | None, key: str) -> loadcost.ProbeRecord | None:
+        reads.append(key)
+        return real(cache_dir, key)
+
+    monkeypatch.setattr(loadcost, "read", counting)
+    hand = loadcost.HandOver(
+        cache_dir=str(tmp_path), use_cache=True, python=None, worker_command=None
+    )
+    env = dict(os.environ)
+    assert hand.pin(env) is None and hand.pin(env) is None
+    assert len(reads) == 1  # looked once, not at every worker
+    for bad in (["../x"], [], "VecAVX2", [1]):
+        hand.learn({"vec_isa": bad, "vec_isa_pinned": True})
+        assert hand.probed is None, bad
+    hand.learn({"vec_isa": ["VecAVX2"], "vec_isa_pinned": True})
+    hand.learn({"vec_isa": ["VecAVX512"], "vec_isa_pinned": True})
+    assert hand.pin(env) == ["VecAVX2"]  # the first list found is handed on
