@@ -22,6 +22,7 @@ works:
     python scripts/mutate.py --list                   # the mutants, no run
     python scripts/mutate.py --module aotipre/findings.py -j 2
     python scripts/mutate.py --named-only             # the mutants
+    python scripts/mutate.py --module M --function F  # only function F of module M
     python scripts/mutate.py --report mutants.json    # every mutant with its outcome
 
 Exit status: 0 when the score of every module is at least --min-score (default 0.85), else 1.
@@ -76,7 +77,8 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "aotipre/checks/inputs.py",
         None,
-        ("tests/gate/test_boundaries_static.py", "tests/gate/test_static_structure.py"),
+        ("tests/gate/test_boundaries_static.py", "tests/gate/test_static_structure.py",
+         "tests/checks/test_contract.py::test_a_sample_inside_its_storage_against_an_alignment_assert"),
     ),
     Target(
         "aotipre/inputs/meta.py",
@@ -116,12 +118,13 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "aotipre/runner/stages/probe.py",
-        ("_over_max", "_layout_case", "layout_difference", "_unchecked", "unchecked_finding"),
+        ("_over_max", "_layout_case", "_offset_case", "layout_difference", "_unchecked",
+         "unchecked_finding"),
         ("tests/runner/test_stages.py", "tests/gate/test_compare_findings.py"),
     ),
     Target(
         "aotipre/runner/synth.py",
-        ("plan_layouts", "plan_probes", "_largest_fitting"),
+        ("plan_layouts", "plan_offsets", "plan_probes", "_largest_fitting"),
         ("tests/runner/test_stages_plan.py",),
     ),
     Target(
@@ -156,9 +159,10 @@ TARGETS: tuple[Target, ...] = (
         ("check_host", "row_for", "_Context.__init__", "_Context.add", "_Context.device",
          "_Context.platform", "_Context.libc", "_Context.shim", "_Context.gpu",
          "_Context._driver", "_Context._gpu_from_metadata", "_Context.cpu",
-         "_Context._isa_from_flags", "_norm_machine", "_fmt_cc"),
+         "_Context._isa_from_flags", "_norm_machine", "_fmt_cc", "check_runtime_bugs",
+         "_model_cost", "_below_compile_gpu", "_size"),
         ("tests/gate/test_mutants_targets.py", "tests/gate/test_static_package.py",
-         "tests/binaries/test_targets.py"),
+         "tests/binaries/test_targets.py", "tests/binaries/test_torch_bugs_real.py"),
     ),
     Target(
         "aotipre/host.py",
@@ -192,6 +196,16 @@ TARGETS: tuple[Target, ...] = (
         "aotipre/binaries/versions.py",
         ("Table.exports", "load_table", "release_key", "ProducerRange.text", "producer_range"),
         ("tests/gate/test_mutants_binaries.py", "tests/binaries/test_torch_table_sources.py"),
+    ),
+    Target(
+        "aotipre/binaries/torch_bugs.py",
+        None,
+        ("tests/binaries/test_torch_bugs_real.py",),
+    ),
+    Target(
+        "aotipre/checks/contract.py",
+        ("check_data_ranges",),
+        ("tests/checks/test_contract.py",),
     ),
     # every report format's gate decision
     Target(
@@ -669,6 +683,12 @@ def baseline_passes(tree: Path, targets: list[Target], timeout: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", action="append", help="only these TARGETS paths (repeatable)")
+    ap.add_argument(
+        "--function",
+        action="append",
+        help="only the mutants of these functions of the chosen modules (repeatable; a "
+        "method as Class.method): a quick pass over what a change touched",
+    )
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--named-only", action="store_true", help="only the issue's named mutants")
     ap.add_argument("--no-named", action="store_true", help="skip the named mutants")
@@ -686,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
             mutants.extend(generate(t))
     if not opts.no_named:
         mutants.extend(m for m in named_mutants() if not opts.module or m.path in opts.module)
+    if opts.function:
+        mutants = [m for m in mutants if m.where.rsplit(":", 1)[0] in opts.function]
     if opts.list:
         for m in mutants:
             print(f"{m.where:45} {m.path:28} {m.what}")

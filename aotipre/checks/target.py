@@ -111,9 +111,7 @@ def check_runtime_bugs(
         if bug.issue == 194128:
             add("AOT440", f"{name} has the C++ loader's JSON race: a C++ server that "
                 "constructs several loaders at once can corrupt its heap", bug)  # fmt: skip
-        elif bug.issue == 191715 and any(
-            m.device_type == "cpu" or m.device_type == "cuda" for m in aoti
-        ):
+        elif bug.issue == 191715:  # _load_aoti probes whatever the package's device
             add("AOT441", f"{name}'s aoti_load_package runs the compiler-based CPU-ISA probe at "
                 "every load, before it touches the package", bug)  # fmt: skip
         elif bug.issue == 196026 and len(aoti) > 1:

@@ -181,3 +181,124 @@ def test_the_metadata_read_twice_is_reported_for_large_packages_only_fake() -> N
     (f,) = check_runtime_bugs(package(LARGE_PACKAGE_MEMBERS), [model], host)
     assert f.code == "AOT443" and "1000-member package" in f.message
     assert "#196025" in f.message and "_package.py:" in f.message
+
+
+RACE = (
+    "_ZZN5torch8inductor12_GLOBAL__N_114load_json_fileERKNSt7__cxx1112basic_stringIcSt11char_"
+    "traitsIcESaIcEEEE8json_obj"
+)
+
+
+def test_the_json_race_symbol_is_found_wherever_the_chunks_cut(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared object whose .strtab holds the static's mangled name (a C static of that name,
+    built here), searched in pieces cut at every offset around it: always found; one without
+    it, a folder without libtorch_cpu.so and a file that is not ELF: none."""
+    from aotipre.binaries import torch_bugs
+    from tests.binaries.synth import compile_so
+
+    src = f"__attribute__((used)) static int {RACE} = 1;\nint use(void) {{ return {RACE}; }}\n"
+    so = compile_so(tmp_path, src, name="libtorch_cpu.so")
+    plain = compile_so(tmp_path, "int use(void) { return 1; }\n", name="plain.so")
+    if so is None or plain is None:
+        pytest.skip("no C compiler here")
+    assert torch_bugs._json_race(str(so)) == RACE
+    at = so.read_bytes().find(RACE.encode())
+    assert at > 0
+    for chunk in (1, 7, 64, 100, 511, 513):
+        monkeypatch.setattr(torch_bugs, "CHUNK", chunk)
+        assert torch_bugs._json_race(str(so)) == RACE, chunk
+    assert torch_bugs._json_race(str(plain)) is None
+    (tmp_path / "text").write_text("not an ELF file")
+    assert torch_bugs._json_race(str(tmp_path / "text")) is None
+    assert torch_bugs._json_race(str(tmp_path / "missing.so")) is None
+    (bug,) = read_known_bugs(str(tmp_path / "nowhere"), str(tmp_path))
+    assert (bug.issue, bug.applies_to) == (194128, "cpp") and RACE in bug.evidence
+    monkeypatch.setattr(torch_bugs, "MAX_STRTAB_BYTES", 16)
+    assert torch_bugs._json_race(str(so)) is None  # a table over the limit is not searched
+
+
+def test_the_known_bug_numbers_of_this_torch() -> None:
+    """What this torch shows is a subset of the four fingerprinted bugs, each present exactly
+    when its file evidence is (libtorch_cpu's bytes for #194128)."""
+    import mmap
+
+    from aotipre.binaries.torch_bugs import _JSON_RACE
+
+    folder = _torch_folder(Path(sys.executable))
+    bugs = {b.issue: b for b in read_known_bugs(str(folder), str(folder / "lib"))}
+    assert set(bugs) <= {194128, 191715, 196025, 196026}
+    with open(folder / "lib" / "libtorch_cpu.so", "rb") as f:
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        assert (194128 in bugs) is bool(_JSON_RACE.search(data))  # type: ignore[call-overload]
+        data.close()
+    import re
+
+    signature = re.search(r"^def load_pt2\((.*?)\)\s*->", folder.joinpath(*PACKAGE_PY).read_text(),
+                          re.M | re.S)  # fmt: skip
+    loader = folder.joinpath(*LOAD_PACKAGE_PY).read_text()
+    assert signature is not None and "load_pt2(" in loader
+    assert (196026 in bugs) is ("aoti_model_names" not in signature.group(1))
+
+
+def test_a_torch_folder_with_part_of_the_loader_shows_what_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the entry point (no _package.py), or only _package.py: nothing to fingerprint
+    #196026 with, and no error; a .strtab exactly at the size limit is still searched."""
+    from aotipre.binaries import torch_bugs
+
+    folder = _torch_folder(Path(sys.executable))
+    for present in (LOAD_PACKAGE_PY, PACKAGE_PY):
+        part = tmp_path / "-".join(present) / "torch"
+        dst = part.joinpath(*present)
+        dst.parent.mkdir(parents=True)
+        shutil.copy(folder.joinpath(*present), dst)
+        assert 196026 not in {b.issue for b in read_known_bugs(str(part), str(part / "lib"))}
+    from tests.binaries.synth import compile_so
+
+    src = f"__attribute__((used)) static int {RACE} = 1;\nint use(void) {{ return {RACE}; }}\n"
+    so = compile_so(tmp_path, src, name="libtorch_cpu.so")
+    if so is None:
+        pytest.skip("no C compiler here")
+    from aotipre.binaries.elf import ElfFile
+    from aotipre.binaries.source import open_file
+
+    with open_file(so) as source:
+        table = ElfFile(source).section(".strtab")
+    assert table is not None
+    monkeypatch.setattr(torch_bugs, "MAX_STRTAB_BYTES", table.size)
+    assert torch_bugs._json_race(str(so)) == RACE
+
+
+def test_the_strtab_is_read_in_bounded_overlapping_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pieces of CHUNK + 512 bytes from offset 0, CHUNK apart, the last one clipped to the
+    table: memory stays bounded whatever the table's size, and no name is cut unseen."""
+    from aotipre.binaries import torch_bugs
+    from aotipre.binaries.elf import ElfFile
+    from tests.binaries.synth import compile_so
+
+    names = [f"a_symbol_name_that_fills_the_string_table_{i:04d}" for i in range(200)]
+    src = "".join(f"__attribute__((used)) static int {n} = {i};\n" for i, n in enumerate(names))
+    so = compile_so(tmp_path, src, name="plain.so")  # a .strtab of about 10 KB
+    if so is None:
+        pytest.skip("no C compiler here")
+    reads: list[tuple[int, int]] = []
+    real = ElfFile.section_bytes_at
+
+    def spy(self: ElfFile, section: object, start: int, size: int) -> bytes:
+        reads.append((start, size))
+        return real(self, section, start, size)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ElfFile, "section_bytes_at", spy)
+    monkeypatch.setattr(torch_bugs, "CHUNK", 100)
+    assert torch_bugs._json_race(str(so)) is None
+    total = reads[-1][0] + reads[-1][1]
+    assert total > 5000 and len(reads) == -(-total // 100)
+    assert [s for s, _ in reads] == list(range(0, len(reads) * 100, 100))
+    assert all(size == 612 for _, size in reads if _ + 612 <= total)
+    assert reads[-1][1] == total - reads[-1][0] and total - reads[-1][0] <= 612
+    assert reads[-1][0] < total <= reads[-1][0] + 612

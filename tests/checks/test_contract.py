@@ -248,3 +248,28 @@ def test_a_sample_inside_its_storage_against_an_alignment_assert() -> None:
     meta = TensorMeta("float32", (3, 8), (8, 1), "cuda", storage_offset=1)
     (f,) = check_inputs(_model((spec("assert"),)), SampleInputs((meta,)))
     assert f.severity is Severity.ERROR and "4 bytes" in f.message and f.input == "x"
+
+
+def test_an_unchecked_data_dependent_size_is_aot309() -> None:
+    """Only an integer `.item()` value that sizes a tensor with no constant bound left is
+    reported (tests/runner/test_contract_items_real.py builds the real packages)."""
+    from aotipre.checks.contract import check_data_ranges
+    from aotipre.pt2.spec import DataSymbol
+
+    def found(*symbols: DataSymbol) -> list[str]:
+        return [f.message for f in check_data_ranges(_model((), data_symbols=symbols))]
+
+    unchecked = DataSymbol("u0", "int64", (), sizes_tensor=True)
+    (message,) = found(unchecked)
+    assert message.startswith("model 'model': u0 (read from a tensor at run time, int64)")
+    assert "unsafe_skip_scalar_range_asserts" in message and "it still checks" not in message
+    (message,) = found(DataSymbol("u1", "uint8", ("u1 == 2*s0",), sizes_tensor=True))
+    assert "(it still checks u1 == 2*s0)" in message
+    assert found(DataSymbol("u0", "int64", ("u0 <= 8",), sizes_tensor=True)) == []
+    assert found(DataSymbol("u0", "int64", ("8 >= u0",), sizes_tensor=True)) == []
+    assert found(DataSymbol("u0", "int64", (), sizes_tensor=False)) == []
+    assert found(DataSymbol("u0", "float64", (), sizes_tensor=True)) == []
+    assert found(DataSymbol("u0", "bool", (), sizes_tensor=True)) == []
+    assert len(found(unchecked, DataSymbol("u1", "int32", (), sizes_tensor=True))) == 2
+    (f,) = check_data_ranges(_model((), data_symbols=(unchecked,)))
+    assert f.code == "AOT309" and f.severity is Severity.WARNING and f.actual == "u0"

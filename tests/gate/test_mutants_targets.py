@@ -344,3 +344,97 @@ def test_the_hint_for_a_gpu_older_than_the_compile_gpu() -> None:
     assert _below_compile_gpu("", "8.0") == {} and _below_compile_gpu(None, "8.0") == {}
     assert _below_compile_gpu("9a", "8.0") == {} and _below_compile_gpu("12345", "8.0") == {}
     assert "sm_100" in _below_compile_gpu("100", "9")["hint"]
+
+
+def _bug_host(*issues: int) -> object:
+    from aotipre.binaries.torch_bugs import KnownBug
+    from aotipre.host import HostInfo, TorchRuntime
+
+    bugs = tuple(KnownBug(i, f"bug {i}", f"file.py:{i % 1000}", "python") for i in issues)
+    return HostInfo(
+        "target cpu", frozenset({"cpu"}), is_target=True, name="fleet",
+        torch=TorchRuntime("2.15.0", "libtorch /t", frozenset(), bugs),
+    )  # fmt: skip
+
+
+def _bug_package(models: int, *, members: int = 3, total: int = 100) -> tuple[object, list]:
+    from aotipre.pt2.spec import AotiPart, ConstantSpec, MemberInfo, ModelInfo, PackageInfo
+
+    out = []
+    names = []
+    for i in range(models):
+        so = f"p/data/aotinductor/m{i}/x.wrapper.so"
+        names.append(MemberInfo(so, 1_500_000 * (i + 1), 0, 0))
+        aoti = AotiPart(f"p/data/aotinductor/m{i}", "cpu", None, None, (), None, {}, None,
+                        (so,), (), False)  # fmt: skip
+        consts = (ConstantSpec("w", "w", "float32", (1024, 1024), "Parameter", False, 4_194_304),)
+        out.append(ModelInfo(f"m{i}", False, aoti, None, None, (), (), (), None, "none",
+                             constants=consts if i else ()))  # fmt: skip
+    names += [MemberInfo(f"p/x{j}", 1, 1, 0) for j in range(members - len(names))]
+    package = PackageInfo("p.pt2", "aoti", "p", "pt2", "0", tuple(out), tuple(names),
+                          total_size=total)  # fmt: skip
+    return package, out
+
+
+def test_runtime_bugs_are_reported_where_the_package_meets_them() -> None:
+    from aotipre.checks.target import (
+        LARGE_PACKAGE_BYTES,
+        LARGE_PACKAGE_MEMBERS,
+        check_runtime_bugs,
+    )
+
+    host = _bug_host(194128, 191715, 196026, 196025)
+    one, models = _bug_package(1)
+    found = check_runtime_bugs(one, models, host)  # type: ignore[arg-type]
+    assert [f.code for f in found] == ["AOT440", "AOT441"]
+    assert found[0].message.startswith("target fleet: torch 2.15.0 has the C++ loader's JSON race")
+    assert "(torch issue #194128; file.py:128)" in found[0].message
+    assert found[0].evidence == ("file.py:128",) and found[0].severity is Severity.INFO
+    # two models: each one's load also loads the other, with what that costs
+    two, models = _bug_package(2)
+    found = [f for f in check_runtime_bugs(two, models, host) if f.code == "AOT442"]  # type: ignore[arg-type]
+    assert [f.model for f in found] == ["m0", "m1"]
+    assert "loading 'm0' also loads 'm1' (1 .so of 3.0 MB, 4.2 MB of constants on cpu)" in (
+        found[0].message
+    )
+    assert "loading 'm1' also loads 'm0' (1 .so of 1.5 MB)" in found[1].message
+    assert all("(torch issue #196026;" in f.message for f in found)
+    # a .so the archive does not list: its count, no size
+    lost, models = _bug_package(2)
+    lost = dataclasses.replace(lost, members=())  # type: ignore[type-var]
+    (f,) = [
+        f for f in check_runtime_bugs(lost, models, host) if f.model == "m0" and f.code == "AOT442"
+    ]  # type: ignore[arg-type]
+    assert "also loads 'm1' (1 .so, 4.2 MB of constants on cpu)" in f.message
+    # the metadata read twice: from LARGE_PACKAGE_MEMBERS members or LARGE_PACKAGE_BYTES on
+    for members, total, reported in (
+        (LARGE_PACKAGE_MEMBERS - 1, LARGE_PACKAGE_BYTES - 1, False),
+        (LARGE_PACKAGE_MEMBERS, 100, True),
+        (3, LARGE_PACKAGE_BYTES, True),
+    ):
+        big, models = _bug_package(1, members=members, total=total)
+        codes_found = [f.code for f in check_runtime_bugs(big, models, host)]  # type: ignore[arg-type]
+        assert ("AOT443" in codes_found) is reported, (members, total)
+    # nothing read, no bug, no AOTI code: nothing said
+    assert check_runtime_bugs(one, models, _bug_host()) == []  # type: ignore[arg-type]
+    no_code = [dataclasses.replace(m, aoti=None) for m in models]
+    assert check_runtime_bugs(one, no_code, host) == []  # type: ignore[arg-type]
+
+
+def test_sizes_read_as_people_write_them() -> None:
+    from aotipre.checks.target import _size
+
+    assert [_size(n) for n in (512, 1_000, 1_500, 1_000_000, 4_194_304, 3_200_000_000)] == [
+        "512 bytes", "1.0 KB", "1.5 KB", "1.0 MB", "4.2 MB", "3.2 GB",
+    ]  # fmt: skip
+
+
+def test_the_compile_gpu_hint_at_its_limits() -> None:
+    from aotipre.checks.target import _below_compile_gpu
+
+    assert "(sm_05)" in _below_compile_gpu("9", "0.5")["hint"]
+    assert "sm_1000" in _below_compile_gpu("1000", "9.0")["hint"]
+    assert (
+        _below_compile_gpu("85", "8.6") == {}
+        and "(sm_84)" in _below_compile_gpu("85", "8.4")["hint"]
+    )

@@ -748,6 +748,10 @@ def test_an_offset_input_that_fails_or_differs_is_aot616_fake(run: Run) -> None:
     _, findings = run(script={"probe:input0:offset": {"crash": "SIGSEGV"}})
     (f,) = [f for f in findings if f.code == "AOT616"]
     assert f.severity is Severity.ERROR and "crashed (SIGSEGV)" in f.message
+    other = {"type": "RuntimeError", "message": "CUDA error: misaligned address"}
+    _, findings = run(script={"probe:input0:offset": {"error": other}})
+    (f,) = [f for f in findings if f.code == "AOT616"]
+    assert f.severity is Severity.ERROR and "alignment_asserts_inputs" not in f.message
 
 
 def test_how_layout_outputs_differ() -> None:

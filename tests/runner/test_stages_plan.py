@@ -264,3 +264,42 @@ def test_a_relative_cache_folder_is_made_absolute(
     assert DynamicOptions(cache_dir="dc").cache_dir == str(tmp_path / "dc")
     assert DynamicOptions(cache_dir=str(tmp_path / "x")).cache_dir == str(tmp_path / "x")
     assert DynamicOptions().cache_dir is None
+
+
+def test_the_offset_case_takes_the_first_tensor_input_with_values() -> None:
+    """One case: the first tensor input whose sample shape has values (not a scalar, no zero
+    size), one element into its storage, expected to run."""
+    model = token_model()
+    (case,) = synth.plan_offsets(model, {0: (3, 10), 1: (3, 10)})
+    assert (case.id, case.symbol, case.kind, case.value) == (
+        "probe:input0:offset",
+        "input_ids",
+        "offset",
+        1,
+    )
+    assert case.offset == (0,) and case.layout == () and case.expect == "ok"
+    for first in ((), (0, 10), (3, 0)):  # a scalar, an empty input: the next one
+        (case,) = synth.plan_offsets(model, {0: first, 1: (3, 10)})
+        assert case.id == "probe:input1:offset" and case.offset == (1,)
+    (case,) = synth.plan_offsets(model, {1: (2, 2)})  # the first one's shape not known
+    assert case.offset == (1,)
+    assert synth.plan_offsets(model, {0: (), 1: (0,)}) == []
+    assert synth.plan_offsets(model, {}) == []
+
+
+def test_an_unbounded_symbol_probes_just_past_its_minimum_when_only_that_fits() -> None:
+    """Sample at the minimum: twice it (4); a budget that holds 3 x 3 only: min + 1."""
+    model = token_model(seq=(2, None))
+    plan = synth.plan_probes(model, {0: (3, 2), 1: (3, 2)}, budget=1 << 22)
+    (beyond,) = [c for c in plan.cases if c.kind == "beyond"]
+    assert beyond.value == 4 and any("(2x the sample's 2)" in n for n in plan.notes)
+    plan = synth.plan_probes(model, {0: (3, 2), 1: (3, 2)}, budget=9)
+    (beyond,) = [c for c in plan.cases if c.kind == "beyond"]
+    assert beyond.value == 3 and beyond.bound is None
+
+
+def test_an_unbounded_symbol_sampled_at_zero_probes_one() -> None:
+    model = token_model(seq=(0, None))
+    plan = synth.plan_probes(model, {0: (3, 0), 1: (3, 0)}, budget=1 << 22)
+    (beyond,) = [c for c in plan.cases if c.kind == "beyond"]
+    assert beyond.value == 1 and beyond.shapes == {0: (3, 1), 1: (3, 1)}
