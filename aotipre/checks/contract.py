@@ -132,17 +132,32 @@ def check_data_ranges(model: ModelInfo) -> list[Finding]:
         if not d.dtype.startswith(("int", "uint")) or not d.sizes_tensor or d.range_checked:
             continue
         other = f" (it still checks {', '.join(d.checks)})" if d.checks else ""
+        lo, hi = d.exported_range or (None, None)
+        declared = (
+            f"{lo} <= {d.symbol} <= {hi}"
+            if lo is not None and hi is not None
+            else f"{d.symbol} >= {lo}"
+            if lo is not None
+            else f"{d.symbol} <= {hi}"
+            if hi is not None
+            else ""
+        )
+        assumed = (
+            f"the ExportedProgram's range {declared} is no longer checked: a value outside it"
+            if declared
+            else "a value outside what export assumed"
+        )
         out.append(
             codes.get("AOT309").finding(
                 f"model '{model.name}': {d.symbol} (read from a tensor at run time, {d.dtype}) "
                 f"sizes a tensor and the compiled code checks no range of it{other}: compiled "
                 "without its scalar range asserts (unsafe_skip_scalar_range_asserts, torch "
                 "2.15+, or scalar_asserts=False), so the model's torch._check bounds and "
-                "export's own are gone; a value outside what export "
-                "assumed runs unchecked, even with AOTI_RUNTIME_CHECK_INPUTS=1, and reads or "
-                "writes out of bounds without an error",
+                f"export's own are gone; {assumed} runs unchecked, even with "
+                "AOTI_RUNTIME_CHECK_INPUTS=1, and reads or writes out of bounds without an error",
                 model=model.name,
                 stage="static",
+                expected=declared or None,
                 actual=d.symbol,
             )
         )

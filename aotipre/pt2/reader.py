@@ -19,7 +19,13 @@ from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, ZipRefused, open_archive, open_zip
 from aotipre.pt2.exported import ContractError, ExportedContract, parse_exported
 from aotipre.pt2.foreign import describe_foreign_zip
-from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
+from aotipre.pt2.spec import (
+    AotiPart,
+    MemberInfo,
+    ModelInfo,
+    PackageInfo,
+    with_exported_ranges,
+)
 from aotipre.pt2.wrapper_contract import WrapperView, contract_from_wrapper
 from aotipre.versions import SUPPORTED_TEXT
 
@@ -366,6 +372,7 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
             signature=contract.signature,
             contract_source="exported_program",
             export_device=contract.device,
+            data_symbols=with_exported_ranges(model.data_symbols, contract.symbols),
         )
         return merge_wrapper_bounds(model, wrapper.inputs) if wrapper is not None else model
     if wrapper is not None:
@@ -408,7 +415,8 @@ def with_reference_values(model: ModelInfo, reference: ModelInfo) -> ModelInfo:
     """An AOTI-only model's non-tensor arguments with the values (and the names) that the
     ExportedProgram it was compiled from (`--exported-program`) specialized them to: the
     compiled code computes with those values and ignores whatever is passed, and only the
-    program records them. Matched by their place in the call (`args[1]`)."""
+    program records them. Matched by their place in the call (`args[1]`). Also the ranges the
+    program gives the values the compiled code reads at run time (`u0`), by name."""
     by_path = {i.path: i for i in reference.inputs if i.tensor is None}
     merged = []
     for inp in model.inputs:
@@ -416,7 +424,8 @@ def with_reference_values(model: ModelInfo, reference: ModelInfo) -> ModelInfo:
         if ref is not None and ref.value is not None and inp.value is None:
             inp = replace(inp, name=ref.name, kind=ref.kind, value=ref.value)
         merged.append(inp)
-    return replace(model, inputs=tuple(merged))
+    data = with_exported_ranges(model.data_symbols, reference.symbols)
+    return replace(model, inputs=tuple(merged), data_symbols=data)
 
 
 def merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -260,6 +260,9 @@ class DataSymbol:
     sizes_tensor: bool = False
     """The code sizes a tensor with it (`int_array_<n>[] = {u0, 4L}`): a value out of range
     makes kernels read or write out of bounds."""
+    exported_range: tuple[int | None, int | None] | None = None
+    """The range the ExportedProgram gives the symbol (`u0: VR[1, 8]`), when the package or
+    `--exported-program` has one: what its torch._check calls declared."""
 
     @property
     def range_checked(self) -> bool:
@@ -274,7 +277,21 @@ class DataSymbol:
             "checks": list(self.checks),
             "range_checked": self.range_checked,
             "sizes_tensor": self.sizes_tensor,
+            "exported_range": None if self.exported_range is None else list(self.exported_range),
         }
+
+
+def with_exported_ranges(
+    symbols: tuple[DataSymbol, ...], ranges: tuple[SymbolRange, ...]
+) -> tuple[DataSymbol, ...]:
+    """`symbols` with the ranges an ExportedProgram gives the same names (`u0`)."""
+    by_name = {r.symbol: r for r in ranges}
+    return tuple(
+        replace(d, exported_range=(by_name[d.symbol].min, by_name[d.symbol].max))
+        if d.symbol in by_name
+        else d
+        for d in symbols
+    )
 
 
 def _is_range_bound(cond: str, symbol: str) -> bool:

@@ -3,6 +3,8 @@ checkpoints given as inputs, out-of-range index chains, foreign zips, integer va
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from aotipre.checks.contract import (
@@ -273,3 +275,24 @@ def test_an_unchecked_data_dependent_size_is_aot309() -> None:
     assert len(found(unchecked, DataSymbol("u1", "int32", (), sizes_tensor=True))) == 2
     (f,) = check_data_ranges(_model((), data_symbols=(unchecked,)))
     assert f.code == "AOT309" and f.severity is Severity.WARNING and f.actual == "u0"
+    assert f.expected is None and "a value outside what export assumed" in f.message
+    # with the ExportedProgram's range (a package that has it, or --exported-program)
+    for rng, said in (((1, 8), "1 <= u0 <= 8"), ((1, None), "u0 >= 1"), ((None, 8), "u0 <= 8")):
+        known = DataSymbol("u0", "int64", (), sizes_tensor=True, exported_range=rng)
+        (f,) = check_data_ranges(_model((), data_symbols=(known,)))
+        assert f.expected == said, rng
+        assert f"the ExportedProgram's range {said} is no longer checked" in f.message
+
+
+def test_the_exported_range_of_a_data_dependent_value_is_found_by_name() -> None:
+    from aotipre.pt2.reader import with_reference_values
+    from aotipre.pt2.spec import DataSymbol, SymbolRange, with_exported_ranges
+
+    symbols = (DataSymbol("u0", "int64", sizes_tensor=True), DataSymbol("u1", "int64"))
+    ranges = (SymbolRange("u0", 1, 8), SymbolRange("s0", 2, None))
+    found = with_exported_ranges(symbols, ranges)
+    assert [d.exported_range for d in found] == [(1, 8), None]
+    assert found[0].to_dict()["exported_range"] == [1, 8]
+    reference = dataclasses.replace(_model(()), symbols=ranges)
+    merged = with_reference_values(_model((), data_symbols=symbols), reference)
+    assert merged.data_symbols == found

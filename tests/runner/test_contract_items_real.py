@@ -47,6 +47,7 @@ x = torch.randn(8, 4)
 ep = torch.export.export(Head(), (x, torch.tensor([3, 1])))
 configs = {} if option == "none" else {option: option != "scalar_asserts"}
 torch._inductor.aoti_compile_and_package(ep, package_path=f"{out}/head.pt2", inductor_configs=configs)
+torch.export.save(ep, f"{out}/head_ep.pt2")
 torch.save(((x, torch.tensor([3, 1])), {}), f"{out}/within.pt")
 torch.save(((x, torch.tensor([12, 1])), {}), f"{out}/past.pt")
 """
@@ -108,7 +109,8 @@ def test_an_unchecked_data_dependent_size_is_flagged_where_torch_runs_it(
     past = _plain(python, package, built / "past.pt")
     assert _plain(python, package, built / "within.pt") == "ran (3, 4)"
 
-    _, doc = check_json(tmp_path, str(package), "--static-only")
+    ep = str(built / "head_ep.pt2")
+    _, doc = check_json(tmp_path, str(package), "--static-only", "--exported-program", ep)
     flagged = [f for f in doc["findings"] if f["code"] == "AOT309"]
     (model,) = doc["package"]["models"]
     (value,) = model["data_dependent_values"]
@@ -116,6 +118,8 @@ def test_an_unchecked_data_dependent_size_is_flagged_where_torch_runs_it(
         # the value past torch._check(k <= 8) runs: 12 rows out of an 8-row input
         assert past == "ran (12, 4)" and option != "none"
         assert len(flagged) == 1 and "u0" in flagged[0]["message"], doc["findings"]
+        # the range the ExportedProgram declares (torch._check(k >= 1), (k <= 8)), named
+        assert flagged[0]["expected"] == "1 <= u0 <= 8", flagged
         assert value["sizes_tensor"] and not value["range_checked"]
     else:
         assert past == "refused Expected u0 <= 8 but received 12" and option == "none"
