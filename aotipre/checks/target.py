@@ -21,6 +21,7 @@ from aotipre.host import ISA_FLAGS, ISA_RANK, TORCH_SYMBOLS, HostInfo
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 
 if TYPE_CHECKING:
+    from aotipre.binaries.torch_bugs import KnownBug
     from aotipre.binaries.x86 import IsaScan
 
 KNOWN_DEVICES = ("cpu", "cuda", "xpu", "mps")
@@ -97,7 +98,7 @@ def check_runtime_bugs(
     name = f"torch {torch.version}"
     out: list[Finding] = []
 
-    def add(code: str, message: str, bug: Any, **fields: Any) -> None:
+    def add(code: str, message: str, bug: KnownBug, **fields: Any) -> None:
         out.append(
             codes.get(code).finding(
                 f"{where}{message} (torch issue #{bug.issue}; {bug.evidence})",

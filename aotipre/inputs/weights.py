@@ -186,7 +186,7 @@ def _safetensors_entry(bad: str, key: str, entry: object, body: int) -> TensorMe
         and len(shape) <= MAX_RANK
         and all(type(d) is int and 0 <= d < 2**63 for d in shape)
     )
-    if not ok_shape:
+    if not ok_shape or not isinstance(shape, list):  # the second test narrows the type only
         raise UsageError(f"{bad}: entry {shown!r} has a bad shape {_printable(str(shape))[:80]}")
     if (
         not isinstance(offsets, list)

@@ -72,7 +72,7 @@ class TensorSpec:
     assert_checked (refuses it under AOTI_RUNTIME_CHECK_INPUTS); see WrapperInput."""
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "dtype": self.dtype,
             "shape": [d.to_json() for d in self.shape],
             "strides": None if self.strides is None else [d.to_json() for d in self.strides],

@@ -685,10 +685,10 @@ def written_names(text: str, run_impl: str, names: tuple[str, ...]) -> tuple[str
             ]
         pos = text.find(_TRITON_DEF, close)
     for statement in run_impl.split(";"):
-        m = _CALL_RE.search(statement)
-        if m is None:
+        call = _CALL_RE.search(statement)
+        if call is None:
             continue
-        fn, args = m.group(1), [a.strip() for a in statement[m.end() :].split(",")]
+        fn, args = call.group(1), [a.strip() for a in statement[call.end() :].split(",")]
         if fn in launchers:
             params = launchers[fn]
             hits = [

@@ -561,23 +561,23 @@ def plan_probes(model: ModelInfo, shapes: dict[int, tuple[int, ...]], budget: in
             # with aot_inductor.check_upperbound=False, which drops the "dim value is too large"
             # check. The runtime check refuses no large size; what does one do?
             want = max(2 * env[symbol], lo + 1)
-            value = _largest_fitting(lo + 1, want, lambda v: fits(shapes_at(v)))
-            if value is None:
+            far = _largest_fitting(lo + 1, want, lambda v: fits(shapes_at(v)))
+            if far is None:
                 notes.append(
                     f"{symbol}: no maximum (the runtime check refuses no large size); "
                     f"sizes above {lo} give inputs over the probe budget"
                 )
                 continue
-            s = shapes_at(value)
+            s = shapes_at(far)
             assert s is not None
             cases.append(
-                ProbeCase(f"probe:{symbol}:beyond", symbol, "beyond", value, s, None, dims=dims)
+                ProbeCase(f"probe:{symbol}:beyond", symbol, "beyond", far, s, None, dims=dims)
             )
             notes.append(
                 f"{symbol}: no maximum in the contract (exported without one, or compiled "
                 "with aot_inductor.check_upperbound=False): the runtime check refuses no large "
-                f"size; probed at {value}"
-                + (f" (2x the sample's {env[symbol]})" if value == want else " (probe budget)")
+                f"size; probed at {far}"
+                + (f" (2x the sample's {env[symbol]})" if far == want else " (probe budget)")
             )
             continue
         top = hi

@@ -806,3 +806,13 @@ def test_a_load_that_maps_none_of_the_packages_code_is_aot532_fake(run: Run) -> 
     assert "not mapped" in res["load"].detail
     _, mapped = run(script={"load": {"entry": {"mapped": ["/tmp/x/abc.wrapper.so"]}}})
     assert "AOT532" not in codes(mapped)
+
+
+def test_an_unreadable_weights_file_is_the_stage_error_with_why(run: Run, tmp_path: Path) -> None:
+    """Through the library (the CLI refuses the file before): the stage says why, in its
+    detail, and takes no time."""
+    res, _ = run(weights=str(tmp_path / "missing.pt"))
+    weights = res["weights"]
+    assert weights.status is StageStatus.ERROR
+    assert "missing.pt" in weights.detail
+    assert weights.duration_s == 0.0

@@ -235,3 +235,26 @@ def test_the_worker_runs_by_path_where_aotipre_cannot_be_imported(tmp_path: Path
     ]
     assert "_aotipre_worker.protocol" in imported and "torch" in imported
     assert not [m for m in imported + seen["modules"] if m.split(".")[0] == "aotipre"]
+
+
+def test_probe_views_keep_the_values_and_change_only_the_layout() -> None:
+    from aotipre.runner.worker import probe
+
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    moved = probe.transposed_layout(t)
+    assert torch.equal(moved, t) and moved.stride() == (1, 2)
+    off = probe.offset_view(t)
+    assert torch.equal(off, t) and off.storage_offset() == 1 and off.is_contiguous()
+    with pytest.raises(probe.StepError, match="rank 2"):
+        probe.transposed_layout(torch.zeros(3))
+    with pytest.raises(probe.StepError, match="with values"):
+        probe.offset_view(torch.zeros(0))
+
+
+def test_a_probe_plan_naming_a_missing_tensor_input_is_refused() -> None:
+    from aotipre.runner.worker import probe
+
+    probe._check_plan_indices([], [0])
+    probe._check_plan_indices({0: (1,), 1: (2,)}, [0, 3])
+    with pytest.raises(probe.StepError, match="names tensor input 2, the inputs hold 2"):
+        probe._check_plan_indices([0, 2], [0, 3])

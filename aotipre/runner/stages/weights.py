@@ -49,7 +49,7 @@ class WeightsStage(Stage):
         if not s.opts.weights:
             return s.skipped("weights", "no --weights FILE: no weight swap to check")
         if self.file is None:
-            return StageResult("weights", StageStatus.ERROR, self.error, model=s.model.name)
+            return StageResult("weights", StageStatus.ERROR, detail=self.error, model=s.model.name)
         label = f"--weights {self.file.path}"
         r = s.records.get("weights")
         if r is None or r.status == "skipped":

@@ -190,12 +190,12 @@ def load_pt2_failures(failures: list[str]) -> Iterator[None]:
         return load_pt2
 
     for module, original in modules:
-        module.load_pt2 = watched(original)
+        module.load_pt2 = watched(original)  # type: ignore[attr-defined]
     try:
         yield
     finally:
         for module, original in modules:
-            module.load_pt2 = original
+            module.load_pt2 = original  # type: ignore[attr-defined]
 
 
 def mapped_shared_objects(names: set[str]) -> list[str] | None:
@@ -239,7 +239,7 @@ class StateRunner:
         if device.startswith("cuda"):
             self.runner = torch._C._aoti.AOTIModelContainerRunnerCuda(so, 1, device, folder)
         else:
-            self.runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)
+            self.runner = torch._C._aoti.AOTIModelContainerRunnerCpu(so, 1)  # type: ignore[assignment]
         self.fqns = dict(self.runner.get_constant_names_to_original_fqns())
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

@@ -33,6 +33,14 @@ def offset_view(t: Any) -> Any:
     return view
 
 
+def _check_plan_indices(indices: Any, tensors: list[int]) -> None:
+    """Refuse a probe plan that names a tensor input the inputs do not hold."""
+    if indices and max(indices) >= len(tensors):
+        raise StepError(
+            f"the probe plan names tensor input {max(indices)}, the inputs hold {len(tensors)}"
+        )
+
+
 class ProbeOps(WorkerCore):
     """Step `probe`."""
 
@@ -41,27 +49,18 @@ class ProbeOps(WorkerCore):
         leaves, spec = pytree.tree_flatten((args, self.ordered_kwargs(kwargs)))
         shapes = {int(k): v for k, v in step["shapes"].items()}
         tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-        if shapes and max(shapes) >= len(tensors):
-            raise StepError(
-                f"the probe plan names tensor input {max(shapes)}, the inputs hold {len(tensors)}"
-            )
+        _check_plan_indices(shapes, tensors)
         gen = torch.Generator().manual_seed(int(self.job.get("seed", 0)) + 7919)
         new = list(leaves)
         for t_index, shape in shapes.items():
             leaf_i = tensors[t_index]
             new[leaf_i] = derive_tensor(leaves[leaf_i], list(shape), gen)
         layout = [int(t) for t in step.get("layout") or ()]
-        if layout and max(layout) >= len(tensors):
-            raise StepError(
-                f"the probe plan names tensor input {max(layout)}, the inputs hold {len(tensors)}"
-            )
+        _check_plan_indices(layout, tensors)
         for t_index in layout:
             new[tensors[t_index]] = transposed_layout(leaves[tensors[t_index]])
         offset = [int(t) for t in step.get("offset") or ()]
-        if offset and max(offset) >= len(tensors):
-            raise StepError(
-                f"the probe plan names tensor input {max(offset)}, the inputs hold {len(tensors)}"
-            )
+        _check_plan_indices(offset, tensors)
         for t_index in offset:
             new[tensors[t_index]] = offset_view(leaves[tensors[t_index]])
         p_args, p_kwargs = pytree.tree_unflatten(new, spec)
