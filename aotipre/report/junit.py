@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from aotipre.findings import Finding, Report, StageResult, StageStatus
-from aotipre.report.common import fails_gate, finding_text
+from aotipre.report.common import fails_gate, finding_text, gpu_label
 
 _XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -81,6 +81,7 @@ def _suite(report: Report) -> tuple[ET.Element, dict[str, int], float]:
         ("inputs", report.inputs_source or ""),
         ("config", report.config or ""),
         ("error", report.error or ""),
+        *((("gpu", gpu_label(report.gpu)),) if report.gpu is not None else ()),
     ):
         ET.SubElement(props, "property", name=key, value=_clean(value))
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}

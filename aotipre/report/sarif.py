@@ -12,6 +12,7 @@ from urllib.parse import quote
 from aotipre import __version__, codes
 from aotipre.baseline import fingerprint
 from aotipre.findings import Finding, Report, Severity, StageStatus
+from aotipre.report.common import gpu_label
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -130,6 +131,8 @@ def _result(
         result["ruleIndex"] = rule_index[finding.code]
     if finding.evidence:
         result["properties"]["evidence"] = list(finding.evidence)
+    if report.gpu is not None:
+        result["properties"]["gpu"] = gpu_label(report.gpu)
     return result
 
 
@@ -140,10 +143,13 @@ def _member(finding: Finding) -> str | None:
 
 
 def _notification(report: Report, text: str) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "level": "error",
         "message": {"text": f"{report.package_path}: could not check: {text}"},
     }
+    if report.gpu is not None:
+        out["properties"] = {"gpu": gpu_label(report.gpu)}
+    return out
 
 
 def _uri(path: str) -> str:
