@@ -179,6 +179,10 @@ class StageResult:
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables that mattered for this stage."""
     command: tuple[str, ...] = ()
+    processes: tuple[str, ...] = ()
+    """The worker processes that ran this stage's steps, in order (`worker job0 (pid 4242)`;
+    a second one when the first died or a stage needs a fresh process); empty for the stages
+    that ran in aotipre's own process."""
     runtime: str | None = None
     """The torch whose worker ran this stage (`torch 2.13.0+cpu`); None for the stages that
     only read the package (inspect, inputs, static)."""
@@ -192,6 +196,7 @@ class StageResult:
             "detail": self.detail,
             "env": dict(self.env),
             "command": list(self.command),
+            "processes": list(self.processes),
             "runtime": self.runtime,
         }
 
@@ -209,6 +214,7 @@ class StageResult:
             model=jsonfields.opt_text(data, "model"),
             env=dict(env),
             command=jsonfields.texts(data, "command"),
+            processes=jsonfields.texts(data, "processes"),
             runtime=jsonfields.opt_text(data, "runtime"),
         )
 

@@ -137,6 +137,8 @@ class ProcessOutcome:
     """Why the child could not be started (missing executable, bad cwd, ...); None if it started."""
     signals_sent: tuple[int, ...] = ()
     """The signals aotipre sent to the child's process group, in order."""
+    pid: int | None = None
+    """The child's process id (None when it never started)."""
 
     @property
     def started(self) -> bool:
@@ -523,6 +525,7 @@ def run_process(
         result_error=result_error,
         interrupted=child.interrupted,
         signals_sent=tuple(child.signals_sent),
+        pid=proc.pid,
     )
 
 

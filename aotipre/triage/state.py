@@ -56,6 +56,8 @@ class StepRun:
     duration_s: float = 0.0
     argv: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    processes: tuple[str, ...] = ()
+    """The worker processes that ran it (runner.stages.jobs.process_label)."""
     run_status: str | None = None
     """The model call: ok, error, crash, timeout, worker_error, not_reached."""
     error_text: str = ""
@@ -319,4 +321,5 @@ def stage_for(triage: Any, run: StepRun) -> StageResult:
         model=triage.crash.model.name,
         env=dict(run.env),
         command=tuple(run.argv),
+        processes=run.processes,
     )

@@ -20,6 +20,7 @@ from aotipre.runner.classify import classify_run_failure, kernel_names
 from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.sanitizer import memcheck_prefix
 from aotipre.runner.stages.base import RunCrash
+from aotipre.runner.stages.jobs import process_label
 from aotipre.triage import parsers
 from aotipre.triage.conclude import sample_inputs_of, sample_values
 from aotipre.triage.diagnosis import TensorStats
@@ -104,6 +105,7 @@ class TriageSteps(TriageState):
                 duration_s=job.outcome.duration_s,
                 argv=job.argv,
                 env=job.shown_env,
+                processes=(job.process,),
             )
             run.job, run.logs = job.job, job.logs
             how = "model input(s) of {kernel} read from the sample by a worker"
@@ -195,7 +197,15 @@ class TriageSteps(TriageState):
             env={},
             compile_source=True,
         )
-        run = StepRun(step, StageStatus.PASSED, "", argv=job.argv, env=job.shown_env, job=job.job)
+        run = StepRun(
+            step,
+            StageStatus.PASSED,
+            "",
+            argv=job.argv,
+            env=job.shown_env,
+            job=job.job,
+            processes=(job.process,),
+        )
         run.duration_s = job.outcome.duration_s
         run.logs = job.logs
         entry = job.entries.get("minify") or {}
@@ -432,7 +442,15 @@ class TriageSteps(TriageState):
         return _Job(argv, shown, outcome, job, self.workdir, tag)
 
     def _from_job(self, step: LadderStep, job: _Job) -> StepRun:
-        run = StepRun(step, StageStatus.PASSED, "", argv=job.argv, env=job.shown_env, job=job.job)
+        run = StepRun(
+            step,
+            StageStatus.PASSED,
+            "",
+            argv=job.argv,
+            env=job.shown_env,
+            job=job.job,
+            processes=(job.process,),
+        )
         run.duration_s = job.outcome.duration_s
         run.logs = job.logs
         load = job.status("load")
@@ -489,6 +507,10 @@ class _Job:
     job: dict[str, Any]
     workdir: str
     tag: str
+
+    @property
+    def process(self) -> str:
+        return process_label(self.tag, self.outcome.pid)
 
     def __post_init__(self) -> None:
         result = self.outcome.result or {}

@@ -199,9 +199,14 @@ def test_crashed_probe_moves_the_rest_to_a_fresh_worker(run: Run) -> None:
     assert f.stage == "probe" and f.input == "input_ids" and f.dim == 0
     assert "crashed (SIGSEGV)" in f.message
     assert res["probe"].status is StageStatus.FAILED
-    # the probes after the crash still ran, in a second worker
+    # the probes after the crash still ran, in a second worker, and the report says which
     assert "seq (s1)=128 [input_ids dim 1, attention_mask dim 1]: ok" in res["probe"].detail
     assert res["run"].status is StageStatus.PASSED
+    first, second = res["probe"].processes
+    assert first.startswith("worker job0 (pid ") and second.startswith("worker job1 (pid ")
+    assert res["load"].processes == res["run"].processes == res["compare"].processes == (first,)
+    assert res["compile"].processes == ()
+    assert StageResult.from_dict(res["probe"].to_dict()).processes == (first, second)
 
 
 def test_over_max_accepted_and_crashing(run: Run) -> None:

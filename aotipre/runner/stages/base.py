@@ -38,6 +38,8 @@ class StepRecord:
     startup_s: float = 0.0
     """Worker start-up before this step (Python, import torch), kept apart from duration_s:
     set on the first step a worker ran (issue 14: load times without the torch import)."""
+    process: str = ""
+    """The worker process that ran it (`process_label`); '' when no worker did (a cache hit)."""
 
     @property
     def error(self) -> dict[str, Any]:

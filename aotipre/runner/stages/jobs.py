@@ -45,7 +45,17 @@ def run_job(
     argv, outcome = launch.run_job_file(
         job, argv_for, env=env, budget_s=budget_s, on_output=on_output
     )
-    return absorb(steps, outcome, argv, shown_env)
+    done = absorb(steps, outcome, argv, shown_env)
+    label = process_label(str(job.get("tag", "")), outcome.pid)
+    for rec in done.records:
+        rec.process = label
+    return done
+
+
+def process_label(tag: str, pid: int | None) -> str:
+    """`worker job1 (pid 4242)`: which of a model's workers ran a step (the session numbers
+    them from job0; a step after a worker died runs in the next)."""
+    return f"worker {tag}" + (f" (pid {pid})" if pid is not None else "")
 
 
 def absorb(

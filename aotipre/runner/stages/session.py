@@ -197,6 +197,7 @@ class Session:
         for r in recs:
             env.update(r.env)
             command = command or r.argv
+        processes = tuple(dict.fromkeys(r.process for r in recs if r.process))
         startup = sum(r.startup_s for r in recs)
         if startup >= 0.005:
             detail += f" (+{startup:.2f}s worker start-up and import torch, not in the time)"
@@ -208,6 +209,7 @@ class Session:
             model=self.model.name,
             env=env,
             command=command,
+            processes=processes,
         )
 
     def skipped(self, name: str, why: str) -> StageResult:
