@@ -19,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -160,32 +161,36 @@ def test_a_dim_without_an_upper_check_is_probed_past_the_sample(
 
 OFFSET = """
 import sys, torch
+from torch.utils._pytree import tree_leaves
 m = torch._inductor.aoti_load_package(sys.argv[1])
-(x,), _ = torch.load(sys.argv[2])
+(x, *rest), _ = torch.load(sys.argv[2])
 buf = torch.empty(x.numel() + 1, dtype=x.dtype)
 view = buf[1:].view(x.shape)
 view.copy_(x)
 try:
-    print("same" if torch.equal(m(view), m(x)) else "differ")
+    pairs = zip(tree_leaves(m(view, *rest)), tree_leaves(m(x, *rest)))
+    print("same" if all(torch.equal(a, b) for a, b in pairs) else "differ")
 except Exception as exc:
     print("refused", str(exc).strip().splitlines()[-1])
 """
 
 
-def test_an_input_one_element_into_its_storage_is_probed(tmp_path: Path) -> None:
-    """A slice of a batch (`buf[1:]`, storage offset 1) is what plain torch makes of it: the
-    probe's verdict is the fresh process's (CPU code reads it as it is)."""
-    built = build(DYNAMIC, tmp_path, "none")
-    package = built / "rows.pt2"
+def test_an_input_one_element_into_its_storage_is_probed(
+    pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A slice of a batch (`buf[1:]`, storage offset 1) of the first input of a public-API
+    package (ids into an embedding): the probe's verdict is the fresh process's (CPU code reads
+    it as it is)."""
+    package, sample = pkg("aoti"), pkg("aoti_inputs")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHINDUCTOR_")}
     proc = subprocess.run(
-        [sys.executable, "-c", OFFSET, str(package), str(built / "sample.pt")],
+        [sys.executable, "-c", OFFSET, str(package), str(sample)],
         capture_output=True, text=True, timeout=600, check=False,
         env={**env, "AOTI_RUNTIME_CHECK_INPUTS": "1"},
     )  # fmt: skip
     plain = proc.stdout.strip().splitlines()[-1]
 
-    rc, doc = check_json(tmp_path, str(package), "--inputs", str(built / "sample.pt"))
+    rc, doc = check_json(tmp_path, str(package), "--inputs", str(sample))
     (probe,) = [s for s in doc["stages"] if s["name"] == "probe"]
     offset = [f for f in doc["findings"] if f["code"] == "AOT616"]
     if plain == "same":
@@ -211,8 +216,10 @@ torch.save(((x.cpu(),), {}), f"{out}/sample.pt")
 """
 
 CUDA_OFFSET = OFFSET.replace("dtype=x.dtype)", "dtype=x.dtype, device='cuda')").replace(
-    "(x,), _ = torch.load(sys.argv[2])", "(x,), _ = torch.load(sys.argv[2]); x = x.cuda()"
+    "(x, *rest), _ = torch.load(sys.argv[2])",
+    "(x, *rest), _ = torch.load(sys.argv[2]); x = x.cuda()",  # the rows model: no other input
 )
+assert CUDA_OFFSET.count("cuda") == 2
 
 
 @pytest.mark.gpu
