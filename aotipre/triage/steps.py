@@ -98,16 +98,7 @@ class TriageSteps(TriageState):
             job = self._run_job(
                 step.id, [{"id": "stats", "op": "input_stats", "tensors": tensors}], env={}
             )
-            run = StepRun(
-                step,
-                StageStatus.PASSED,
-                "",
-                duration_s=job.outcome.duration_s,
-                argv=job.argv,
-                env=job.shown_env,
-                processes=(job.process,),
-            )
-            run.job, run.logs = job.job, job.logs
+            run = job.step_run(step)
             how = "model input(s) of {kernel} read from the sample by a worker"
             entry = job.entries.get("stats") or {}
             given = entry.get("stats")
@@ -197,17 +188,7 @@ class TriageSteps(TriageState):
             env={},
             compile_source=True,
         )
-        run = StepRun(
-            step,
-            StageStatus.PASSED,
-            "",
-            argv=job.argv,
-            env=job.shown_env,
-            job=job.job,
-            processes=(job.process,),
-        )
-        run.duration_s = job.outcome.duration_s
-        run.logs = job.logs
+        run = job.step_run(step)
         entry = job.entries.get("minify") or {}
         repro = entry.get("repro")
         nodes = _checkpoint_nodes(out_dir)
@@ -442,17 +423,7 @@ class TriageSteps(TriageState):
         return _Job(argv, shown, outcome, job, self.workdir, tag)
 
     def _from_job(self, step: LadderStep, job: _Job) -> StepRun:
-        run = StepRun(
-            step,
-            StageStatus.PASSED,
-            "",
-            argv=job.argv,
-            env=job.shown_env,
-            job=job.job,
-            processes=(job.process,),
-        )
-        run.duration_s = job.outcome.duration_s
-        run.logs = job.logs
+        run = job.step_run(step)
         load = job.status("load")
         call = job.status("run")
         run.run_status = call
@@ -511,6 +482,20 @@ class _Job:
     @property
     def process(self) -> str:
         return process_label(self.tag, self.outcome.pid)
+
+    def step_run(self, step: LadderStep) -> StepRun:
+        """A passed StepRun of `step` from this worker (its command, env, time and logs)."""
+        return StepRun(
+            step,
+            StageStatus.PASSED,
+            "",
+            duration_s=self.outcome.duration_s,
+            argv=self.argv,
+            env=self.shown_env,
+            job=self.job,
+            logs=self.logs,
+            processes=(self.process,),
+        )
 
     def __post_init__(self) -> None:
         result = self.outcome.result or {}

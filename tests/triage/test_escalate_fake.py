@@ -275,6 +275,9 @@ def test_a_wrong_early_guess_is_discarded_and_rerun(crash: Crash) -> None:
     assert st["triage:printer-3"].status is StageStatus.PASSED
     assert C.KERNEL in st["triage:printer-3"].detail
     assert st["triage:printer-3"].env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1"
+    # each step ran in a worker of its own, and the report says which
+    (sync,), (printer,) = st["triage:sync-rerun"].processes, st["triage:printer-3"].processes
+    assert sync.startswith("worker ") and "(pid " in sync and sync != printer
 
 
 def test_aoti_only_package_says_it_needs_the_exported_program(
