@@ -226,7 +226,7 @@ TARGETS: tuple[Target, ...] = (
     ),
     Target(
         "aotipre/report/sarif.py",
-        ("render_reports", "_result", "_member"),
+        ("render_reports", "_result", "_member", "_notification"),
         ("tests/gate/test_mutants_reports.py", "tests/report/test_sarif.py"),
     ),
     Target(

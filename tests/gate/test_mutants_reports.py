@@ -263,3 +263,30 @@ def test_many_tables_end_with_the_worst() -> None:
     fail = Report("b.pt2", findings=[finding("AOT201", "static")])
     text = table.render_reports([Report("a.pt2"), fail])
     assert text.endswith("overall: FAIL (exit 1; 2 package(s); 1 error, 0 warning, 0 info)\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# the GPU of each package (issue #25)
+
+
+def test_junit_sarif_and_github_name_the_gpu_of_each_package() -> None:
+    """A failing package checked on GPU 1 and a passing one on no pinned GPU: the machine
+    formats say which GPU saw the finding and the stage that could not run."""
+    label = "1 NVIDIA H100 80GB HBM3 (GPU-bbbb2222)"
+    bad = Report(
+        package_path="bad.pt2",
+        gpu={"index": 1, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-bbbb2222"},
+        findings=[codes.get("AOT602").finding("the run crashed", stage="run")],
+        stages=[StageResult("load", StageStatus.ERROR, detail="worker died")],
+    )
+    good = Report(package_path="good.pt2")
+    suites = ET.fromstring(junit.render_reports([bad, good])).findall("testsuite")
+    props = [{p.get("name"): p.get("value") for p in s.iter("property")} for s in suites]
+    assert props[0]["gpu"] == label and "gpu" not in props[1]
+    run = json.loads(sarif.render_reports([bad, good]))["runs"][0]
+    assert [r["properties"]["gpu"] for r in run["results"]] == [label]
+    (note,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert note["properties"] == {"gpu": label}
+    lines = github.render_reports([bad, good]).splitlines()
+    assert lines[-2].startswith("aotipre: FAIL bad.pt2") and lines[-2].endswith(f"; gpu {label})")
+    assert lines[-1].startswith("aotipre: PASS good.pt2") and "gpu" not in lines[-1]

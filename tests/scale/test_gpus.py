@@ -11,19 +11,18 @@ import shutil
 import sys
 import threading
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from aotipre import batch, codes, config, gpus
+from aotipre import batch, config, gpus
 from aotipre.api import CheckOptions
 from aotipre.cli import main
 from aotipre.errors import UsageError
-from aotipre.findings import Report, StageResult, StageStatus
+from aotipre.findings import Report
 from aotipre.gpus import Gpu, GpuPool
-from aotipre.report import github, junit, markdown, sarif, table
+from aotipre.report import markdown, table
 from aotipre.runner.stages import DynamicOptions
 from aotipre.triage.escalate import TriageOptions
 
@@ -440,29 +439,6 @@ def test_every_format_names_the_gpu() -> None:
     plain = Report(package_path="m.pt2")
     assert plain.to_dict()["gpu"] is None and Report.from_dict(plain.to_dict()).gpu is None
     assert "gpu:" not in table.render_report(plain) + markdown.render_report(plain)
-
-
-def test_junit_sarif_and_github_name_the_gpu_of_each_package() -> None:
-    """A failing package checked on GPU 1 and a passing one on no pinned GPU: the machine
-    formats say which GPU saw the finding and the stage that could not run."""
-    label = f"1 {H100} (GPU-bbbb2222)"
-    bad = Report(
-        package_path="bad.pt2",
-        gpu=G1.to_dict(),
-        findings=[codes.get("AOT602").finding("the run crashed", stage="run")],
-        stages=[StageResult("load", StageStatus.ERROR, detail="worker died")],
-    )
-    good = Report(package_path="good.pt2")
-    suites = ET.fromstring(junit.render_reports([bad, good])).findall("testsuite")
-    props = [{p.get("name"): p.get("value") for p in s.iter("property")} for s in suites]
-    assert props[0]["gpu"] == label and "gpu" not in props[1]
-    run = json.loads(sarif.render_reports([bad, good]))["runs"][0]
-    assert [r["properties"]["gpu"] for r in run["results"]] == [label]
-    (note,) = run["invocations"][0]["toolExecutionNotifications"]
-    assert note["properties"] == {"gpu": label}
-    lines = github.render_reports([bad, good]).splitlines()
-    assert lines[-2].startswith("aotipre: FAIL bad.pt2") and lines[-2].endswith(f"; gpu {label})")
-    assert lines[-1].startswith("aotipre: PASS good.pt2") and "gpu" not in lines[-1]
 
 
 # -- helpers
