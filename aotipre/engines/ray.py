@@ -268,8 +268,9 @@ def _connected(ray: Any, address: str | None, workers: int) -> Iterator[None]:
         _reachable(address)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_quiet(ray))
-        env = {} if "RAY_BACKEND_LOG_LEVEL" in os.environ else {"RAY_BACKEND_LOG_LEVEL": "error"}
-        stack.enter_context(_environment(env))
+        # (no RAY_BACKEND_LOG_LEVEL: setting it makes Ray's C++ logging print "logging.cc:303:
+        # Set ray log level from environment variable ..." on stderr, a line that is not
+        # aotipre's; without it the backend writes to the session's log files only)
         options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
         if address is None:
             temp = tempdirs.make_dir("aotipre-ray-")

@@ -233,6 +233,11 @@ def progress_by_package(err: str) -> dict[str, list[str]]:
     return out
 
 
+def foreign(err: str) -> list[str]:
+    """The stderr lines that are not aotipre's (Ray's own notices and C++ log lines)."""
+    return [line for line in err.splitlines() if line and not line.startswith("aotipre: ")]
+
+
 def one_report(out: str) -> dict[str, Any]:
     data = json.loads(out)
     return data["reports"][0] if "reports" in data else data
@@ -256,6 +261,7 @@ def test_a_zoo_through_ray_reports_as_a_local_run(head: Head, project: Path) -> 
     }  # fmt: skip
     # the progress lines come back from the tasks: the same lines, package by package
     assert progress_by_package(err_ray) == progress_by_package(err_local)
+    assert foreign(err_ray) == []
 
 
 @needs_ray
@@ -276,6 +282,7 @@ def test_a_ray_worker_killed_once_is_retried_and_reported_flaky_aot901(
     assert "ran again on a fresh worker" in flaky["message"]
     assert {s["name"]: s["status"] for s in report["stages"]}["run"] == "passed"
     assert first not in recorded(project, "ray")[1:], "the retry ran on the dead worker"
+    assert foreign(err) == []  # the worker's death is aotipre's AOT901, not Ray's notice
     assert wait_gone(stalled) == [], "the killed task's aotipre worker outlived it"
 
 
@@ -365,3 +372,4 @@ def test_a_private_local_ray_without_address(project: Path, tmp_path: Path) -> N
     assert out_ray, err_ray
     assert (rc_ray, summary(out_ray)) == (rc_local, summary(out_local)), err_ray
     assert not (home / ".ray").exists()
+    assert foreign(err_ray) == []  # a private Ray starts and stops without a line of its own
