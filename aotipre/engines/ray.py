@@ -327,22 +327,6 @@ def _private_token() -> dict[str, str]:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 
 
-@contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
-    """os.environ with `values` for the block (Ray reads its settings there, and the
-    processes of a local Ray inherit them)."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def _reachable(address: str) -> None:
     """UsageError at once when nothing listens at HOST:PORT (Ray itself retries for minutes,
     logging on stderr); `auto` and other forms are left to Ray."""
