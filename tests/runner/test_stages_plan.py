@@ -56,6 +56,15 @@ def test_layout_cases_need_two_trailing_dims_above_one() -> None:
     assert synth.plan_layouts(token_model(), {0: (5,), 1: (1, 1)}) == []
     # rank 3: the last two dims swap, the leading one stays outermost
     assert synth.plan_layouts(token_model(), {0: (2, 3, 4), 1: (1, 1)})[0].strides == (12, 1, 3)
+    # rank 4: the leading dims keep their order, outermost first
+    assert synth.plan_layouts(token_model(), {0: (2, 3, 4, 5), 1: (1, 1)})[0].strides == (
+        60, 20, 1, 4,
+    )  # fmt: skip
+    # every input that can have the layout gets a case (up to MAX_LAYOUT_CASES)
+    both = synth.plan_layouts(token_model(), {0: (3, 10), 1: (3, 10)})
+    assert [(c.symbol, c.layout, c.strides) for c in both] == [
+        ("input_ids", (0,), (1, 3)), ("attention_mask", (1,), (1, 3)),
+    ]  # fmt: skip
 
 
 def test_probe_budget_caps_the_max_and_drops_the_over_probe() -> None:
