@@ -1,5 +1,9 @@
 """The typer app: every command and option; each command hands its parsed values to
-aotipre/commands.py and exits with what that returns. Run through aotipre/cli.py's `main`."""
+aotipre/commands.py and exits with what that returns. Run through aotipre/cli.py's `main`.
+
+Longer than the ~600 lines of the other modules on purpose: it is the declaration of the CLI
+(every option of every command with its type, default, help text and panel), read as one table;
+the logic each command runs is in commands.py, and none of it is here."""
 
 from __future__ import annotations
 
