@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from aotipre import __version__, codes, tempdirs
 from aotipre.errors import AotipreError, UsageError
 from aotipre.findings import Report
-from aotipre.placement import needs_gpu
+from aotipre.placement import GpuCode, gpu_code, place
 from aotipre.runner import proc
 
 if TYPE_CHECKING:
@@ -91,7 +91,9 @@ class _Batch:
         self.ray = ray
         self.jobs = list(jobs)
         self.reports: list[Report | None] = [None] * len(self.jobs)
-        self.gpu = [needs_gpu(job) for job in self.jobs]
+        self.gpu: list[GpuCode | None] = [gpu_code(job) for job in self.jobs]
+        self.kind: dict[int, str] = {}
+        """Job index -> the GPU kind its task asks for (Ray's accelerator_type)."""
         self.died: dict[int, str] = {}
         """Job index -> why its first task died."""
         self.pending: dict[Any, int] = {}
@@ -102,12 +104,19 @@ class _Batch:
             self.lines = ray.remote(num_cpus=0)(ProgressLines).remote()
 
     def run(self) -> list[Report]:
-        gpus = self.ray.cluster_resources().get("GPU", 0)
+        gpus = _gpu_kinds(self.ray) if any(c is not None for c in self.gpu) else {}
         try:
             for i, job in enumerate(self.jobs):
-                if self.gpu[i] and gpus < 1:
+                code = self.gpu[i]
+                if code is None:
+                    self._submit(i)
+                elif sum(gpus.values()) < 1:
                     self.reports[i] = _no_gpu(job)
+                elif (where := place(code, gpus)).why is not None:
+                    self.reports[i] = _not_checked(job, where.why)
                 else:
+                    if where.kind is not None:
+                        self.kind[i] = where.kind
                     self._submit(i)
             while self.pending:
                 self._wait()
@@ -124,7 +133,9 @@ class _Batch:
     def _submit(self, i: int) -> None:
         job = self.jobs[i]
         shipped = dataclasses.replace(job, options=dataclasses.replace(job.options, progress=None))
-        task = self.task.options(num_gpus=1 if self.gpu[i] else 0)
+        task = self.task.options(
+            num_gpus=0 if self.gpu[i] is None else 1, accelerator_type=self.kind.get(i)
+        )
         self.pending[task.remote(shipped, os.getcwd(), i, self.lines)] = i
 
     def _wait(self) -> None:
@@ -186,6 +197,23 @@ class _Batch:
         for ref in left:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True, recursive=True)
+
+
+def _gpu_kinds(ray: Any) -> dict[str | None, float]:
+    """The cluster's GPUs by kind (None: a node's GPUs of no kind Ray detected): the node's
+    `ray.io/accelerator-type` label, else its `accelerator_type:KIND` resource (older Rays, or
+    a node started with `--resources`)."""
+    kinds: dict[str | None, float] = {}
+    for node in ray.nodes():
+        resources = node.get("Resources") or {}
+        count = float(resources.get("GPU", 0))
+        if not node.get("Alive") or count <= 0:
+            continue
+        prefix = "accelerator_type:"
+        named = [k[len(prefix) :] for k in resources if k.startswith(prefix)]
+        kind = (node.get("Labels") or {}).get("ray.io/accelerator-type") or next(iter(named), None)
+        kinds[kind] = kinds.get(kind, 0.0) + count
+    return kinds
 
 
 def _died(ray: Any) -> tuple[type[BaseException], ...]:

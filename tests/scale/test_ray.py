@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -99,36 +99,57 @@ def head() -> Iterator[Head]:
     """A Ray head on this machine with 2 CPUs and no GPU, with a token of its own."""
     if find_spec("ray") is None or not RAY.exists():
         pytest.skip("ray is not installed (aotipre[ray])")
+    with cluster(["--num-cpus=2", "--num-gpus=0"]) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def cluster(*nodes: list[str], path: Sequence[Path | None] = ()) -> Iterator[Head]:
+    """A Ray cluster on this machine: a head with the first node's `ray start` options, then a
+    node joining it for each further one; node i's PATH starts with `path[i]` (a folder with a
+    fake nvidia-smi) when given. Each node is stopped through its own process group."""
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="aotipre-rt-", dir="/tmp")  # Ray's socket paths are short
-    log = Path(temp) / "head.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    args = [str(RAY), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-            "--num-gpus=0", "--include-dashboard=false", f"--temp-dir={temp}",
-            "--disable-usage-stats"]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)  # fmt: skip
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        deadline = time.monotonic() + 90
-        while "Ray runtime started" not in log.read_text(errors="replace"):
-            assert proc.poll() is None, log.read_text(errors="replace")
-            assert time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.2)
+        for i, options in enumerate(nodes):
+            where = (["--head", f"--port={port}", "--include-dashboard=false",
+                      f"--temp-dir={temp}", "--disable-usage-stats"] if i == 0
+                     else [f"--address=127.0.0.1:{port}"])  # fmt: skip
+            node_env = dict(env)
+            folder = path[i] if i < len(path) else None
+            if folder is not None:
+                node_env["PATH"] = f"{folder}{os.pathsep}{env.get('PATH', '')}"
+            log = Path(temp) / f"node{i}.log"
+            with open(log, "wb") as out:
+                procs.append(subprocess.Popen([str(RAY), "start", "--block", *where, *options],
+                                              stdout=out, stderr=subprocess.STDOUT, env=node_env,
+                                              start_new_session=True))  # fmt: skip
+            deadline = time.monotonic() + 90
+            while "Ray runtime started" not in log.read_text(errors="replace"):
+                assert procs[-1].poll() is None, log.read_text(errors="replace")
+                assert time.monotonic() < deadline, log.read_text(errors="replace")
+                time.sleep(0.2)
         yield Head(f"127.0.0.1:{port}", env)
     finally:
-        started = _children(_group(proc.pid) | {proc.pid})
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=3)
-        for pid in _children(started | _group(proc.pid)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+        for proc in reversed(procs):
+            _stop(proc)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    started = _children(_group(proc.pid) | {proc.pid})
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=3)
+    for pid in _children(started | _group(proc.pid)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,3 +394,71 @@ def test_a_private_local_ray_without_address(project: Path, tmp_path: Path) -> N
     assert (rc_ray, summary(out_ray)) == (rc_local, summary(out_local)), err_ray
     assert not (home / ".ray").exists()
     assert foreign(err_ray) == []  # a private Ray starts and stops without a line of its own
+
+
+CUDA_PKG = Path(__file__).parents[1] / "data" / "torch211" / "multi_arch_cuda.pt2"
+"""A CUDA package built with the public API on an H200: sm_90a SASS and compute_90 PTX."""
+
+
+def fake_smi(folder: Path, cc: str) -> Path:
+    """A folder with an nvidia-smi that answers the compute capability query with `cc` (the
+    static target check of a task asks it: a check run on that node judges the GPU code for
+    `cc`, AOT433 when it cannot run there); any other query fails, as on a broken driver."""
+    folder.mkdir()
+    exe = folder / "nvidia-smi"
+    exe.write_text(
+        f'#!/bin/sh\ncase "$*" in *--query-gpu=compute_cap*) echo {cc};; *) exit 9;; esac\n'
+    )
+    exe.chmod(0o755)
+    return folder
+
+
+def gpu_node(kind: str) -> list[str]:
+    """A node with one GPU of Ray's kind `kind` (as Ray names a real one: accelerator_type:)."""
+    return ["--num-cpus=2", "--num-gpus=1", f'--resources={{"accelerator_type:{kind}": 1}}']
+
+
+@needs_ray
+def test_a_cuda_package_goes_to_a_gpu_kind_its_code_runs_on(project: Path, tmp_path: Path) -> None:
+    """A cluster of a T4 node (the head) and an H100 node: both sm_90 packages are checked on
+    the H100 node, whose checks find their code runs there. Without the kind, Ray spreads the
+    two GPU tasks over both nodes, and the T4's check fails a package that works on H100s."""
+    for name in ("a.pt2", "b.pt2"):
+        shutil.copy(CUDA_PKG, project / name)
+    (project / "cuda.toml").write_text(
+        '[[package]]\npath = "a.pt2"\n\n[[package]]\npath = "b.pt2"\n'
+    )
+    smi = [fake_smi(tmp_path / "t4", "7.5"), fake_smi(tmp_path / "h100", "9.0")]
+    with cluster(gpu_node("T4"), gpu_node("H100"), path=smi) as two:
+        rc, out, err = check(project, "--manifest", "cuda.toml", "-f", "json", "--engine", "ray",
+                             "--address", two.address, env=two.env)  # fmt: skip
+    reports = {r["package_path"]: r for r in json.loads(out)["reports"]}
+    assert sorted(reports) == ["a.pt2", "b.pt2"], err
+    for report in reports.values():
+        found = {f["code"] for f in report["findings"]}
+        assert report["error"] is None and "AOT053" in found, report  # its GPU code was read
+        assert "AOT433" not in found and "AOT401" not in found, report["findings"]
+    assert foreign(err) == []
+
+
+@needs_ray
+def test_a_cuda_package_no_gpu_kind_of_the_cluster_runs_is_not_checked(
+    project: Path, tmp_path: Path
+) -> None:
+    shutil.copy(CUDA_PKG, project / "a.pt2")
+    (project / "cuda.toml").write_text(
+        '[[package]]\npath = "a.pt2"\n\n[[package]]\npath = "multi.pt2"\nstatic-only = true\n'
+    )
+    with cluster(gpu_node("T4"), path=[fake_smi(tmp_path / "t4", "7.5")]) as t4:
+        rc, out, err = check(project, "--manifest", "cuda.toml", "-f", "json", "--engine", "ray",
+                             "--address", t4.address, env=t4.env)  # fmt: skip
+    assert rc == 2, err
+    reports = {r["package_path"]: r for r in json.loads(out)["reports"]}
+    assert reports["multi.pt2"]["verdict"] == "pass"  # the CPU one is checked
+    refused = reports["a.pt2"]
+    assert refused["verdict"] == "error" and refused["findings"] == []
+    assert refused["error"] == (
+        "not checked: no GPU of the Ray cluster runs its GPU code (compute_90, sm_90a): it has "
+        "1 T4 (compute capability 7.5)"
+    )
+    assert f"aotipre: error: a.pt2: {refused['error']}" in err
