@@ -21,6 +21,9 @@ same options (`--no-config --format json --no-progress --no-probe --no-perf --no
           `--engine ray -j 2 --static-only` (the checks are then ~instant: what is left is the
           engine). The ray runs get RAY_AUTH_MODE=token and a token of the run in their
           environment (not with --ray-as-is; see RAY_TOKEN).
+  ray-head `--engine ray --address 127.0.0.1:PORT -j 2` against a Ray head this script starts
+          for it (`ray start --head --num-cpus=2`, untimed: a cluster that is already running,
+          as a team's is) and stops after it; right after a j2 run of its own, without the head.
   shards  `--shard 1/2` and `--shard 2/2` at the same time (two CI jobs), each `-j 1`; the wall
           is until both are done. Then `aotipre merge` of their two JSON reports, timed alone
           (median of --merge-runs), and the CLI's start alone (`import aotipre.app`).
@@ -29,8 +32,8 @@ merged report for shards; the static pair against each other), and the sequentia
 zoo's expected verdicts: a mismatch is printed and the script exits 1.
 
 Goals, as issue 25 defines them (both sides from the same run, medians over --repeat):
-  j2 ~ ray     max(ray, j2) / min(ray, j2) - 1 <= 10 %
-  ray cost     (ray wall - j2 wall) / N <= 0.5 s per package
+  j2 ~ ray     max(ray, j2) / min(ray, j2) - 1 <= 10 %  (each of ray and ray-head)
+  ray cost     (ray wall - j2 wall) / N <= 0.5 s per package  (each of ray and ray-head)
                (also shown, not a goal: (ray static - local static) / N, the direct measure)
   merge        `aotipre merge` of 2 shards x 10 packages < 1 s (N = 20)
 """
@@ -38,11 +41,15 @@ Goals, as issue 25 defines them (both sides from the same run, medians over --re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import json
 import os
 import platform
 import secrets
+import shutil
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +57,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +65,7 @@ REPO = Path(__file__).resolve().parents[1]
 ZOO_BUILDER = REPO / "fixtures" / "zoo.py"
 STAMP = "zoo.json"
 MANIFEST = "zoo.toml"
-MODES = ("seq", "j2", "shards", "ray")
+MODES = ("seq", "j2", "shards", "ray", "ray-head")
 COMMON = (
     "--no-config",
     "--format",
@@ -351,9 +359,67 @@ def run_once(zoo: Path, folder: Path, modes: list[str], merge_runs: int) -> dict
             "2",
             "--static-only",
         )
+    if "ray-head" in modes:  # its own -j 2 right before, without the head (see ray_head)
+        runs["j2_head"] = run_check("j2 (head's pair)", zoo, folder / "j2_head.json", "-j", "2")
+        with ray_head() as address:
+            runs["ray_head"] = run_check(
+                "ray head", zoo, folder / "ray_head.json", "--engine", "ray", "--address",
+                address, "-j", "2",
+            )  # fmt: skip
     if "shards" in modes:
         runs["shards"] = run_shards(zoo, folder, merge_runs)
     return runs
+
+
+@contextlib.contextmanager
+def ray_head() -> Iterator[str]:
+    """A Ray head on this machine (2 CPUs, no GPU, no dashboard; the runs' token), up before
+    the block (untimed) and stopped after it: its process group, then anything it started."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    temp = tempfile.mkdtemp(prefix="aotipre-bh-", dir="/tmp")  # Ray's socket paths are short
+    log_file = Path(temp) / "head.log"
+    args = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block",
+            f"--port={port}", "--num-cpus=2", "--num-gpus=0", "--include-dashboard=false",
+            f"--temp-dir={temp}", "--disable-usage-stats"]  # fmt: skip
+    with open(log_file, "wb") as out:
+        head = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                env=environment(ray=True), start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "Ray runtime started" not in log_file.read_text(errors="replace"):
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the Ray head did not start:\n{log_file.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        started = _descendants({head.pid})
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.wait(timeout=5)
+        for pid in _descendants(started):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            head.wait(timeout=5)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _descendants(pids: set[int]) -> set[int]:
+    """`pids` and every process below them (from /proc)."""
+    found = set(pids)
+    while True:
+        more = set()
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and int(entry.name) not in found:
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) in found:
+                        more.add(int(entry.name))
+        if not more:
+            return found
+        found |= more
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,6 +456,8 @@ def mismatches(runs: dict[str, Any], stamp: dict[str, Any]) -> list[str]:
         out += compare(ref, want, runs[ref], "the zoo")
     if "ray_static" in runs and "j2_static" in runs:
         out += compare("ray_static", runs["j2_static"], runs["ray_static"], "j2_static")
+    if "ray_head" in runs and "j2_head" in runs:
+        out += compare("ray_head", runs["j2_head"], runs["ray_head"], "j2_head")
     return out
 
 
@@ -440,6 +508,16 @@ def figures_and_goals(modes: dict[str, Any], n: int) -> tuple[dict[str, Any], li
     if "ray_static" in wall and "j2_static" in wall:
         direct = (wall["ray_static"] - wall["j2_static"]) / n
         fig["ray_cost_static_per_package_s"] = round(direct, 4)
+    head_spread = head_cost = None
+    if "ray_head" in wall and "j2_head" in wall:
+        head_spread = (
+            max(wall["ray_head"], wall["j2_head"]) / min(wall["ray_head"], wall["j2_head"]) - 1
+        )
+        head_cost = (wall["ray_head"] - wall["j2_head"]) / n
+        fig.update(
+            ray_head_vs_j2_spread=round(head_spread, 4),
+            ray_head_cost_per_package_s=round(head_cost, 4),
+        )
     if "shards" in modes:
         merge = modes["shards"]["merge_s"]
         fig["merge_s"] = merge
@@ -455,6 +533,13 @@ def figures_and_goals(modes: dict[str, Any], n: int) -> tuple[dict[str, Any], li
             "s",
             "supplementary measure, not the issue's definition",
         ),
+        goal(
+            "-j 2 and Ray within 10%, a running Ray head (max/min - 1)",
+            head_spread,
+            GOAL_SPREAD,
+            "fraction",
+        ),
+        goal("Ray's own overhead per package, a running head", head_cost, GOAL_RAY_COST_S, "s"),
         goal("merge of 2 shards", merge, GOAL_MERGE_S, "s", size),
     ]
     return fig, goals
@@ -499,6 +584,8 @@ LABELS = {
     "ray": "`--engine ray -j 2` (local Ray)",
     "j2_static": "`-j 2 --static-only`",
     "ray_static": "`--engine ray -j 2 --static-only`",
+    "j2_head": "`-j 2` (the running head's pair, without the head)",
+    "ray_head": "`--engine ray --address HEAD -j 2` (a running Ray head, 2 CPUs)",
 }
 
 
@@ -570,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.packages < 2:
         ap.error("--packages: at least 2 (2 shards)")
 
-    if "ray" in modes and not opts.ray_as_is:
+    if {"ray", "ray-head"} & set(modes) and not opts.ray_as_is:
         RAY_TOKEN.update(ray_token())
     info = machine()
     zoo = opts.build.resolve()
@@ -578,7 +665,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="runs-", dir=zoo))
     if not opts.no_warmup:
         first = stamp["packages"][0]["name"]
-        log(f"warm-up (untimed): check {first}.pt2" + ("; import ray" if "ray" in modes else ""))
+        log(
+            f"warm-up (untimed): check {first}.pt2"
+            + ("; import ray" if "ray" in " ".join(modes) else "")
+        )
         subprocess.run(
             [
                 sys.executable,
@@ -598,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=TIMEOUT_S,
             check=False,
         )
-        if "ray" in modes:
+        if "ray" in " ".join(modes):
             subprocess.run([sys.executable, "-c", "import ray"], capture_output=True, check=False)
     repeats = []
     problems: list[str] = []

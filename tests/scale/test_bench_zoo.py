@@ -83,18 +83,23 @@ def test_goals_as_the_issue_defines_them() -> None:
         "j2_static": {"wall_s": 2.0},
         "ray_static": {"wall_s": 9.0},
         "shards": {"wall_s": 9.0, "merge_s": 0.4, "cli_import_s": 0.3},
+        "j2_head": {"wall_s": 10.0},
+        "ray_head": {"wall_s": 11.5},
     }
     figures, goals = bench.figures_and_goals(modes, 20)
     assert figures["ray_vs_j2_spread"] == pytest.approx(0.08)
     assert figures["ray_cost_per_package_s"] == pytest.approx(0.04)
     assert figures["ray_cost_static_per_package_s"] == pytest.approx(0.35)
-    assert [g["result"] for g in goals] == ["PASS", "PASS", "PASS", "PASS"]
+    assert figures["ray_head_vs_j2_spread"] == pytest.approx(0.15)  # its own -j 2 pair
+    assert figures["ray_head_cost_per_package_s"] == pytest.approx(0.075)
+    assert [g["result"] for g in goals] == ["PASS", "PASS", "PASS", "MISS", "PASS", "PASS"]
     modes["ray"]["wall_s"] = 9.0  # Ray faster than -j 2 by more than 10 %: a miss too
+    modes["ray_head"]["wall_s"] = 10.9
     modes["shards"]["merge_s"] = 1.2
     _, goals = bench.figures_and_goals(modes, 20)
-    assert [g["result"] for g in goals] == ["MISS", "PASS", "PASS", "MISS"]
+    assert [g["result"] for g in goals] == ["MISS", "PASS", "PASS", "PASS", "PASS", "MISS"]
     _, goals = bench.figures_and_goals({"seq": {"wall_s": 3.0}}, 2)
-    assert [g["result"] for g in goals] == ["n/a"] * 4
+    assert [g["result"] for g in goals] == ["n/a"] * 6
 
 
 @pytest.mark.slow
@@ -134,3 +139,13 @@ def test_two_packages_sequential_and_shards_merged(tmp_path: Path) -> None:
     stamp_file = zoo / "zoo.json"
     stamp_file.write_text(json.dumps({**stamp, "torch": "0.0.0"}))
     assert bench.zoo_stamp(zoo, 2) is None
+
+
+def test_the_running_heads_run_is_held_to_its_own_j2_pair() -> None:
+    runs = {"seq": _run(GOOD, 1), "j2_head": _run(GOOD, 1), "ray_head": _run(GOOD, 1)}
+    assert bench.mismatches(runs, STAMP) == []
+    runs["ray_head"] = _run({**GOOD, "p00_mlp.pt2": "error"}, 2)
+    assert bench.mismatches(runs, STAMP) == [
+        "ray_head: p00_mlp.pt2 is error, j2_head says pass",
+        "ray_head: exit 2, j2_head exits 1",
+    ]
