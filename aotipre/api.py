@@ -430,6 +430,7 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
         dynamic = replace(
             dynamic,
             compile_fault_rerun=dynamic.compile_fault_rerun and opts.triage.escalate,
+            prewarm_rerun=dynamic.prewarm_rerun and opts.triage.escalate,
             sanitizer=dynamic.sanitizer or opts.triage.sanitizer,
             exported_program=dynamic.exported_program or opts.triage.exported_program,
         )

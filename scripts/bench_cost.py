@@ -232,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--build", type=Path, default=Path(tempfile.gettempdir()) / "aotipre-bench-cost"
     )
+    ap.add_argument(
+        "--also-no-escalate",
+        action="store_true",
+        help="also time each repeat's check with --no-escalate (on CUDA: without the triage "
+        "workers started beside the model's, runner/prewarm.py; what a healthy check pays for "
+        "them is the difference)",
+    )
     ap.add_argument("--json", type=Path, help="also write every figure here")
     opts = ap.parse_args(argv)
 
@@ -261,12 +268,24 @@ def main(argv: list[str] | None = None) -> int:
     pairs = []
     for i in range(opts.repeat):
         b = bare(package, inputs, opts.device, env)
-        c, report = check(one, env, work, work / f"check{i}.json")
-        pairs.append({"bare_s": b, "check_s": c, "cold": cold_parts(report)})
-        log(f"repeat {i + 1}: bare {b:.2f} s, check {c:.2f} s ({c / b:.2f}x)")
+        pair: dict[str, Any] = {"bare_s": b}
+        # with --also-no-escalate, the two checks alternate which goes first
+        order = ["check", "no_escalate"] if i % 2 == 0 else ["no_escalate", "check"]
+        for kind in order if opts.also_no_escalate else ["check"]:
+            extra = ["--no-escalate"] if kind == "no_escalate" else []
+            c, report = check(one + extra, env, work, work / f"{kind}{i}.json")
+            pair[f"{kind}_s"] = c
+            if kind == "check":
+                pair["cold"] = cold_parts(report)
+        pairs.append(pair)
+        shown = f" (--no-escalate {pair['no_escalate_s']:.2f} s)" if "no_escalate_s" in pair else ""
+        log(f"repeat {i + 1}: bare {b:.2f} s, check {pair['check_s']:.2f} s{shown}")
     bare_s = statistics.median(p["bare_s"] for p in pairs)
     check_s = statistics.median(p["check_s"] for p in pairs)
     result.update(pairs=pairs, bare_s=bare_s, check_s=check_s, ratio_check=check_s / bare_s)
+    if opts.also_no_escalate:
+        quiet_s = statistics.median(p["no_escalate_s"] for p in pairs)
+        result.update(check_no_escalate_s=quiet_s, escalation_cost_s=check_s - quiet_s)
 
     if opts.zoo and not opts.device.startswith("cuda"):
         manifest = work / "healthy.toml"

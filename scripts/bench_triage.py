@@ -151,7 +151,9 @@ def manual(
     return out
 
 
-def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict[str, float | str]:
+def aotipre_run(
+    pkg: str, ep: str, inputs: str, device: str, cache: str, prewarm: bool = True
+) -> dict[str, float | str]:
     from aotipre import CheckOptions, check
     from aotipre.runner.stages import DynamicOptions
     from aotipre.triage import steps as triage_steps
@@ -184,7 +186,9 @@ def aotipre_run(pkg: str, ep: str, inputs: str, device: str, cache: str) -> dict
         pkg,
         CheckOptions(
             inputs=inputs,
-            dynamic=DynamicOptions(device=device, cache_dir=cache, probe=False),
+            dynamic=DynamicOptions(
+                device=device, cache_dir=cache, probe=False, prewarm_rerun=prewarm
+            ),
             triage=TriageOptions(exported_program=ep),
             progress=lambda m: events.append((time.monotonic(), m)),
         ),
@@ -303,6 +307,12 @@ def main() -> int:
     ap.add_argument("--manual-plain", action="store_true", help="also time manual step 1")
     ap.add_argument("--warm", action="store_true", help="also run aotipre on a warm cache")
     ap.add_argument("--no-check", action="store_true", help="skip the check-vs-bare ratio")
+    ap.add_argument(
+        "--also-without-prewarm",
+        action="store_true",
+        help="also run aotipre without the re-run worker started before the crash "
+        "(DynamicOptions.prewarm_rerun off; its own empty cache)",
+    )
     ap.add_argument("--json", help="also write the results here")
     opts = ap.parse_args()
 
@@ -342,6 +352,13 @@ def main() -> int:
         row["aotipre"] = a = aotipre_run(pkg, ep, inputs, opts.device, cache)
         print(f"          aotipre { {k: v for k, v in a.items() if k != 'events'} }", flush=True)
         print("\n".join(f"            {e}" for e in a["events"]), flush=True)
+        if opts.also_without_prewarm:
+            cold = os.path.join(tmp, f"cache{i}-no-prewarm")
+            row["aotipre_no_prewarm"] = n = aotipre_run(
+                pkg, ep, inputs, opts.device, cold, prewarm=False
+            )
+            print(f"          no prewarm { {k: v for k, v in n.items() if k != 'events'} }")
+            print("\n".join(f"            {e}" for e in n["events"]), flush=True)
         if opts.warm:
             row["aotipre_warm_cache"] = w = aotipre_run(pkg, ep, inputs, opts.device, cache)
             print(f"          warm    { {k: v for k, v in w.items() if k != 'events'} }")
@@ -400,6 +417,13 @@ def main() -> int:
     summary["ratio_stats"] = (
         summary["aotipre_crash_to_stats_s"] / summary["manual_crash_to_stats_s"]
     )  # type: ignore[operator]
+    if opts.also_without_prewarm:
+        summary["aotipre_no_prewarm_crash_to_named_s"] = med(
+            "aotipre_no_prewarm", "crash_to_named_s"
+        )
+        summary["ratio_named_no_prewarm"] = (
+            summary["aotipre_no_prewarm_crash_to_named_s"] / summary["manual_crash_to_named_s"]
+        )  # type: ignore[operator]
     if opts.warm:
         summary["aotipre_warm_crash_to_named_s"] = med("aotipre_warm_cache", "crash_to_named_s")
         summary["aotipre_warm_crash_to_stats_s"] = med("aotipre_warm_cache", "crash_to_stats_s")

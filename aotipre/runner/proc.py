@@ -381,6 +381,7 @@ def run_process(
     on_output: Callable[[str], None] | None = None,
     kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     private_tmp: bool = True,
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessOutcome:
     """Run `argv` in a new session / process group and return how it ended.
 
@@ -408,6 +409,8 @@ def run_process(
     - Ctrl-C: if KeyboardInterrupt (or any exception, e.g. raised by `on_output`) arrives while
       waiting, the child's process group is SIGKILLed and reaped, then the exception is re-raised.
       The child runs in its own session, so a terminal's Ctrl-C never reaches it directly.
+    - `on_start`, if given, gets the child's pid once it runs (stop_child ends it from another
+      thread: this call then returns its outcome, a kill by SIGKILL).
     """
     args = tuple(os.fspath(a) for a in argv)
     if not args:
@@ -472,6 +475,8 @@ def run_process(
         if _refusing:  # kill_all_children(refuse_new=True) ran while this child was starting
             child.interrupted = True
             _signal_group(child, _signal.SIGKILL)
+    if on_start is not None:
+        on_start(proc.pid)
     splitter = _LineSplitter(on_output, max_capture_bytes) if on_output is not None else None
     try:
         timed_out, returncode = _supervise(
@@ -636,6 +641,16 @@ def _unregister(child: _LiveChild) -> None:
     with _live_lock:
         if _live.get(child.pid) is child:
             del _live[child.pid]
+
+
+def stop_child(pid: int) -> None:
+    """SIGKILL the process group of the running child `pid` (one run_process started in another
+    thread; its own call then reaps it, sweeps what it left and returns). Nothing when no such
+    child runs any more."""
+    with _live_lock:
+        child = _live.get(pid)
+    if child is not None:
+        _signal_group(child, _signal.SIGKILL)
 
 
 def _reap(proc: subprocess.Popen[bytes], timeout_s: float) -> None:

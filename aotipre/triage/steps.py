@@ -72,9 +72,7 @@ class TriageSteps(TriageState):
 
     def _rerun(self, step: LadderStep) -> StepRun:
         job = self._run_job(
-            step.id,
-            [DIRECT_LOAD, {"id": "run", "op": "run"}],
-            env=step_env(step, self.device_type),
+            step.id, [DIRECT_LOAD, {"id": "run", "op": "run"}], env=step_env(step, self.device_type)
         )
         run = self._from_job(step, job)
         self._name_from_error(run)
@@ -379,6 +377,8 @@ class TriageSteps(TriageState):
         compile_source: bool = False,
         prefix: tuple[str, ...] = (),
     ) -> _Job:
+        """One worker over `steps`: one the session started before the crash with the same
+        argv and environment (torch imported already: runner/prewarm.py), else a fresh one."""
         with self.lock:
             self.jobs += 1
             tag = f"{name}-{self.jobs}"
@@ -414,13 +414,21 @@ class TriageSteps(TriageState):
         shown.update(self.crash.env)
         shown.update(env)
         shown.pop("AOTIPRE_FAKE_SCRIPT", None)
-        argv, outcome = launch.run_job_file(
-            job,
-            lambda path: (*prefix, *launch.worker_argv(opts.python, opts.worker_command, path)),
-            env=full_env,
-            budget_s=launch.job_budget_s(steps, opts.timeout_s, opts.compile_timeout_s),
-        )
-        return _Job(argv, shown, outcome, job, self.workdir, tag)
+
+        def argv_for(path: str) -> tuple[str, ...]:
+            return (*prefix, *launch.worker_argv(opts.python, opts.worker_command, path))
+
+        warm = next((w for w in self.crash.prewarmed if w.claim(argv_for, full_env)), None)
+        if warm is not None:
+            argv, outcome = warm.hand(job)
+        else:
+            argv, outcome = launch.run_job_file(
+                job,
+                argv_for,
+                env=full_env,
+                budget_s=launch.job_budget_s(steps, opts.timeout_s, opts.compile_timeout_s),
+            )
+        return _Job(argv, shown, outcome, job, self.workdir, tag, prewarmed=warm is not None)
 
     def _from_job(self, step: LadderStep, job: _Job) -> StepRun:
         run = job.step_run(step)
@@ -478,10 +486,12 @@ class _Job:
     job: dict[str, Any]
     workdir: str
     tag: str
+    prewarmed: bool = False
+    """It ran in the worker the session started before the crash (runner/prewarm.py)."""
 
     @property
     def process(self) -> str:
-        return process_label(self.tag, self.outcome.pid)
+        return process_label(self.tag, self.outcome.pid, prewarmed=self.prewarmed)
 
     def step_run(self, step: LadderStep) -> StepRun:
         """A passed StepRun of `step` from this worker (its command, env, time and logs)."""

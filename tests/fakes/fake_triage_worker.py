@@ -56,12 +56,23 @@ def _mode(job: dict, package: str | None) -> str:
 
 def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    prewarmed = "AOTIPRE_PREWARM" in os.environ
+    if prewarmed:  # as the real worker's prewarm_and_wait: say it waits, then wait for the job
+        started = json.loads(os.environ.get("AOTIPRE_FAKE_TRIAGE") or "{}").get("jobs_seen")
+        if started:
+            with open(started, "a") as f:
+                f.write(json.dumps({"prewarm_pid": os.getpid()}) + "\n")
+        open(argv[1] + ".waiting", "w").close()
+        deadline = time.monotonic() + float(os.environ.get("AOTIPRE_PREWARM_WAIT_S", "900"))
+        while not os.path.exists(argv[1]) and time.monotonic() < deadline:
+            time.sleep(0.01)
     with open(argv[1]) as f:
         job = json.load(f)
     scenario = json.loads(os.environ.get("AOTIPRE_FAKE_TRIAGE") or "{}")
     if scenario.get("jobs_seen"):
         with open(scenario["jobs_seen"], "a") as f:
-            f.write(json.dumps({"tag": job.get("tag"), "vec_isa": job.get("vec_isa")}) + "\n")
+            seen = {"tag": job.get("tag"), "vec_isa": job.get("vec_isa"), "prewarmed": prewarmed}
+            f.write(json.dumps(seen) + "\n")
     result = WorkerResult(job)
     package = job.get("package")
     for step in job["steps"]:

@@ -496,3 +496,94 @@ def test_api_check_reports_the_diagnosis(pkg: Callable[[str], Path], tmp_path: P
     assert "minifier needs eager values" in next(
         s.detail for s in report.stages if s.name == "triage:minify"
     ) or "--minify" in next(s.detail for s in report.stages if s.name == "triage:minify")
+
+
+def _check_with_triage(tmp_path: Path, scenario: dict[str, Any], **opts: Any) -> Escalation | None:
+    """run_dynamic_stages with triage run inside the crash callback, as api.check runs it
+    (while the session and the worker it started beside the model's are alive)."""
+    model = token_model(device="cuda")
+    package = write_cuda_package(tmp_path / "pkg.pt2", model)
+    options = DynamicOptions(
+        worker_command=(sys.executable, FAKE),
+        extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
+        cache_dir=str(tmp_path / "cache"),
+        probe=False,
+        timeout_s=30.0,
+        **opts,
+    )
+    escalations: list[Escalation] = []
+    run_dynamic_stages(
+        package,
+        model,
+        None,
+        None,
+        options,
+        on_run_crash=lambda c: escalations.append(escalate(c, TriageOptions())),
+    )
+    return escalations[0] if escalations else None
+
+
+def _seen(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+IMA = "Error: CUDA error: an illegal memory access was encountered\n"
+
+
+def test_the_first_steps_run_in_the_workers_started_beside_the_check(tmp_path: Path) -> None:
+    """On CUDA the session starts two workers beside the model's (each waits for a job with
+    CUDA_LAUNCH_BLOCKING already in its environment); the crash's first steps, sync-rerun and
+    printer-3, hand their jobs to them instead of starting workers; later steps start their
+    own."""
+    seen = tmp_path / "jobs_seen.jsonl"
+    scenario = cuda_scenario(jobs_seen=str(seen))
+    scenario["modes"]["plain"] = {"log": IMA, "error": GENERIC_ERROR}  # names no kernel
+    esc = _check_with_triage(tmp_path, scenario)
+    assert esc is not None
+    sync = by_name(esc)["triage:sync-rerun"]
+    assert sync.status is StageStatus.PASSED, sync.detail
+    assert esc.diagnosis is not None and esc.diagnosis.kernel == C.KERNEL
+    assert sync.env["CUDA_LAUNCH_BLOCKING"] == "1"
+    assert by_name(esc)["triage:printer-3"].status is StageStatus.PASSED
+    lines = _seen(seen)
+    prewarm = [line["prewarm_pid"] for line in lines if "prewarm_pid" in line]
+    assert len(prewarm) == 2
+    jobs = {line["tag"]: line["prewarmed"] for line in lines if "tag" in line}
+    warm = sorted(t for t, was in jobs.items() if was)
+    assert [t.rsplit("-", 1)[0] for t in warm] == ["printer-3", "sync-rerun"]
+    assert len(jobs) > len(warm)  # the model's own worker and later steps started fresh
+    (rerun,) = [t for t in warm if t.startswith("sync-rerun")]
+    (label,) = sync.processes
+    assert label.startswith(f"worker {rerun} (pid ")
+    assert label.endswith(", started before the crash)")
+    assert int(label.split("pid ")[1].split(",")[0]) in prewarm
+    assert not any(_alive(pid) for pid in prewarm)
+
+
+def test_a_check_that_does_not_crash_stops_the_waiting_worker(tmp_path: Path) -> None:
+    seen = tmp_path / "jobs_seen.jsonl"
+    scenario = cuda_scenario(jobs_seen=str(seen))
+    scenario["modes"]["plain"] = {}  # the run passes
+    assert _check_with_triage(tmp_path, scenario) is None
+    lines = _seen(seen)
+    pids = [line["prewarm_pid"] for line in lines if "prewarm_pid" in line]
+    assert len(pids) == 2 and not any(_alive(pid) for pid in pids)
+    assert all(line["prewarmed"] is False for line in lines if "tag" in line)  # it ran no job
+
+
+def test_without_escalation_no_worker_waits(tmp_path: Path) -> None:
+    seen = tmp_path / "jobs_seen.jsonl"
+    scenario = cuda_scenario(jobs_seen=str(seen))
+    scenario["modes"]["plain"] = {"log": IMA, "error": GENERIC_ERROR}
+    esc = _check_with_triage(tmp_path, scenario, prewarm_rerun=False)
+    assert esc is not None and by_name(esc)["triage:sync-rerun"].status is StageStatus.PASSED
+    lines = _seen(seen)
+    assert not any("prewarm_pid" in line for line in lines)
+    assert not any(line["prewarmed"] for line in lines if "tag" in line)

@@ -150,6 +150,11 @@ def test_illegal_memory_access_names_the_kernel(gpu_reports: dict[str, Any]) -> 
     kernel = d["kernel"] or ""
     assert kernel.startswith("triton_") and "embedding" in kernel, _summary(report)
     assert d["identified_by"] in ("printer-3", "sync-rerun"), _summary(report)
+    # the crash did not name the kernel: the synchronous re-run ran, in the worker the session
+    # started beside the model's (it waited with torch imported: runner/prewarm.py)
+    rerun = {s["name"]: s for s in report["stages"]}["triage:sync-rerun"]
+    assert rerun["status"] == "passed", rerun
+    assert [p.endswith(", started before the crash)") for p in rerun["processes"]] == [True], rerun
     assert any(t["input"] == "ids" and t["max"] == 10**12 for t in d["inputs"]), d["inputs"]
     # compute-sanitizer memcheck (asked for here) confirms it from its own report
     sanitizer = {s["name"]: s for s in report["stages"]}["triage:sanitizer"]

@@ -15,6 +15,7 @@ from aotipre.runner.stages.options import DynamicOptions
 if TYPE_CHECKING:
     from aotipre.findings import Finding
     from aotipre.pt2.archive import Archive
+    from aotipre.runner.prewarm import Prewarmed
     from aotipre.runner.synth import ProbeCase
 
 
@@ -93,6 +94,9 @@ class RunCrash:
     vec_isa: tuple[str, ...] | None = None
     """The CPU ISAs torch's probe found usable in the session's load (its `vec_isa`), handed to
     triage's workers so that their compiles skip the probe (worker.pin_vec_isa); None: unknown."""
+    prewarmed: tuple[Prewarmed, ...] = field(default=(), compare=False, repr=False)
+    """The session's workers waiting for triage's first jobs (runner/prewarm.py), if it started
+    them; a step claims one whose argv and environment are its own."""
 
 
 def failure_of(

@@ -52,10 +52,14 @@ def run_job(
     return done
 
 
-def process_label(tag: str, pid: int | None) -> str:
+def process_label(tag: str, pid: int | None, *, prewarmed: bool = False) -> str:
     """`worker job1 (pid 4242)`: which of a model's workers ran a step (the session numbers
-    them from job0; a step after a worker died runs in the next)."""
-    return f"worker {tag}" + (f" (pid {pid})" if pid is not None else "")
+    them from job0; a step after a worker died runs in the next). `prewarmed`: the worker was
+    started before the crash and waited for this job (runner/prewarm.py)."""
+    about = [f"pid {pid}"] if pid is not None else []
+    if prewarmed:
+        about.append("started before the crash")
+    return f"worker {tag}" + (f" ({', '.join(about)})" if about else "")
 
 
 def absorb(

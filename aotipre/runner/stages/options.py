@@ -73,6 +73,9 @@ class DynamicOptions:
     compile_fault_rerun: bool = True
     """A compile that faults on CUDA runs once more with synchronous launches, to name the
     kernel (crash triage's first rung for the compile step; off with --no-escalate)."""
+    prewarm_rerun: bool = True
+    """On CUDA, start crash triage's synchronous re-run worker beside the model's first worker,
+    so that a crash's re-run finds torch imported (runner/prewarm.py; off with --no-escalate)."""
     sanitizer: bool = False
     """That re-run goes under compute-sanitizer memcheck, when installed (--sanitizer; slow)."""
     exported_program: str | None = None

@@ -101,6 +101,7 @@ def _run_crash(s: Session, r: StepRecord, fail: Failure, findings: list[Finding]
         host=host_traits(s.device_type),
         archive=s.callers_archive,
         vec_isa=_probed_vec_isa(s),
+        prewarmed=s.prewarmed,
     )
 
 

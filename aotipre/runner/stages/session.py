@@ -48,6 +48,7 @@ from aotipre.runner.synth import PlanError
 
 if TYPE_CHECKING:
     from aotipre.runner.perf import PerfRecord
+    from aotipre.runner.prewarm import Prewarmed
 
 _ENV_SHOWN = ("CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "LD_PRELOAD", "OMP_NUM_THREADS")
 _MODEL_CALLS = ("run", "probe", "load", "eager")
@@ -147,6 +148,9 @@ class Session:
         )
         self.lines = StageLines(self.say, self.records)
         """Each stage's start and end line (progress), from the worker's step markers."""
+        self.prewarmed: tuple[Prewarmed, ...] = ()
+        """Crash triage's first workers, started beside the first worker that runs the model on
+        CUDA (runner/prewarm.py); stopped at cleanup unless triage claimed them."""
         self.probe = loadcost.HandOver(
             cache_dir=options.cache_dir,
             use_cache=options.use_cache,
@@ -173,6 +177,8 @@ class Session:
         return None if self._own_archive else self._archive
 
     def cleanup(self) -> None:
+        for warm in self.prewarmed:
+            warm.stop()
         for stage in self.stages:
             stage.cleanup(self)
         if self._own_archive and self._archive is not None:
@@ -394,6 +400,8 @@ class Session:
             self.opts.timeout_s,
             self.opts.compile_timeout_s,
         )
+        if store and any(s.op == "run" for s in steps):
+            self._prewarm_rerun(budget)
         done = jobs.run_job(
             job,
             steps,
@@ -423,6 +431,24 @@ class Session:
                 return  # a reload for a fresh worker: only its failure is news
             rec = replace(rec, id="load")
         self.records[rec.id] = rec
+
+    def _prewarm_rerun(self, budget_s: float) -> None:
+        """On CUDA, once: start the workers a crash's first triage steps will run in (the
+        environment and argv triage's `sync-rerun` and `printer-3` give their workers),
+        waiting while this worker may run."""
+        if self.prewarmed or self.device_type != "cuda" or not self.opts.prewarm_rerun:
+            return
+        from aotipre.runner.prewarm import RERUN_WORKERS, Prewarmed
+
+        self.prewarmed = tuple(
+            Prewarmed(
+                lambda path: launch.worker_argv(self.opts.python, self.opts.worker_command, path),
+                {**self._job_env(), **launch.SYNC_ENV},
+                wait_s=budget_s + launch.STARTUP_SLACK_S,
+                budget_s=self.opts.compile_timeout_s + 2 * self.opts.timeout_s,
+            )
+            for _ in range(RERUN_WORKERS)
+        )
 
     def _job_env(self) -> dict[str, str]:
         env = dict(os.environ)

@@ -118,7 +118,9 @@ def _loaded_runtime_libraries() -> list[str]:
 PREWARM_ENV = "AOTIPRE_PREWARM"
 """Set (to a comma list of `cuda`, `loader`, `compiler`) to start a worker before its job
 exists: it imports torch and the named parts, then waits for the job file (the parent writes it
-atomically) for at most `AOTIPRE_PREWARM_WAIT_S` seconds (default 900)."""
+atomically) for at most `AOTIPRE_PREWARM_WAIT_S` seconds (default 900). While it waits, the
+file `JOB.waiting` exists (WAITING_SUFFIX): the parent hands a job only to a worker that waits."""
+WAITING_SUFFIX = ".waiting"
 
 
 def prewarm_and_wait(parts: str, job_path: str) -> float:
@@ -135,6 +137,8 @@ def prewarm_and_wait(parts: str, job_path: str) -> float:
         if "cuda" in names and torch.cuda.is_available():
             torch.cuda.init()
     warm_s = time.perf_counter() - started
+    with contextlib.suppress(OSError):
+        open(job_path + WAITING_SUFFIX, "w").close()
     deadline = time.monotonic() + float(os.environ.get("AOTIPRE_PREWARM_WAIT_S", "900"))
     while not os.path.exists(job_path) and time.monotonic() < deadline:
         time.sleep(0.01)

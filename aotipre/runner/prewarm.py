@@ -1,0 +1,141 @@
+"""Workers started before their job exists (issue #28: triage starts before it is needed).
+
+On CUDA, a crash's first triage steps run at once, each in a fresh worker with synchronous
+launches (triage/ladder.py): `sync-rerun` re-runs the package, `printer-3` recompiles it with
+the kernel-name printer and runs it. Much of each is the worker's start: the interpreter,
+`import torch` and inductor's compile modules, not the load and the call. The session starts
+RERUN_WORKERS such workers beside the model's first one, with those steps' environment
+(CUDA_LAUNCH_BLOCKING is read when CUDA starts, so it must be set at exec): each imports torch,
+the loader and the compiler, then waits for its job file (worker/host.py: prewarm_and_wait). A
+crash's triage claims one per step (`claim`, then `hand`); a check that does not crash stops
+them (`stop`: SIGKILL to the group).
+
+It does not start CUDA: a context would take GPU memory the perf stage reads as the model's,
+and on a healthy check it would hold a GPU for nothing. What a healthy check pays for it is one
+more interpreter importing torch on an idle core while the model's worker does the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aotipre import tempdirs
+from aotipre.runner import launch
+from aotipre.runner.proc import ProcessOutcome, run_process, stop_child
+
+PREWARM_ENV = "AOTIPRE_PREWARM"
+"""The worker's switch (worker/host.py PREWARM_ENV): the parts to import before the wait."""
+WAIT_ENV = "AOTIPRE_PREWARM_WAIT_S"
+WAITING_SUFFIX = ".waiting"
+"""The file the worker writes beside its job path once it waits (worker/host.py)."""
+PARTS = "loader,compiler"
+"""torch, what the direct loader needs and inductor's compile modules (no CUDA: see above)."""
+RERUN_WORKERS = 2
+"""sync-rerun and printer-3, the steps that start together after a crash."""
+
+
+class Prewarmed:
+    """One worker process waiting for its job: `argv_for` and `env` are those of the job it
+    will run (a step whose own argv or environment differs must not use it), `wait_s` how long
+    it waits, `budget_s` what the job may take after that."""
+
+    def __init__(
+        self,
+        argv_for: Callable[[str], tuple[str, ...]],
+        env: Mapping[str, str],
+        *,
+        wait_s: float,
+        budget_s: float,
+    ) -> None:
+        self.folder = tempdirs.make_dir("aotipre-prewarm-")
+        self.job_path = os.path.join(self.folder, "prewarm.json")
+        self.argv = argv_for(self.job_path)
+        self.env = dict(env)
+        self._argv_for = argv_for
+        self._pid: int | None = None
+        self._started = threading.Event()
+        self._state = "waiting"
+        """waiting, claimed (a step will hand it its job), handed, stopped."""
+        self._lock = threading.Lock()
+        self._outcome: ProcessOutcome | None = None
+        child_env = {**self.env, PREWARM_ENV: PARTS, WAIT_ENV: f"{wait_s:.0f}"}
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(child_env, wait_s + budget_s + launch.STARTUP_SLACK_S),
+            name="aotipre-prewarm",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, env: dict[str, str], timeout_s: float) -> None:
+        try:
+            self._outcome = run_process(
+                self.argv,
+                env=env,
+                timeout_s=timeout_s,
+                cwd=self.folder,
+                result_path=os.path.join(self.folder, "prewarm.result.json"),
+                on_start=self._on_start,
+            )
+        finally:
+            self._started.set()
+
+    def _on_start(self, pid: int) -> None:
+        self._pid = pid
+        self._started.set()
+
+    def claim(self, argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str]) -> bool:
+        """Take it for a job with this argv and environment, when they are its own and it is
+        alive and waiting (a worker that cannot wait, e.g. a test's stand-in, never says it
+        waits); one claim only, safe from several threads."""
+        with self._lock:
+            if (
+                self._state != "waiting"
+                or self._outcome is not None
+                or argv_for(self.job_path) != self.argv
+                or dict(env) != self.env
+                or not os.path.exists(self.job_path + WAITING_SUFFIX)
+            ):
+                return False
+            self._state = "claimed"
+            return True
+
+    def hand(self, job: Mapping[str, Any]) -> tuple[tuple[str, ...], ProcessOutcome]:
+        """Give the claimed worker `job` (written atomically: the worker polls for the file)
+        and wait for its outcome, as launch.run_job_file would return it."""
+        with self._lock:
+            if self._state != "claimed":
+                raise RuntimeError(
+                    f"a prewarmed worker gets a job once it is claimed ({self._state})"
+                )
+            self._state = "handed"
+        handed = time.monotonic()
+        tmp = f"{self.job_path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(dict(job), f)
+        os.replace(tmp, self.job_path)
+        self._thread.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        assert self._outcome is not None
+        # its time is the job's, from the hand-over (not the wait before it)
+        ran = min(self._outcome.duration_s, time.monotonic() - handed)
+        return self.argv, dataclasses.replace(self._outcome, duration_s=ran)
+
+    def stop(self) -> None:
+        """End it unless a step claimed it (SIGKILL to its group, then its folder)."""
+        with self._lock:
+            if self._state != "waiting":
+                return
+            self._state = "stopped"
+        self._started.wait()
+        if self._pid is not None:
+            stop_child(self._pid)
+        self._thread.join()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,109 @@
+"""runner/prewarm.py with the real worker (torch imported for real): a worker started before
+its job runs the job it is handed, its time counts from the hand-over, a job of another argv or
+environment does not fit it, and one never handed a job is stopped without a trace."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from aotipre.runner import launch
+from aotipre.runner.prewarm import WAITING_SUFFIX, Prewarmed
+
+
+def argv_for(path: str) -> tuple[str, ...]:
+    return launch.worker_argv(None, None, path)
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, **launch.RUNTIME_CHECK_ENV}
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_until(ready: Callable[[], bool], timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, "the prewarmed worker never waited"
+        time.sleep(0.05)
+
+
+def test_a_waiting_worker_runs_the_job_it_is_handed(pkg, tmp_path: Path) -> None:
+    warm = Prewarmed(argv_for, env(), wait_s=300, budget_s=300)
+    try:
+        wait_until(lambda: os.path.exists(warm.job_path + WAITING_SUFFIX))
+        assert not warm.claim(argv_for, {**env(), "CUDA_LAUNCH_BLOCKING": "1"})
+        assert not warm.claim(lambda p: ("/other/python", *argv_for(p)[1:]), env())
+        with pytest.raises(RuntimeError):
+            warm.hand({})  # not claimed
+        time.sleep(1.0)  # waiting: not the job's time
+        assert warm.claim(argv_for, env())
+        assert not warm.claim(argv_for, env())  # one claim only
+        warm.stop()  # a claimed worker is the step's: stop leaves it
+        job = {
+            "protocol": 1,
+            "tag": "rerun-1",
+            "workdir": str(tmp_path),
+            "device": "cpu",
+            "package": str(pkg("aoti.pt2")),
+            "source_package": str(pkg("aoti.pt2")),
+            "model": "model",
+            "inputs": {"kind": "file", "path": str(pkg("aoti_inputs.pt"))},
+            "steps": [{"id": "load", "op": "load", "direct": True}, {"id": "run", "op": "run"}],
+        }
+        started = time.monotonic()
+        argv, outcome = warm.hand(job)
+        took = time.monotonic() - started
+    finally:
+        warm.stop()
+    assert outcome.ok, outcome.stderr_tail[-2000:]
+    assert argv == argv_for(warm.job_path)
+    result = outcome.result or {}
+    assert [result["steps"][s]["status"] for s in ("load", "run")] == ["ok", "ok"]
+    assert result["prewarm_s"] is not None  # it imported before the job came
+    assert (tmp_path / "rerun-1.run.log").is_file()  # its files go to the job's workdir
+    assert outcome.duration_s <= took  # from the hand-over, not from its start
+    with pytest.raises(RuntimeError):
+        warm.hand(job)  # one job only
+    assert not os.path.exists(warm.folder)
+    assert outcome.pid is not None and not alive(outcome.pid)
+
+
+def test_a_worker_never_handed_a_job_is_stopped_without_a_trace() -> None:
+    warm = Prewarmed(argv_for, env(), wait_s=300, budget_s=300)
+    warm._started.wait(60)
+    pid = warm._pid
+    assert pid is not None and alive(pid)
+    started = time.monotonic()
+    warm.stop()  # while it still imports torch, most likely: it does not wait for that
+    assert time.monotonic() - started < 10
+    assert not alive(pid)
+    assert not os.path.exists(warm.folder)
+    assert not warm.claim(argv_for, env())
+    warm.stop()  # twice is harmless
+
+
+def test_a_worker_that_cannot_wait_is_never_used(tmp_path: Path) -> None:
+    """A stand-in that exits at once (it does not know the prewarm mode) never says it waits."""
+    script = tmp_path / "worker.py"
+    script.write_text("import sys\nsys.exit(3)\n")
+
+    def other(path: str) -> tuple[str, ...]:
+        return (launch.worker_argv(None, None, path)[0], str(script), path)
+
+    warm = Prewarmed(other, env(), wait_s=300, budget_s=300)
+    try:
+        warm._thread.join(60)
+        assert not os.path.exists(warm.job_path + WAITING_SUFFIX)
+        assert not warm.claim(other, env())
+    finally:
+        warm.stop()
