@@ -75,6 +75,18 @@ class Target:
 
 TARGETS: tuple[Target, ...] = (
     Target(
+        "aotipre/placement.py",
+        None,
+        ("tests/scale/test_placement.py",),
+    ),
+    Target(
+        "aotipre/runner/prewarm.py",
+        None,
+        ("tests/runner/test_prewarm.py",
+         "tests/triage/test_escalate_fake.py::test_the_first_steps_run_in_the_workers_started_beside_the_check",
+         "tests/triage/test_escalate_fake.py::test_a_check_that_does_not_crash_stops_the_waiting_worker"),
+    ),
+    Target(
         "aotipre/checks/inputs.py",
         None,
         ("tests/gate/test_boundaries_static.py", "tests/gate/test_static_structure.py",
