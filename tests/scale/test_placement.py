@@ -127,3 +127,14 @@ def test_placement_judges_as_the_static_check_does(path: Path, code: str, cc: st
     refused = any(f.code == code for f in report.findings)
     gpu = gpu_code(job(path))
     assert gpu is not None and gpu.runs_on(cc) is not refused
+
+
+def test_every_member_must_run_not_just_one() -> None:
+    """A package whose kernels were built for different GPUs runs only where all of them do."""
+    from aotipre.binaries.cuda import GpuImage
+
+    mixed = GpuCode(members=((GpuImage("sass", "90a"),), (GpuImage("sass", "80"),)))
+    assert mixed.runs_on("9.0") is False  # the sm_80 member has no code for 9.0
+    assert mixed.runs_on("8.0") is False  # the sm_90a member has none for 8.0
+    assert mixed.label == "sm_80, sm_90a"
+    assert place(mixed, {"H100": 1, "A100": 1}).why is not None
