@@ -76,11 +76,15 @@ class Placement:
 
 def place(code: GpuCode, gpus: Mapping[str | None, float]) -> Placement:
     """The GPU kind a job must ask for, given the cluster's GPUs (kind -> how many; None: GPUs
-    of no known kind). Any GPU when every judged kind runs its code; else the kind that runs it
-    with the most GPUs, the first by name of equals (a task asks for one kind); nowhere when no judged kind runs it and
-    none is unjudged: a check there would fail a package that works on its real fleet.
-    A cluster of GPUs none of which aotipre can judge takes the job anywhere (its load then
-    says whether the code runs)."""
+    of no known kind).
+
+    - Every judged kind runs its code (or none is judged): any GPU; its load then says whether
+      the code runs where aotipre could not judge.
+    - Some judged kinds do not: the kind that runs it with the most GPUs, the first by name of
+      equals (a Ray task asks for one kind).
+    - None does: nowhere, with why; a check on such a GPU would fail a package that works on
+      its real fleet, and GPUs aotipre cannot judge are not guessed at.
+    """
     runs: dict[str | None, bool | None] = {}
     for kind in gpus:
         cc = GPU_KINDS.get(kind) if kind is not None else None

@@ -11,8 +11,9 @@ crash's triage claims one per step (`claim`, then `hand`); a check that does not
 them (`stop`: SIGKILL to the group).
 
 It does not start CUDA: a context would take GPU memory the perf stage reads as the model's,
-and on a healthy check it would hold a GPU for nothing. What a healthy check pays for it is one
-more interpreter importing torch on an idle core while the model's worker does the same.
+and on a healthy check it would hold a GPU for nothing. What a healthy check pays for them is
+two more interpreters importing torch on idle cores while the model's worker does the same
+(BENCHMARKS.md, session 17).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Prewarmed:
         self.job_path = os.path.join(self.folder, "prewarm.json")
         self.argv = argv_for(self.job_path)
         self.env = dict(env)
-        self._argv_for = argv_for
+        self.budget_s = budget_s
         self._pid: int | None = None
         self._started = threading.Event()
         self._state = "waiting"
@@ -91,13 +92,16 @@ class Prewarmed:
         self._pid = pid
         self._started.set()
 
-    def claim(self, argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str]) -> bool:
-        """Take it for a job with this argv and environment, when they are its own and it is
-        alive and waiting (a worker that cannot wait, e.g. a test's stand-in, never says it
-        waits); one claim only, safe from several threads."""
+    def claim(
+        self, argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str], budget_s: float
+    ) -> bool:
+        """Take it for a job with this argv and environment, when they are its own, the job's
+        budget is within its own and it is alive and waiting (a worker that cannot wait, e.g. a
+        test's stand-in, never says it waits); one claim only, safe from several threads."""
         with self._lock:
             if (
                 self._state != "waiting"
+                or budget_s > self.budget_s
                 or self._outcome is not None
                 or argv_for(self.job_path) != self.argv
                 or dict(env) != self.env

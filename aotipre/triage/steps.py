@@ -418,16 +418,12 @@ class TriageSteps(TriageState):
         def argv_for(path: str) -> tuple[str, ...]:
             return (*prefix, *launch.worker_argv(opts.python, opts.worker_command, path))
 
-        warm = next((w for w in self.crash.prewarmed if w.claim(argv_for, full_env)), None)
+        budget = launch.job_budget_s(steps, opts.timeout_s, opts.compile_timeout_s)
+        warm = next((w for w in self.crash.prewarmed if w.claim(argv_for, full_env, budget)), None)
         if warm is not None:
             argv, outcome = warm.hand(job)
         else:
-            argv, outcome = launch.run_job_file(
-                job,
-                argv_for,
-                env=full_env,
-                budget_s=launch.job_budget_s(steps, opts.timeout_s, opts.compile_timeout_s),
-            )
+            argv, outcome = launch.run_job_file(job, argv_for, env=full_env, budget_s=budget)
         return _Job(argv, shown, outcome, job, self.workdir, tag, prewarmed=warm is not None)
 
     def _from_job(self, step: LadderStep, job: _Job) -> StepRun:

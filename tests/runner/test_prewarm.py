@@ -41,13 +41,14 @@ def test_a_waiting_worker_runs_the_job_it_is_handed(pkg, tmp_path: Path) -> None
     warm = Prewarmed(argv_for, env(), wait_s=300, budget_s=300)
     try:
         wait_until(lambda: os.path.exists(warm.job_path + WAITING_SUFFIX))
-        assert not warm.claim(argv_for, {**env(), "CUDA_LAUNCH_BLOCKING": "1"})
-        assert not warm.claim(lambda p: ("/other/python", *argv_for(p)[1:]), env())
+        assert not warm.claim(argv_for, {**env(), "CUDA_LAUNCH_BLOCKING": "1"}, 10)
+        assert not warm.claim(lambda p: ("/other/python", *argv_for(p)[1:]), env(), 10)
+        assert not warm.claim(argv_for, env(), 301)  # a job longer than its budget
         with pytest.raises(RuntimeError):
             warm.hand({})  # not claimed
         time.sleep(1.0)  # waiting: not the job's time
-        assert warm.claim(argv_for, env())
-        assert not warm.claim(argv_for, env())  # one claim only
+        assert warm.claim(argv_for, env(), 300)
+        assert not warm.claim(argv_for, env(), 10)  # one claim only
         warm.stop()  # a claimed worker is the step's: stop leaves it
         job = {
             "protocol": 1,
@@ -88,7 +89,7 @@ def test_a_worker_never_handed_a_job_is_stopped_without_a_trace() -> None:
     assert time.monotonic() - started < 10
     assert not alive(pid)
     assert not os.path.exists(warm.folder)
-    assert not warm.claim(argv_for, env())
+    assert not warm.claim(argv_for, env(), 10)
     warm.stop()  # twice is harmless
 
 
@@ -104,6 +105,6 @@ def test_a_worker_that_cannot_wait_is_never_used(tmp_path: Path) -> None:
     try:
         warm._thread.join(60)
         assert not os.path.exists(warm.job_path + WAITING_SUFFIX)
-        assert not warm.claim(other, env())
+        assert not warm.claim(other, env(), 10)
     finally:
         warm.stop()

@@ -66,6 +66,18 @@ def write_cuda_package(path: Path, model: ModelInfo, wrapper: str = C.WRAPPER_CP
 Crash = Callable[..., tuple[dict[str, StageResult], list[Finding], RunCrash | None]]
 
 
+def fake_options(tmp_path: Path, scenario: dict[str, Any], **opts: Any) -> DynamicOptions:
+    """The dynamic options of a check whose workers are the fake one, playing `scenario`."""
+    return DynamicOptions(
+        worker_command=(sys.executable, FAKE),
+        extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
+        cache_dir=str(tmp_path / "cache"),
+        probe=False,
+        timeout_s=30.0,
+        **opts,
+    )
+
+
 @pytest.fixture
 def crash(tmp_path: Path) -> Crash:
     """crash(scenario, model=..., **options) -> (stages by name, findings, the RunCrash)."""
@@ -76,14 +88,7 @@ def crash(tmp_path: Path) -> Crash:
         model = model or token_model(device="cuda")
         wrapper = scenario.get("wrapper", C.WRAPPER_CPP)
         package = write_cuda_package(tmp_path / "pkg.pt2", model, wrapper)
-        options = DynamicOptions(
-            worker_command=(sys.executable, FAKE),
-            extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
-            cache_dir=str(tmp_path / "cache"),
-            probe=False,
-            timeout_s=30.0,
-            **opts,
-        )
+        options = fake_options(tmp_path, scenario, **opts)
         seen: list[RunCrash] = []
         results, findings = run_dynamic_stages(
             package, model, None, None, options, on_run_crash=seen.append
@@ -503,14 +508,7 @@ def _check_with_triage(tmp_path: Path, scenario: dict[str, Any], **opts: Any) ->
     (while the session and the worker it started beside the model's are alive)."""
     model = token_model(device="cuda")
     package = write_cuda_package(tmp_path / "pkg.pt2", model)
-    options = DynamicOptions(
-        worker_command=(sys.executable, FAKE),
-        extra_env={"AOTIPRE_FAKE_TRIAGE": json.dumps(scenario)},
-        cache_dir=str(tmp_path / "cache"),
-        probe=False,
-        timeout_s=30.0,
-        **opts,
-    )
+    options = fake_options(tmp_path, scenario, **opts)
     escalations: list[Escalation] = []
     run_dynamic_stages(
         package,
