@@ -84,7 +84,8 @@ TARGETS: tuple[Target, ...] = (
         None,
         ("tests/runner/test_prewarm.py",
          "tests/triage/test_escalate_fake.py::test_the_first_steps_run_in_the_workers_started_beside_the_check",
-         "tests/triage/test_escalate_fake.py::test_a_check_that_does_not_crash_stops_the_waiting_worker"),
+         "tests/triage/test_escalate_fake.py::test_a_check_that_does_not_crash_stops_the_waiting_worker",
+         "tests/triage/test_escalate_fake.py::test_a_small_host_starts_fewer_waiting_workers"),
     ),
     Target(
         "aotipre/checks/inputs.py",

@@ -40,12 +40,53 @@ PARTS = "loader,compiler"
 """torch, what the direct loader needs and inductor's compile modules (no CUDA: see above)."""
 RERUN_WORKERS = 2
 """sync-rerun and printer-3, the steps that start together after a crash."""
+MAX_ALIVE = (os.cpu_count() or 1) // 4
+"""Waiting workers alive at once in this process, whatever the number of packages checked at
+once (`-j N` over several GPUs): each imports torch on a core the checks' own workers may need,
+so a host gets one per four cores (none on a 2-core host, two sessions' worth on 16)."""
+
+_alive = 0
+_alive_lock = threading.Lock()
+
+
+def start(
+    count: int,
+    argv_for: Callable[[str], tuple[str, ...]],
+    env: Mapping[str, str],
+    *,
+    wait_s: float,
+    budget_s: float,
+) -> tuple[Prewarmed, ...]:
+    """Up to `count` waiting workers (Prewarmed's arguments), as many as MAX_ALIVE leaves room
+    for; each gives its place back when its process ends. None when the folder for one cannot
+    be made (the steps then start their own)."""
+    global _alive
+    started: list[Prewarmed] = []
+    for _ in range(count):
+        with _alive_lock:
+            if _alive >= MAX_ALIVE:
+                break
+            _alive += 1
+        try:
+            warm = Prewarmed(argv_for, env, wait_s=wait_s, budget_s=budget_s, on_end=_release)
+        except OSError:
+            _release()
+            break
+        started.append(warm)
+    return tuple(started)
+
+
+def _release() -> None:
+    global _alive
+    with _alive_lock:
+        _alive -= 1
 
 
 class Prewarmed:
     """One worker process waiting for its job: `argv_for` and `env` are those of the job it
     will run (a step whose own argv or environment differs must not use it), `wait_s` how long
-    it waits, `budget_s` what the job may take after that."""
+    it waits, `budget_s` what the job may take after that; `on_end` is called when its process
+    has ended (start() gives its place back)."""
 
     def __init__(
         self,
@@ -54,7 +95,9 @@ class Prewarmed:
         *,
         wait_s: float,
         budget_s: float,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
+        self._on_end = on_end
         self.folder = tempdirs.make_dir("aotipre-prewarm-")
         self.job_path = os.path.join(self.folder, "prewarm.json")
         self.argv = argv_for(self.job_path)
@@ -87,6 +130,8 @@ class Prewarmed:
             )
         finally:
             self._started.set()
+            if self._on_end is not None:
+                self._on_end()
 
     def _on_start(self, pid: int) -> None:
         self._pid = pid

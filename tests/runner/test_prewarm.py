@@ -108,3 +108,14 @@ def test_a_worker_that_cannot_wait_is_never_used(tmp_path: Path) -> None:
         assert not warm.claim(other, env(), 10)
     finally:
         warm.stop()
+
+
+def test_its_backstop_covers_the_wait_and_the_job() -> None:
+    """run_process's limit is the wait plus the job's budget plus the start-up slack: a long
+    budget after a short wait still starts the worker (a limit of wait - budget would not)."""
+    warm = Prewarmed(argv_for, env(), wait_s=1, budget_s=1000)
+    try:
+        assert warm._started.wait(60)
+        assert warm._pid is not None
+    finally:
+        warm.stop()

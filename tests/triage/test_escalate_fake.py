@@ -17,6 +17,7 @@ import pytest
 
 from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.pt2.spec import MemberInfo, ModelInfo, PackageInfo
+from aotipre.runner import prewarm
 from aotipre.runner.stages import DynamicOptions, RunCrash, run_dynamic_stages
 from aotipre.triage import state as triage_state
 from aotipre.triage.escalate import Escalation, TriageOptions, escalate
@@ -521,6 +522,18 @@ def _check_with_triage(tmp_path: Path, scenario: dict[str, Any], **opts: Any) ->
     return escalations[0] if escalations else None
 
 
+@pytest.fixture
+def room(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """room(n): at most n waiting workers alive (the default is the host's cores // 4, none on
+    a 2-core CI machine); 4 unless the test says otherwise."""
+
+    def set_room(n: int) -> None:
+        monkeypatch.setattr(prewarm, "MAX_ALIVE", n)
+
+    set_room(4)
+    return set_room
+
+
 def _seen(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -535,7 +548,9 @@ def _alive(pid: int) -> bool:
 IMA = "Error: CUDA error: an illegal memory access was encountered\n"
 
 
-def test_the_first_steps_run_in_the_workers_started_beside_the_check(tmp_path: Path) -> None:
+def test_the_first_steps_run_in_the_workers_started_beside_the_check(
+    tmp_path: Path, room: Callable[[int], None]
+) -> None:
     """On CUDA the session starts two workers beside the model's (each waits for a job with
     CUDA_LAUNCH_BLOCKING already in its environment); the crash's first steps, sync-rerun and
     printer-3, hand their jobs to them instead of starting workers; later steps start their
@@ -565,7 +580,9 @@ def test_the_first_steps_run_in_the_workers_started_beside_the_check(tmp_path: P
     assert not any(_alive(pid) for pid in prewarm)
 
 
-def test_a_check_that_does_not_crash_stops_the_waiting_worker(tmp_path: Path) -> None:
+def test_a_check_that_does_not_crash_stops_the_waiting_worker(
+    tmp_path: Path, room: Callable[[int], None]
+) -> None:
     seen = tmp_path / "jobs_seen.jsonl"
     scenario = cuda_scenario(jobs_seen=str(seen))
     scenario["modes"]["plain"] = {}  # the run passes
@@ -576,7 +593,7 @@ def test_a_check_that_does_not_crash_stops_the_waiting_worker(tmp_path: Path) ->
     assert all(line["prewarmed"] is False for line in lines if "tag" in line)  # it ran no job
 
 
-def test_without_escalation_no_worker_waits(tmp_path: Path) -> None:
+def test_without_escalation_no_worker_waits(tmp_path: Path, room: Callable[[int], None]) -> None:
     seen = tmp_path / "jobs_seen.jsonl"
     scenario = cuda_scenario(jobs_seen=str(seen))
     scenario["modes"]["plain"] = {"log": IMA, "error": GENERIC_ERROR}
@@ -585,3 +602,21 @@ def test_without_escalation_no_worker_waits(tmp_path: Path) -> None:
     lines = _seen(seen)
     assert not any("prewarm_pid" in line for line in lines)
     assert not any(line["prewarmed"] for line in lines if "tag" in line)
+
+
+@pytest.mark.parametrize("alive", [0, 1])
+def test_a_small_host_starts_fewer_waiting_workers(
+    tmp_path: Path, room: Callable[[int], None], alive: int
+) -> None:
+    """However many packages run at once, at most MAX_ALIVE workers wait in the process (one
+    per four cores): with room for one, one step runs in it and the other starts its own."""
+    room(alive)
+    seen = tmp_path / "jobs_seen.jsonl"
+    scenario = cuda_scenario(jobs_seen=str(seen))
+    scenario["modes"]["plain"] = {"log": IMA, "error": GENERIC_ERROR}
+    esc = _check_with_triage(tmp_path, scenario)
+    assert esc is not None and by_name(esc)["triage:sync-rerun"].status is StageStatus.PASSED
+    lines = _seen(seen)
+    assert sum("prewarm_pid" in line for line in lines) == alive
+    assert sum(bool(line.get("prewarmed")) for line in lines) == alive
+    assert prewarm._alive == 0  # every place given back

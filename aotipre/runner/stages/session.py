@@ -438,16 +438,14 @@ class Session:
         waiting while this worker may run."""
         if self.prewarmed or self.device_type != "cuda" or not self.opts.prewarm_rerun:
             return
-        from aotipre.runner.prewarm import RERUN_WORKERS, Prewarmed
+        from aotipre.runner import prewarm
 
-        self.prewarmed = tuple(
-            Prewarmed(
-                lambda path: launch.worker_argv(self.opts.python, self.opts.worker_command, path),
-                {**self._job_env(), **launch.SYNC_ENV},
-                wait_s=budget_s + launch.STARTUP_SLACK_S,
-                budget_s=self.opts.compile_timeout_s + 2 * self.opts.timeout_s,
-            )
-            for _ in range(RERUN_WORKERS)
+        self.prewarmed = prewarm.start(
+            prewarm.RERUN_WORKERS,
+            lambda path: launch.worker_argv(self.opts.python, self.opts.worker_command, path),
+            {**self._job_env(), **launch.SYNC_ENV},
+            wait_s=budget_s + launch.STARTUP_SLACK_S,
+            budget_s=self.opts.compile_timeout_s + 2 * self.opts.timeout_s,
         )
 
     def _job_env(self) -> dict[str, str]:
