@@ -21,6 +21,7 @@ from aotipre.errors import UsageError
 from aotipre.findings import Report
 from aotipre.gpus import pinned_check
 from aotipre.matrix import check as check_in_runtimes
+from aotipre.runner import forkserver
 from aotipre.runner.proc import allow_new_children, kill_all_children
 from aotipre.runtimes import Runtime, resolve
 from aotipre.shard import Shard, ShardPlan, plan_shards
@@ -178,8 +179,15 @@ def run(
     processes). Reports come back in the jobs' order whatever finishes first. A job that needs
     a GPU gets one to itself while several run (or `gpus`, --gpus, is given): aotipre.gpus."""
     check = pinned_check(jobs, workers, gpus, _check)
-    if workers <= 1 or len(jobs) <= 1:
-        return [check(job) for job in jobs]
+    with forkserver.session(enabled=len(jobs) > 1):
+        if workers <= 1 or len(jobs) <= 1:
+            return [check(job) for job in jobs]
+        return _in_threads(check, jobs, workers)
+
+
+def _in_threads(
+    check: Callable[[PackageJob], Report], jobs: Sequence[PackageJob], workers: int
+) -> list[Report]:
     pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
     refused = False
     try:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from aotipre.runner import launch
+from aotipre.runner import forkserver, launch
 from aotipre.runner.classify import watchdog_fired
 from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages.base import PlannedStep, StepRecord
@@ -45,20 +45,31 @@ def run_job(
     argv, outcome = launch.run_job_file(
         job, argv_for, env=env, budget_s=budget_s, on_output=on_output
     )
-    done = absorb(steps, outcome, argv, shown_env)
-    label = process_label(str(job.get("tag", "")), outcome.pid)
+    done = absorb(steps, outcome, forkserver.fresh_argv(argv), shown_env)
+    result = outcome.result or {}
+    forked_from = result.get("forked_from")
+    if isinstance(forked_from, int) and isinstance(result.get("pid"), int):
+        # the worker the fork server forked for the client this process started
+        label = process_label(str(job.get("tag", "")), result["pid"], forked_from=forked_from)
+    else:
+        label = process_label(str(job.get("tag", "")), outcome.pid)
     for rec in done.records:
         rec.process = label
     return done
 
 
-def process_label(tag: str, pid: int | None, *, prewarmed: bool = False) -> str:
+def process_label(
+    tag: str, pid: int | None, *, prewarmed: bool = False, forked_from: int | None = None
+) -> str:
     """`worker job1 (pid 4242)`: which of a model's workers ran a step (the session numbers
     them from job0; a step after a worker died runs in the next). `prewarmed`: the worker was
-    started before the crash and waited for this job (runner/prewarm.py)."""
+    started before the crash and waited for this job (runner/prewarm.py); `forked_from`: the
+    fork server that forked it (runner/forkserver.py)."""
     about = [f"pid {pid}"] if pid is not None else []
     if prewarmed:
         about.append("started before the crash")
+    if forked_from is not None:
+        about.append(f"forked by the fork server, pid {forked_from}")
     return f"worker {tag}" + (f" ({', '.join(about)})" if about else "")
 
 

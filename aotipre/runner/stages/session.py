@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -406,9 +407,12 @@ class Session:
             job,
             steps,
             workdir=self.workdir,
-            argv_for=lambda path: (
-                *prefix,
-                *launch.worker_argv(self.opts.python, self.opts.worker_command, path),
+            argv_for=self._forked(steps, job_env, prefix)
+            or (
+                lambda path: (
+                    *prefix,
+                    *launch.worker_argv(self.opts.python, self.opts.worker_command, path),
+                )
             ),
             env=job_env,
             budget_s=budget,
@@ -424,6 +428,18 @@ class Session:
         for rec in done.records if store else ():
             self._store(rec)
         return done
+
+    def _forked(
+        self, steps: list[PlannedStep], env: dict[str, str], prefix: tuple[str, ...]
+    ) -> Callable[[str], tuple[str, ...]] | None:
+        """The argv of a client of the command's fork server (runner/forkserver.py), for a CPU
+        job of the real worker with no wrapper; None: a fresh worker."""
+        if prefix or self.opts.worker_command or self.device_type != "cpu":
+            return None
+        from aotipre.runner import forkserver
+
+        python = self.opts.python or sys.executable
+        return forkserver.argv_for(python, env, (s.op for s in steps))
 
     def _store(self, rec: StepRecord) -> None:
         if rec.id.startswith("load#"):

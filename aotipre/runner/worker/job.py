@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from . import perf
 from .compiling import CompileOps
 from .cpp import CppOps, custom_ops_at_start
 from .host import PREWARM_ENV, HostOps, prewarm_and_wait, private_tempdir
@@ -24,8 +25,12 @@ class Worker(CompileOps, RunOps, ProbeOps, PerfOps, TriageOps, CppOps, HostOps):
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[1] == "--fork-server":
+        from .zygote import serve
+
+        return serve(argv[2])
     if len(argv) != 2:
-        sys.stderr.write("usage: worker.py JOB.json\n")
+        sys.stderr.write("usage: worker.py JOB.json | worker.py --fork-server SOCKET\n")
         return 64
     prewarm_s = None
     if os.environ.get(PREWARM_ENV) is not None:
@@ -52,6 +57,9 @@ def main(argv: list[str]) -> int:
         _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
     recorder.data["prewarm_s"] = prewarm_s
+    if perf.FORK_BASE is not None:
+        recorder.data["forked_from"] = perf.FORK_BASE["server_pid"]
+        recorder.flush()  # which process this was, even if the user's modules kill it
     custom_ops_at_start(recorder, job)
     recorder.flush()
     with _real_stderr() as real_fd:
