@@ -18,7 +18,8 @@ Figures, exactly as issue 28 defines them (medians over --repeat):
                  torch's CPU-ISA probe once and records it), one run, shown, not a goal
   zoo            one `aotipre check --manifest` of the 20 healthy zoo packages (-j 1) /
                  the sum of 20 bare scripts over the same packages      goal <= 0.4
-                 (also shown: the same with -j 2)
+                 (also shown: the same with -j 2; with --also-without-fork-server, both
+                 without the fork server, AOTIPRE_FORK_SERVER=0)
 
 Packages: CPU, the zoo of fixtures/zoo.py (`--zoo` packages built with the public API into
 $TMPDIR/aotipre-bench-cost-zoo, reused while its stamp matches; the healthy ones are used);
@@ -239,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         "workers started beside the model's, runner/prewarm.py; what a healthy check pays for "
         "them is the difference)",
     )
+    ap.add_argument(
+        "--also-without-fork-server",
+        action="store_true",
+        help="also check the zoo with AOTIPRE_FORK_SERVER=0 (a fresh worker per package)",
+    )
     ap.add_argument("--json", type=Path, help="also write every figure here")
     opts = ap.parse_args(argv)
 
@@ -295,16 +301,22 @@ def main(argv: list[str] | None = None) -> int:
             bare_total += bare(pkg, inp, "cpu", env)
         log(f"{len(zoo)} bare scripts: {bare_total:.2f} s")
         runs: dict[str, float] = {}
-        for jobs in ("1", "2"):
+        kinds = [("1", True), ("2", True)]
+        if opts.also_without_fork_server:
+            kinds += [("1", False), ("2", False)]
+        for jobs, forked in kinds:
+            name = f"{jobs}" if forked else f"{jobs}_fresh"
             wall, _ = check(
                 ["--manifest", str(manifest), "-j", jobs, "--cache-dir", str(cache)],
-                env,
+                env if forked else {**env, "AOTIPRE_FORK_SERVER": "0"},
                 work,
-                work / f"zoo-j{jobs}.json",
+                work / f"zoo-j{name}.json",
             )
-            runs[jobs] = wall
+            runs[name] = wall
             log(
-                f"one check of {len(zoo)} packages, -j {jobs}: {wall:.2f} s ({wall / bare_total:.2f}x)"
+                f"one check of {len(zoo)} packages, -j {jobs}"
+                f"{'' if forked else ', no fork server'}: {wall:.2f} s "
+                f"({wall / bare_total:.2f}x)"
             )
         result.update(
             zoo_packages=len(zoo),
@@ -314,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio_zoo_j1=runs["1"] / bare_total,
             ratio_zoo_j2=runs["2"] / bare_total,
         )
+        for jobs in ("1", "2") if opts.also_without_fork_server else ():
+            result[f"zoo_check_j{jobs}_no_fork_server_s"] = runs[f"{jobs}_fresh"]
+            result[f"ratio_zoo_j{jobs}_no_fork_server"] = runs[f"{jobs}_fresh"] / bare_total
 
     print(json.dumps(result, indent=1))
     if opts.json:

@@ -27,7 +27,7 @@ from aotipre import __version__, codes, tempdirs
 from aotipre.errors import AotipreError, UsageError
 from aotipre.findings import Report
 from aotipre.placement import GpuCode, gpu_code, place
-from aotipre.runner import proc
+from aotipre.runner import forkserver, proc
 
 if TYPE_CHECKING:
     from aotipre.batch import PackageJob
@@ -406,6 +406,7 @@ def _check_task(job: PackageJob, cwd: str, index: int, lines: Any) -> Report:
 
     options = dataclasses.replace(job.options, progress=say)
     tempdirs.sweep()  # a node's folders of an earlier task that was killed there
+    forkserver.keep_on()  # this Ray worker's next tasks fork from the same server
     with _working_directory(cwd), _as_started():
         report = _interruptible(lambda: check_in_runtimes(job.package, options, job.runtimes))
     if lines is not None:

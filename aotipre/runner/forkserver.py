@@ -2,7 +2,8 @@
 
 Checking a zoo, every package's worker paid the interpreter, `import torch` and the loader's
 import of `torch._inductor` (2.2-2.7 s of a 2.7 s worker on the 2-core VM) before its load.
-Within `session()` (batch.run over several packages), a CPU job whose steps only load, run,
+Within `session()` (batch.run over several packages; a Ray worker keeps one on across its
+tasks, `keep_on`), a CPU job whose steps only load, run,
 time and probe an already compiled package goes to a fork server instead: a worker started in
 the job's interpreter and environment (worker/zygote.py) that imports torch and the loader,
 then forks one worker per job. The process aotipre starts for the job is a small client
@@ -20,6 +21,7 @@ start, `import torch` and loader import at its own start, in this run (worker/pe
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -55,7 +57,7 @@ _servers: dict[tuple[str, tuple[tuple[str, str], ...]], ForkServer] | None = Non
 @contextlib.contextmanager
 def session(enabled: bool = True) -> Iterator[None]:
     """Jobs started in the block may be forked (`enabled`, unless SWITCH_ENV is `0`); every
-    server stops after it."""
+    server stops after it (unless `keep_on` holds them for the whole process)."""
     global _servers
     enabled = enabled and os.environ.get(SWITCH_ENV, "1") != "0"
     with _lock:
@@ -66,10 +68,28 @@ def session(enabled: bool = True) -> Iterator[None]:
         yield
     finally:
         if enabled and not outer:
-            with _lock:
-                servers, _servers = _servers or {}, None
-            for server in servers.values():
-                server.stop()
+            _stop_all()
+
+
+def keep_on() -> None:
+    """Jobs of this process may be forked from now until it exits, with the servers kept
+    between them: a Ray worker runs one package's task after another. The servers stop at
+    exit (and die with this process if it is killed: PR_SET_PDEATHSIG)."""
+    global _servers
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return
+    with _lock:
+        if _servers is None:
+            _servers = {}
+            atexit.register(_stop_all)
+
+
+def _stop_all() -> None:
+    global _servers
+    with _lock:
+        servers, _servers = _servers or {}, None
+    for server in servers.values():
+        server.stop()
 
 
 def argv_for(
@@ -85,6 +105,10 @@ def argv_for(
         if _servers is None:
             return None
         server = _servers.get(key)
+        if server is not None and server.outcome is not None:  # it ended (e.g. a Ctrl-C)
+            del _servers[key]
+            server.stop()  # its folder
+            server = None
         if server is None:
             if len(_servers) >= MAX_SERVERS:
                 return None

@@ -187,11 +187,14 @@ def test_jobs_go_to_a_server_only_inside_a_session_and_only_to_load_and_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     started: list[str] = []
+    servers: list[Any] = []
 
     class Stub:
         def __init__(self, python: str, env: Any) -> None:
             started.append(python)
             self.socket = "/nowhere"
+            self.outcome: Any = None
+            servers.append(self)
 
         def ready(self, timeout_s: float) -> bool:
             return True
@@ -209,7 +212,11 @@ def test_jobs_go_to_a_server_only_inside_a_session_and_only_to_load_and_run(
         assert argv("J") == ("py", "-I", "-S", forkserver.CLIENT_PATH, "/nowhere", "J", "py",
                              forkserver.launch.WORKER_PATH, "J")  # fmt: skip
         assert forkserver.argv_for("py", env, ["load"]) is not None  # the same server
-    assert started == ["py", "stopped"]
+        assert started == ["py"]
+        servers[0].outcome = "ended"  # e.g. stopped by a Ctrl-C: the next job starts another
+        assert forkserver.argv_for("py", env, ["load"]) is not None
+        assert started == ["py", "stopped", "py"]
+    assert started == ["py", "stopped", "py", "stopped"]
     monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
     with forkserver.session():
         assert forkserver.argv_for("py", env, ["load"]) is None

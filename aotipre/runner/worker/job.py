@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == "--fork-server":
         from .zygote import serve
 
-        return serve(argv[2])
+        return serve(argv[2], main)
     if len(argv) != 2:
         sys.stderr.write("usage: worker.py JOB.json | worker.py --fork-server SOCKET\n")
         return 64

@@ -32,6 +32,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import perf
@@ -44,8 +45,9 @@ _running: set[int] = set()
 """The pids of the workers forked and not yet reaped."""
 
 
-def serve(sock_path: str) -> int:
-    """Import, listen at `sock_path`, fork a worker per accepted job until aotipre stops it."""
+def serve(sock_path: str, main: Callable[[list[str]], int]) -> int:
+    """Import, listen at `sock_path`, fork a worker per accepted job until aotipre stops it;
+    each forked worker runs `main(["worker", JOB])` (job.main, as a fresh worker does)."""
     age = perf.process_age_s()
     started = time.perf_counter()
     perf.loader_modules()
@@ -70,7 +72,7 @@ def serve(sock_path: str) -> int:
                 continue  # ended by the other event of the same batch
             if key.data is None:
                 conn, _ = listener.accept()
-                forked = _fork_for(conn, own_env, base, listener, server)
+                forked = _fork_for(conn, own_env, base, listener, server, main)
                 if forked is None:
                     conn.close()
                     continue
@@ -113,6 +115,7 @@ def _fork_for(
     base: dict[str, Any],
     listener: socket.socket,
     server: int,
+    main: Callable[[list[str]], int],
 ) -> int | None:
     """Read one request; fork its worker and answer its pid, or answer why not (None)."""
     try:
@@ -130,7 +133,7 @@ def _fork_for(
         if pid == 0:  # the worker
             listener.close()
             conn.close()
-            _run_job(request, fds, base, server)  # never returns
+            _run_job(request, fds, base, server, main)  # never returns
         for fd in fds:
             os.close(fd)
         with contextlib.suppress(OSError):
@@ -176,7 +179,13 @@ def _why_not(env: Any, own_env: dict[str, str], fds: list[int]) -> str | None:
     return None
 
 
-def _run_job(request: dict[str, Any], fds: list[int], base: dict[str, Any], server: int) -> None:
+def _run_job(
+    request: dict[str, Any],
+    fds: list[int],
+    base: dict[str, Any],
+    server: int,
+    main: Callable[[list[str]], int],
+) -> None:
     """In the forked worker: become the job's process (its group, stdio, folder, environment),
     run the worker's main over its job file, and exit as a fresh worker would."""
     code = 70
@@ -195,8 +204,6 @@ def _run_job(request: dict[str, Any], fds: list[int], base: dict[str, Any], serv
 
         tempfile.tempdir = None  # TMPDIR is the job's private folder now
         perf.FORK_BASE = base
-        from .job import main
-
         code = main(["worker", str(request["job"])])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
