@@ -118,6 +118,11 @@ def argv_for(
                 return None
     if not server.ready(READY_S):
         return None
+    return argv_for_server(python, server)
+
+
+def argv_for_server(python: str, server: ForkServer) -> Callable[[str], tuple[str, ...]]:
+    """A job's client argv for `server`: `python -I -S forkclient.py SOCKET JOB WORKER_ARGV`."""
     return lambda path: (python, "-I", "-S", CLIENT_PATH, server.socket, path, python,
                          launch.WORKER_PATH, path)  # fmt: skip
 

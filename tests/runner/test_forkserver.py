@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +222,61 @@ def test_jobs_go_to_a_server_only_inside_a_session_and_only_to_load_and_run(
     monkeypatch.setenv(forkserver.SWITCH_ENV, "0")
     with forkserver.session():
         assert forkserver.argv_for("py", env, ["load"]) is None
+
+
+def test_the_server_outlives_bad_clients_and_a_killed_client_takes_its_worker_down(
+    tmp_path: Path,
+) -> None:
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "sleepy.py").write_text("import time\ntime.sleep(600)\n")
+    env = {
+        **os.environ,
+        "AOTIPRE_CUSTOM_OPS": json.dumps({"import": ["sleepy"], "path": [str(mods)]}),
+        # what the process runner would set for the server, set for the client too: the
+        # server forks only for a client of its own environment
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+    }
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"protocol": 1, "tag": "job0", "steps": [{"id": "load"}]}))
+    server = forkserver.ForkServer(sys.executable, env)
+    try:
+        assert server.ready(120), server.outcome
+        for hostile in (b"", b"not json\n", b"[1]\n"):  # no fds, no object: answered, not fatal
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+                raw.connect(server.socket)
+                raw.sendall(hostile)
+                raw.shutdown(socket.SHUT_WR)
+                assert b'"pid": null' in raw.recv(4096) or hostile == b""
+        argv = forkserver.argv_for_server(sys.executable, server)(str(job))
+        client = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        worker = wait_for_child_of(server.pid)
+        assert worker != client.pid
+        client.kill()
+        client.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{worker}").exists(), "the forked worker outlived its client"
+        assert server.outcome is None  # the server goes on
+    finally:
+        server.stop()
+    assert processes_under(Path(server.folder)) == []
+    assert not Path(server.folder).exists()
+
+
+def wait_for_child_of(parent: int | None, timeout_s: float = 60.0) -> int:
+    """The pid of the first child process of `parent` (from /proc)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(stat[1]) == parent:
+                    return int(entry.name)
+        time.sleep(0.05)
+    raise AssertionError(f"process {parent} forked no worker")

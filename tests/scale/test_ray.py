@@ -33,13 +33,19 @@ needs_ray = pytest.mark.skipif(
     find_spec("ray") is None or not RAY.exists(), reason="ray is not installed (aotipre[ray])"
 )
 
-STALL = '''"""Imported by every aotipre worker of the test (--import): records the worker's pid and its
-parent's (the Ray worker running the task), then stalls as stall.json says."""
+STALL = '''"""Imported by every aotipre worker of the test (--import): records the worker's pid and
+the Ray worker's running the task (its parent, or its parent's when a fork server forked it),
+then stalls as stall.json says."""
 import json, os, time
 here = os.path.dirname(os.path.abspath(__file__))
 mode = json.load(open(os.path.join(here, "stall.json")))["mode"]
+def parent(pid):
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+ray = os.getppid()
+if b"--fork-server" in open(f"/proc/{ray}/cmdline", "rb").read():
+    ray = parent(ray)
 open(os.path.join(here, "pids", f"worker-{os.getpid()}"), "w").close()
-open(os.path.join(here, "pids", f"ray-{os.getppid()}"), "w").close()
+open(os.path.join(here, "pids", f"ray-{ray}"), "w").close()
 marker = os.path.join(here, "stalled-once")
 if mode == "always" or (mode == "once" and not os.path.exists(marker)):
     open(marker, "w").close()

@@ -41,6 +41,7 @@ FORKED_ENV_KEYS = frozenset({"AOTIPRE_RESULT_PATH", "AOTIPRE_TREE", "TMPDIR", "T
 """Set per job by aotipre's process runner (the result file, the process tree's token, the
 job's private temp folder) and read only after the fork."""
 _MAX_REQUEST = 4 * 1024 * 1024
+_REQUEST_S = 10.0
 _running: set[int] = set()
 """The pids of the workers forked and not yet reaped."""
 
@@ -60,6 +61,11 @@ def serve(sock_path: str, main: Callable[[list[str]], int]) -> int:
         "server_pid": server,
     }
     own_env = dict(os.environ)
+    try:  # a worker is watched through a pidfd (Linux 5.3): without one, no server
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as exc:
+        sys.stderr.write(f"fork server: no pidfd_open here ({exc}): every job starts fresh\n")
+        return 69
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(sock_path + ".tmp")
     listener.listen(64)
@@ -147,20 +153,28 @@ def _fork_for(
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """One JSON line and the file descriptors sent with its first bytes."""
+    """One JSON line and the file descriptors sent with its first bytes (a client that does
+    not send it within _REQUEST_S is dropped: the server serves one request at a time)."""
+    conn.settimeout(_REQUEST_S)
     data = b""
     fds: list[int] = []
-    while not data.endswith(b"\n"):
-        chunk, got, _, _ = socket.recv_fds(conn, 65536, 3)
-        fds.extend(got)
-        if not chunk:
-            raise ValueError("the client closed before its request ended")
-        data += chunk
-        if len(data) > _MAX_REQUEST:
-            raise ValueError("the request is too long")
-    request = json.loads(data)
-    if not isinstance(request, dict):
-        raise ValueError("the request is not an object")
+    try:
+        while not data.endswith(b"\n"):
+            chunk, got, _, _ = socket.recv_fds(conn, 65536, 3)
+            fds.extend(got)
+            if not chunk:
+                raise ValueError("the client closed before its request ended")
+            data += chunk
+            if len(data) > _MAX_REQUEST:
+                raise ValueError("the request is too long")
+        conn.settimeout(None)
+        request = json.loads(data)
+        if not isinstance(request, dict):
+            raise ValueError("the request is not an object")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
     return request, fds
 
 
@@ -204,6 +218,7 @@ def _run_job(
 
         tempfile.tempdir = None  # TMPDIR is the job's private folder now
         perf.FORK_BASE = base
+        sys.argv = [sys.argv[0], str(request["job"])]  # as a fresh worker's
         code = main(["worker", str(request["job"])])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
