@@ -4,6 +4,7 @@ script, both sides in one run.
     python scripts/bench_cost.py                          # CPU: one package x3, 20 packages
     python scripts/bench_cost.py --repeat 5 --json cost.json
     python scripts/bench_cost.py --device cuda --zoo 0    # GPU: one CUDA package built here
+    python scripts/bench_cost.py --device cuda --zoo 3 --repeat 1 --also-without-fork-server
 
 The bare script is what a deployment's fresh process does: `import torch`, `torch.load` of the
 sample inputs, `torch._inductor.aoti_load_package`, one call (and, on CUDA, a synchronize), run
@@ -21,6 +22,9 @@ Figures, exactly as issue 28 defines them (medians over --repeat):
                  (also shown: the same with -j 2; with --also-without-fork-server, both
                  without the fork server, AOTIPRE_FORK_SERVER=0)
 
+On CUDA the zoo is `--zoo` copies of the CUDA package under distinct names, checked at -j 1
+(one GPU), against as many bare scripts.
+
 Packages: CPU, the zoo of fixtures/zoo.py (`--zoo` packages built with the public API into
 $TMPDIR/aotipre-bench-cost-zoo, reused while its stamp matches; the healthy ones are used);
 `--device cuda` builds one small CUDA package with the public API into $TMPDIR first (not in
@@ -34,6 +38,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -188,6 +193,17 @@ def healthy_zoo(folder: Path, n: int, want: int) -> list[tuple[Path, Path]]:
     ]
 
 
+def copies(package: Path, inputs: Path, folder: Path, n: int) -> list[tuple[Path, Path]]:
+    """`n` copies of one package under distinct names (a zoo of one model, on CUDA)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        copy = folder / f"{package.stem}_{i}.pt2"
+        shutil.copy(package, copy)
+        out.append((copy, inputs))
+    return out
+
+
 def write_manifest(path: Path, packages: list[tuple[Path, Path]]) -> None:
     lines = []
     for package, inputs in packages:
@@ -256,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if opts.device.startswith("cuda"):
         package, inputs = build_cuda(opts.build / "cuda", env)
+        zoo = copies(package, inputs, work / "copies", opts.zoo)
     else:
         zoo = healthy_zoo(
             opts.build / "zoo", opts.zoo + opts.zoo // 4 + 2 if opts.zoo else 5, max(opts.zoo, 1)
@@ -293,17 +310,18 @@ def main(argv: list[str] | None = None) -> int:
         quiet_s = statistics.median(p["no_escalate_s"] for p in pairs)
         result.update(check_no_escalate_s=quiet_s, escalation_cost_s=check_s - quiet_s)
 
-    if opts.zoo and not opts.device.startswith("cuda"):
+    if opts.zoo:
         manifest = work / "healthy.toml"
         write_manifest(manifest, zoo)
         bare_total = 0.0
         for pkg, inp in zoo:
-            bare_total += bare(pkg, inp, "cpu", env)
+            bare_total += bare(pkg, inp, opts.device, env)
         log(f"{len(zoo)} bare scripts: {bare_total:.2f} s")
         runs: dict[str, float] = {}
-        kinds = [("1", True), ("2", True)]
+        widths = ("1",) if opts.device.startswith("cuda") else ("1", "2")  # one GPU: -j 1
+        kinds = [(jobs, True) for jobs in widths]
         if opts.also_without_fork_server:
-            kinds += [("1", False), ("2", False)]
+            kinds += [(jobs, False) for jobs in widths]
         for jobs, forked in kinds:
             name = f"{jobs}" if forked else f"{jobs}_fresh"
             wall, _ = check(
@@ -321,12 +339,10 @@ def main(argv: list[str] | None = None) -> int:
         result.update(
             zoo_packages=len(zoo),
             zoo_bare_total_s=bare_total,
-            zoo_check_j1_s=runs["1"],
-            zoo_check_j2_s=runs["2"],
-            ratio_zoo_j1=runs["1"] / bare_total,
-            ratio_zoo_j2=runs["2"] / bare_total,
+            **{f"zoo_check_j{jobs}_s": runs[jobs] for jobs in widths},
+            **{f"ratio_zoo_j{jobs}": runs[jobs] / bare_total for jobs in widths},
         )
-        for jobs in ("1", "2") if opts.also_without_fork_server else ():
+        for jobs in widths if opts.also_without_fork_server else ():
             result[f"zoo_check_j{jobs}_no_fork_server_s"] = runs[f"{jobs}_fresh"]
             result[f"ratio_zoo_j{jobs}_no_fork_server"] = runs[f"{jobs}_fresh"] / bare_total
 

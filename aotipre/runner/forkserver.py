@@ -13,8 +13,10 @@ the fresh worker itself. So the process runner (proc.run_process: time limits, o
 progress lines, clean-up) sees one child per job as before.
 
 Not forked: a job that compiles, runs the C++ harness, triage or anything under a wrapper
-(compute-sanitizer), a CUDA job (CUDA_VISIBLE_DEVICES differs per GPU, and a CUDA context is
-per process), a test's stand-in worker, and one whose environment is not the server's. The perf
+(compute-sanitizer), a test's stand-in worker, and one whose environment is not the server's.
+The server never starts CUDA, so a forked CUDA job starts its own context as a fresh worker
+does; the packages pinned to each GPU (CUDA_VISIBLE_DEVICES, one environment per GPU) get a
+server of their own. The perf
 stage still reports what a fresh deployment process pays: the server measured its interpreter
 start, `import torch` and loader import at its own start, in this run (worker/perf.py FORK_BASE).
 """
@@ -41,9 +43,9 @@ SERVED_OPS = frozenset(
 or starts other tools."""
 SWITCH_ENV = "AOTIPRE_FORK_SERVER"
 """`0` turns the fork server off (every job starts a fresh worker), e.g. to compare the two."""
-MAX_SERVERS = 2
-"""Servers alive at once in a session (one per interpreter and environment; the rest start
-fresh workers)."""
+MAX_SERVERS = 8
+"""Servers alive at once in a session (one per interpreter and environment: per GPU when the
+packages are spread over several; the rest start fresh workers)."""
 READY_S = 120.0
 """How long a job waits for its server's imports (a fresh worker would pay them too)."""
 _LIFETIME_S = 7 * 86400.0

@@ -36,8 +36,9 @@ def zoo(tmp_path: Path, pkg: Any, n: int = 2) -> Path:
 
 def check(manifest: Path, tmp_path: Path, *extra: str, **env: str) -> tuple[int, dict[str, Any]]:
     """`aotipre check --manifest` in a fresh process, with a TMPDIR of this test's own (the
-    fork server's socket lies in it); the exit code and the JSON report."""
-    temp = tmp_path / "tmp"
+    fork server's socket lies in it), longer than a socket's path may be (107 bytes); the exit
+    code and the JSON report."""
+    temp = tmp_path / ("t" * 110)
     temp.mkdir(exist_ok=True)
     out = tmp_path / f"report-{len(list(tmp_path.glob('report-*')))}.json"
     done = subprocess.run(
@@ -225,7 +226,7 @@ def test_jobs_go_to_a_server_only_inside_a_session_and_only_to_load_and_run(
 
 
 def test_the_server_outlives_bad_clients_and_a_killed_client_takes_its_worker_down(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mods = tmp_path / "mods"
     mods.mkdir()
@@ -244,7 +245,8 @@ def test_the_server_outlives_bad_clients_and_a_killed_client_takes_its_worker_do
         assert server.ready(120), server.outcome
         for hostile in (b"", b"not json\n", b"[1]\n"):  # no fds, no object: answered, not fatal
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
-                raw.connect(server.socket)
+                monkeypatch.chdir(server.folder)
+                raw.connect("server")
                 raw.sendall(hostile)
                 raw.shutdown(socket.SHUT_WR)
                 assert b'"pid": null' in raw.recv(4096) or hostile == b""
@@ -280,3 +282,31 @@ def wait_for_child_of(parent: int | None, timeout_s: float = 60.0) -> int:
                     return int(entry.name)
         time.sleep(0.05)
     raise AssertionError(f"process {parent} forked no worker")
+
+
+@pytest.mark.gpu
+def test_cuda_packages_checked_through_the_fork_server_get_the_reports_of_fresh_workers(
+    cuda_fixture_dir: Path, tmp_path: Path
+) -> None:
+    """The server never starts CUDA: each forked worker starts its own context, as a fresh one."""
+    entries = []
+    for i in range(2):
+        shutil.copy(cuda_fixture_dir / "aoti_cuda.pt2", tmp_path / f"c{i}.pt2")
+        inputs = cuda_fixture_dir / "aoti_inputs.pt"
+        entries.append(f'[[package]]\npath = "c{i}.pt2"\ninputs = "{inputs}"\n')
+    manifest = tmp_path / "zoo.toml"
+    manifest.write_text("\n".join(entries))
+    started = time.monotonic()
+    rc, forked = check(manifest, tmp_path)
+    forked_s = time.monotonic() - started
+    started = time.monotonic()
+    rc_fresh, fresh = check(manifest, tmp_path, AOTIPRE_FORK_SERVER="0")
+    fresh_s = time.monotonic() - started
+    print(f"two CUDA packages: {forked_s:.1f} s forked, {fresh_s:.1f} s in fresh workers")
+    assert rc == rc_fresh == 0, (forked, fresh)
+    assert [summary(r) for r in forked["reports"]] == [summary(r) for r in fresh["reports"]]
+    for report in forked["reports"]:
+        assert any(FORKED in label for label in labels(report)), labels(report)
+        (cold,) = [p["cold"] for p in report["performance"]]
+        assert cold["fresh_process"] is True and cold["cuda_init_s"] is not None, cold
+    assert processes_under(tmp_path) == []

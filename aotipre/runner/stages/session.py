@@ -432,9 +432,9 @@ class Session:
     def _forked(
         self, steps: list[PlannedStep], env: dict[str, str], prefix: tuple[str, ...]
     ) -> Callable[[str], tuple[str, ...]] | None:
-        """The argv of a client of the command's fork server (runner/forkserver.py), for a CPU
-        job of the real worker with no wrapper; None: a fresh worker."""
-        if prefix or self.opts.worker_command or self.device_type != "cpu":
+        """The argv of a client of the command's fork server (runner/forkserver.py), for a job
+        of the real worker with no wrapper; None: a fresh worker."""
+        if prefix or self.opts.worker_command:
             return None
         from aotipre.runner import forkserver
 

@@ -28,9 +28,15 @@ def main(argv: list[str]) -> int:
     sock_path, job, fallback = argv[1], argv[2], argv[3:]
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     replies = None
+    here = os.getcwd()
     try:
-        conn.connect(sock_path)
-        request = {"job": job, "env": dict(os.environ), "cwd": os.getcwd()}
+        # by its name from its folder: a socket's path may hold 107 bytes, a TMPDIR more
+        os.chdir(os.path.dirname(sock_path) or ".")
+        try:
+            conn.connect(os.path.basename(sock_path))
+        finally:
+            os.chdir(here)
+        request = {"job": job, "env": dict(os.environ), "cwd": here}
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
         replies = conn.makefile("rb")
         answer = json.loads(replies.readline() or b"{}")

@@ -66,10 +66,13 @@ def serve(sock_path: str, main: Callable[[list[str]], int]) -> int:
     except (AttributeError, OSError) as exc:
         sys.stderr.write(f"fork server: no pidfd_open here ({exc}): every job starts fresh\n")
         return 69
+    # bound by its name in its folder: a socket's path may hold 107 bytes, a TMPDIR more
+    os.chdir(os.path.dirname(sock_path) or ".")
+    name = os.path.basename(sock_path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(sock_path + ".tmp")
+    listener.bind(name + ".tmp")
     listener.listen(64)
-    os.replace(sock_path + ".tmp", sock_path)  # clients connect once the imports are done
+    os.replace(name + ".tmp", name)  # clients connect once the imports are done
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, None)
     while True:
