@@ -3,8 +3,8 @@
 Checking a zoo, every package's worker paid the interpreter, `import torch` and the loader's
 import of `torch._inductor` (2.2-2.7 s of a 2.7 s worker on the 2-core VM) before its load.
 Within `session()` (batch.run over several packages; a Ray worker keeps one on across its
-tasks, `keep_on`), a CPU job whose steps only load, run,
-time and probe an already compiled package goes to a fork server instead: a worker started in
+tasks, `keep_on`), a job whose steps only load, run, time and probe an already compiled
+package goes to a fork server instead: a worker started in
 the job's interpreter and environment (worker/zygote.py) that imports torch and the loader,
 then forks one worker per job. The process aotipre starts for the job is a small client
 (worker/forkclient.py) that stands for the forked worker: signals pass through, it ends as the
@@ -61,7 +61,7 @@ def session(enabled: bool = True) -> Iterator[None]:
     """Jobs started in the block may be forked (`enabled`, unless SWITCH_ENV is `0`); every
     server stops after it (unless `keep_on` holds them for the whole process)."""
     global _servers
-    enabled = enabled and os.environ.get(SWITCH_ENV, "1") != "0"
+    enabled = enabled and _switched_on()
     with _lock:
         outer = _servers is not None
         if enabled and not outer:
@@ -78,12 +78,16 @@ def keep_on() -> None:
     between them: a Ray worker runs one package's task after another. The servers stop at
     exit (and die with this process if it is killed: PR_SET_PDEATHSIG)."""
     global _servers
-    if os.environ.get(SWITCH_ENV, "1") == "0":
+    if not _switched_on():
         return
     with _lock:
         if _servers is None:
             _servers = {}
             atexit.register(_stop_all)
+
+
+def _switched_on() -> bool:
+    return os.environ.get(SWITCH_ENV, "1") != "0"
 
 
 def _stop_all() -> None:
@@ -125,8 +129,10 @@ def argv_for(
 
 def argv_for_server(python: str, server: ForkServer) -> Callable[[str], tuple[str, ...]]:
     """A job's client argv for `server`: `python -I -S forkclient.py SOCKET JOB WORKER_ARGV`."""
-    return lambda path: (python, "-I", "-S", CLIENT_PATH, server.socket, path, python,
-                         launch.WORKER_PATH, path)  # fmt: skip
+    return lambda path: (
+        python, "-I", "-S", CLIENT_PATH, server.socket, path,
+        *launch.worker_argv(python, None, path),
+    )  # fmt: skip
 
 
 def fresh_argv(argv: tuple[str, ...]) -> tuple[str, ...]:

@@ -239,7 +239,8 @@ def _run_job(
 
 def _die_with(server: int) -> None:
     """SIGKILL when the server dies (aotipre stopping it kills its group, not the workers'
-    groups), and adopt this worker's orphaned descendants, as a worker aotipre starts does."""
+    groups), and adopt this worker's orphaned descendants, as a worker aotipre starts does
+    (contain.child_setup, which this package may not import: it runs without aotipre)."""
     import ctypes
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
