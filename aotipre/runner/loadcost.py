@@ -41,8 +41,8 @@ from typing import Any
 
 from aotipre.runner import cache as cache_mod
 
-FORMAT = 1
-"""Bumped whenever the key or the record changes."""
+FORMAT = 2
+"""Bumped whenever the key or the record changes (2: the loader's import cost)."""
 FOLDER = "loadcost"
 PROBE_ENV = ("CXX", "TORCHINDUCTOR_VEC_ISA_OK", "ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")
 """Environment variables that change what the probe answers or what it costs: the compiler
@@ -69,6 +69,10 @@ class ProbeRecord:
     """measure_load's `probe` breakdown of that load (seconds, check programs, g++ builds)."""
     measured_at: str
     """When (UTC, ISO 8601, seconds)."""
+    loader_import_s: float | None = None
+    """What importing the loader's modules (torch._inductor, torch.export) cost that process:
+    the part of `aoti_load_package` before the package is touched, the same for any package.
+    None: not measured (that load's process had imported them before)."""
 
     @property
     def seconds(self) -> float:
@@ -184,7 +188,17 @@ def parse(data: Any, key: str, now: float | None = None) -> ProbeRecord | None:
     clean = _clean_probe(probe)
     if clean is None:
         return None
-    return ProbeRecord(tuple(names), clean, measured_at)
+    imports = data.get("loader_import_s")
+    if imports is not None and (
+        isinstance(imports, bool)
+        or not isinstance(imports, (int, float))
+        or not math.isfinite(imports)
+        or imports < 0
+    ):
+        return None
+    return ProbeRecord(
+        tuple(names), clean, measured_at, None if imports is None else float(imports)
+    )
 
 
 def _isa_names(names: list[Any]) -> bool:
@@ -238,6 +252,7 @@ def from_load(entry: Mapping[str, Any]) -> ProbeRecord | None:
         # every process pays it again, so that one is the steady cost and is recorded)
         return None
     stamp = time.strftime(_STAMP, time.gmtime())
+    imports = perf.get("import_s")
     return parse(
         {
             "format": FORMAT,
@@ -245,6 +260,11 @@ def from_load(entry: Mapping[str, Any]) -> ProbeRecord | None:
             "vec_isa": names,
             "probe": probe,
             "measured_at": stamp,
+            # measure_load's fresh process imported the loader's modules in that load (a
+            # forked worker: its server did, at its own fresh start)
+            "loader_import_s": imports
+            if isinstance(imports, (int, float)) and not perf.get("loader_partly_imported")
+            else None,
         },
         "",
     )
@@ -266,6 +286,7 @@ def write(cache_dir: str | None, key: str, record: ProbeRecord) -> None:
             "vec_isa": list(record.vec_isa),
             "probe": dict(record.probe),
             "measured_at": record.measured_at,
+            "loader_import_s": record.loader_import_s,
         }
         path = os.path.join(root, f"{key}.json")
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
@@ -290,6 +311,21 @@ def with_recorded_probe(perf: Mapping[str, Any], record: ProbeRecord) -> dict[st
     if isinstance(total, (int, float)) and not isinstance(total, bool):
         used = float(spent) if isinstance(spent, (int, float)) else 0.0
         out["total_s"] = float(total) - used + record.seconds
+    out["probe"] = dict(record.probe)
+    out["probe_measured_at"] = record.measured_at
+    return out
+
+
+def with_recorded_load(perf: Mapping[str, Any], record: ProbeRecord) -> dict[str, Any]:
+    """A direct load's `perf` entry (the C++ loader alone, worker.perf._measure_direct) with
+    what `aoti_load_package` pays before it for this package, from the host's record: the
+    loader's imports and the CPU-ISA probe, measured once in a fresh process, and when."""
+    out = dict(perf)
+    out["import_s"] = record.loader_import_s
+    out["import_measured_at"] = record.measured_at
+    total = perf.get("total_s")
+    if isinstance(total, (int, float)) and not isinstance(total, bool):
+        out["total_s"] = float(total) + record.seconds
     out["probe"] = dict(record.probe)
     out["probe_measured_at"] = record.measured_at
     return out

@@ -54,6 +54,9 @@ class ColdStart:
     probe_measured_at: str | None = None
     """When the probe's figures were measured, when not in this load: its answer came from the
     host's record (runner/loadcost.py), measured once in a fresh process like this one."""
+    import_measured_at: str | None = None
+    """The same for the loader's imports: set when this load did not import them (the C++
+    loader alone, for a package that aoti_load_package loads with nothing else)."""
 
     @property
     def total_s(self) -> float:
@@ -236,6 +239,7 @@ def record_from_worker(
             fresh_process=bool(load.get("fresh_process")) and not load.get("probe_cached"),
             torch_version=load.get("torch_version"),
             probe_measured_at=load.get("probe_measured_at"),
+            import_measured_at=load.get("import_measured_at"),
         )
         if load.get("measure_error"):
             notes.append(f"part of the load's breakdown was not measured: {load['measure_error']}")
@@ -572,6 +576,10 @@ def summary(rec: PerfRecord, *, compiles_at_load: bool = False) -> str:
     if cold is not None:
         load = f"load {cold.total_s:.2f} s"
         inner = []
+        if cold.import_measured_at:
+            inner.append(
+                f"loader imports {cold.loader_import_s:.2f} s, measured {cold.import_measured_at}"
+            )
         if cold.probe_s:
             when = f", measured {cold.probe_measured_at}" if cold.probe_measured_at else ""
             inner.append(f"ISA probe {cold.probe_s:.2f} s{when}")

@@ -276,6 +276,15 @@ def test_the_second_check_is_answered_from_the_record(
     assert f"measured {kept['measured_at']}" in perf.detail
     assert second.verdict == first.verdict
     assert [f.code for f in second.findings] == [f.code for f in first.findings]
+    # the record holds the loader's imports too: this AOTI-only package of one model was
+    # loaded with the C++ loader alone, and its figures are still a fresh process's
+    assert kept["loader_import_s"] > 0
+    assert cold1.loader_import_s == pytest.approx(kept["loader_import_s"])
+    assert cold2.loader_import_s == pytest.approx(kept["loader_import_s"])
+    assert cold2.import_measured_at == kept["measured_at"] and cold1.import_measured_at is None
+    assert cold2.total_s >= cold2.loader_import_s + cold2.probe_s
+    load1, load2 = ({s.name: s for s in r.stages}["load"] for r in (first, second))
+    assert "(load_package)" in load1.detail and "the C++ loader" in load2.detail
 
 
 # -- the limits and branches the first mutation pass left untested (RELIABILITY.md)

@@ -98,9 +98,12 @@ class PerfStage(Stage):
 
 def _load_perf(s: Session, entry: dict[str, Any]) -> Any:
     """The load's timings; when its probe was answered from the host's record
-    (runner/loadcost.py), with the probe's recorded cost in them: what a fresh process pays."""
+    (runner/loadcost.py), with the probe's recorded cost in them: what a fresh process pays;
+    a direct load (the C++ loader alone) with the loader's imports and the probe recorded."""
     timed = entry.get("perf")
     recorded = s.probe.recorded
+    if isinstance(timed, dict) and timed.get("direct") and recorded is not None:
+        return loadcost.with_recorded_load(timed, recorded)
     if (
         isinstance(timed, dict)
         and entry.get("vec_isa_pinned")

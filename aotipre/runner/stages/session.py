@@ -464,6 +464,15 @@ class Session:
             budget_s=self.opts.compile_timeout_s + 2 * self.opts.timeout_s,
         )
 
+    def load_cost_recorded(self) -> bool:
+        """The host's record (runner/loadcost.py) holds what aoti_load_package pays before it
+        touches a package, the loader's imports and the CPU-ISA probe, for this session's
+        workers: a load that needs nothing else may skip paying them (the perf stage reports
+        them from the record)."""
+        self.probe.pin(self._job_env())
+        recorded = self.probe.recorded
+        return recorded is not None and recorded.loader_import_s is not None
+
     def _job_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update(launch.RUNTIME_CHECK_ENV)

@@ -16,7 +16,13 @@ import torch
 import torch.utils._pytree as pytree
 
 from .inputs import load_inputs, to_device
-from .loading import as_archive, device_index, load_direct, load_exported_program, pin_vec_isa
+from .loading import (
+    as_archive,
+    device_index,
+    load_direct,
+    load_exported_program,
+    pin_vec_isa_on_import,
+)
 from .protocol import (
     CHECK_INPUTS_ENV,
     MARKER,
@@ -143,7 +149,8 @@ class WorkerCore:
     def run(self) -> None:
         self.rec.data["cuda_available"] = torch.cuda.is_available()
         if self.job.get("vec_isa") is not None:
-            self.rec.data["vec_isa_pinned"] = pin_vec_isa(list(self.job["vec_isa"]))
+            # when a step imports torch's probe, not before (a direct load never does)
+            pin_vec_isa_on_import(list(self.job["vec_isa"]), self._pinned)
         self.rec.flush()
         timeout = float(self.job.get("step_timeout_s", 300))
         compile_timeout = float(self.job.get("compile_timeout_s", timeout))
@@ -199,6 +206,9 @@ class WorkerCore:
                 break
         self.rec.data["done"] = True
         self.rec.flush()
+
+    def _pinned(self, done: bool) -> None:
+        self.rec.data["vec_isa_pinned"] = done
 
     def must_stop(self, step: dict[str, Any], entry: dict[str, Any]) -> bool:
         if not self.device.startswith("cuda") or step["op"] not in ("run", "eager", "probe"):

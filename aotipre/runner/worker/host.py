@@ -210,9 +210,17 @@ def private_tempdir(workdir: str) -> None:
     global USER_TEMPDIR
     USER_TEMPDIR = tempfile.gettempdir()
     # Inductor's compile cache defaults to $TMPDIR/torchinductor_<user>: pin it where it is
-    # (it speeds up later compiles), so only the extraction folders move
+    # (it speeds up later compiles), so only the extraction folders move. aotipre's launcher
+    # sets TORCHINDUCTOR_CACHE_DIR already; then torch's cache_dir() (2.11-2.15) only makes it
+    # absolute and creates it, done here: importing torch._inductor for it (1.1 s on the 2-core
+    # VM) would put the loader's import before the load, where the perf stage cannot see it
+    pinned = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     with contextlib.suppress(Exception):
-        _inductor_cache_dir()
+        if pinned:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(pinned)
+            os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
+        else:
+            _inductor_cache_dir()
     tmp = os.path.join(workdir, "tmp")
     os.makedirs(tmp, exist_ok=True)
     os.environ["TMPDIR"] = tmp

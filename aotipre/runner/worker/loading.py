@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import importlib.abc
+import importlib.util
 import inspect
 import json
 import os
@@ -14,7 +17,7 @@ import struct
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -329,16 +332,94 @@ def load_direct(path: str, model: str, index: int) -> DirectModel:
     return DirectModel(torch._C._aoti.AOTIModelPackageLoader(path, model, False, 1, index))
 
 
+def same_as_load_package(path: str, model: str) -> str | None:
+    """Why torch's Python loader would do more with this package than the C++ loader alone, or
+    None: it would do nothing else.
+
+    aoti_load_package -> load_pt2 reads the archive version (a mismatch raises ValueError),
+    deserializes every `models/*.json` ExportedProgram, reads every `extra/` file, reads the
+    model's metadata (`AOTI_DEVICE_KEY`, else KeyError), runs the CPU-ISA probe (the host's,
+    whose answer only feeds a mismatch warning for compiled code) and constructs an
+    AOTIModelPackageLoader for every compiled model; any RuntimeError falls back to the C++
+    loader. For a .pt2 file of the current version with one compiled model and neither
+    ExportedPrograms nor extra files, what remains is the probe and that one C++ loader: the
+    load that `load_direct` does."""
+    constants = getattr(getattr(torch._C, "_export", None), "pt2_archive_constants", None)
+    loader: Any = getattr(torch._C._aoti, "AOTIModelPackageLoader", None)
+    if constants is None or not hasattr(loader, "load_metadata_from_package"):
+        return "this torch does not expose the archive's constants or the metadata reader"
+    if not path.endswith(".pt2") or not os.path.isfile(path):
+        return "not a .pt2 file"
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = [n.split("/", 1)[1] for n in zf.namelist() if "/" in n]
+            root = zf.namelist()[0].split("/", 1)[0] if zf.namelist() else ""
+            version = zf.read(f"{root}/{constants.ARCHIVE_VERSION_PATH}").decode().strip()
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        return f"the archive could not be read the way load_pt2 reads it: {exc}"
+    if version != constants.ARCHIVE_VERSION_VALUE:
+        return f"archive version {version!r}"
+    if any(n.startswith((constants.MODELS_DIR, constants.EXTRA_DIR)) for n in names):
+        return "it holds ExportedPrograms or extra files, which load_pt2 reads"
+    compiled = {
+        n[len(constants.AOTINDUCTOR_DIR) :].split("/", 1)[0]
+        for n in names
+        if n.startswith(constants.AOTINDUCTOR_DIR) and "/" in n[len(constants.AOTINDUCTOR_DIR) :]
+    }
+    if compiled != {model}:
+        return f"compiled models {sorted(compiled)}, load_pt2 loads each"
+    try:
+        metadata = loader.load_metadata_from_package(path, model)
+    except Exception as exc:
+        return f"its metadata could not be read: {exc}"
+    if "AOTI_DEVICE_KEY" not in metadata:
+        return "its metadata has no AOTI_DEVICE_KEY"
+    return None
+
+
 def probed_vec_isa() -> list[str] | None:
     """The CPU ISAs torch's probe found usable in this process (valid_vec_isa_list, which torch
-    caches), by class name, or None when nothing here has run the probe."""
-    import torch._inductor.cpu_vec_isa as isa
-
+    caches), by class name, or None when nothing here has run the probe (nor imported it)."""
+    isa = sys.modules.get("torch._inductor.cpu_vec_isa")
+    if isa is None:
+        return None
     probe = getattr(isa, "valid_vec_isa_list", None)
     info = getattr(probe, "cache_info", None)
     if probe is None or info is None or not info().currsize:
         return None
     return [type(v).__name__ for v in probe()]
+
+
+def pin_vec_isa_on_import(names: list[str], pinned: Callable[[bool], None]) -> None:
+    """pin_vec_isa as soon as torch's probe module is imported (now, if it is), not before:
+    importing it imports torch._inductor (over a second), which a load through the C++ loader
+    alone never needs. `pinned` gets pin_vec_isa's answer."""
+    if VEC_ISA_MODULE in sys.modules:
+        pinned(pin_vec_isa(names))
+        return
+
+    class PinOnImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+            if name != VEC_ISA_MODULE:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            loader = getattr(spec, "loader", None)
+            if loader is None or not hasattr(loader, "exec_module"):
+                return spec
+            original = loader.exec_module
+
+            def exec_module(module: Any) -> None:
+                original(module)
+                pinned(pin_vec_isa(names))
+
+            loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, PinOnImport())
+
+
+VEC_ISA_MODULE = "torch._inductor.cpu_vec_isa"
 
 
 def pin_vec_isa(names: list[str]) -> bool:
@@ -349,7 +430,7 @@ def pin_vec_isa(names: list[str]) -> bool:
     module's function, so the choice among them is torch's own."""
     import platform
 
-    import torch._inductor.cpu_vec_isa as isa
+    isa: Any = sys.modules.get(VEC_ISA_MODULE) or importlib.import_module(VEC_ISA_MODULE)
 
     supported = getattr(isa, "supported_vec_isa_list", None)
     if platform.machine() not in ("x86_64", "AMD64") or supported is None:

@@ -13,7 +13,13 @@ from typing import Any
 import torch
 
 from .core import WorkerCore
-from .loading import _so_names, device_index, load_package_like_torch, load_pt2_failures
+from .loading import (
+    _so_names,
+    device_index,
+    load_direct,
+    load_package_like_torch,
+    load_pt2_failures,
+)
 
 MB = 1024 * 1024
 
@@ -235,6 +241,7 @@ def measure_load(
     want_ep: bool,
     device: str,
     failures: list[str] | None = None,
+    direct: bool = False,
 ) -> tuple[Any, Any, str, dict[str, Any]]:
     """`load_package_like_torch`, timed part by part. Returns its (runner, ep, how) and:
     `import_s` (the loader's modules; 0 when this process had them), `cuda_init_s`, `total_s`
@@ -244,11 +251,20 @@ def measure_load(
     - and `base_checks_s`, the share that TORCHINDUCTOR_VEC_ISA_OK=1 skips), `exported_program_s`,
     `loader_s` (the C++ AOTIModelPackageLoader: extraction, dlopen, constants to the device),
     `extraction` (folder, files, bytes, seconds), `dlopen_constants_s`, `other_s`, and memory
-    before and after."""
+    before and after.
+
+    `direct`: the package is one that load_package would load with the probe and the C++
+    loader alone (loading.same_as_load_package): only the C++ loader is run and timed here,
+    and `import_s` and `probe` are left out, for the caller to fill in from the host's record
+    of them (runner/loadcost.py), measured once in a fresh process."""
+    if direct:
+        return _measure_direct(path, model, index, device)
     out: dict[str, Any] = {
         "fresh_process": "torch._inductor.package" not in sys.modules,
         "process_age_s": process_age_s(),
         "torch_version": torch.__version__,
+        # something (a user's --import, a step before) imported part of the loader already
+        "loader_partly_imported": "torch._inductor" in sys.modules,
     }
     started = time.perf_counter()
     mods = loader_modules()
@@ -260,6 +276,7 @@ def measure_load(
         out["forked"] = True
         out["process_age_s"] = (FORK_BASE["process_age_s"] or 0.0) + (out["process_age_s"] or 0.0)
         out["import_s"] = FORK_BASE["import_s"]
+        out["loader_partly_imported"] = False  # the server imported them after torch alone
     if device.startswith("cuda") and torch.cuda.is_available():
         started = time.perf_counter()
         with contextlib.suppress(Exception):  # a broken CUDA fails the load itself, as it would
@@ -294,6 +311,46 @@ def measure_load(
     except Exception as exc:
         out["measure_error"] = f"{type(exc).__name__}: {exc}"[:500]
     return runner, ep, how, out
+
+
+def _measure_direct(
+    path: str, model: str, index: int, device: str
+) -> tuple[Any, Any, str, dict[str, Any]]:
+    out: dict[str, Any] = {
+        "fresh_process": FORK_BASE is not None or "torch._inductor.package" not in sys.modules,
+        "process_age_s": process_age_s(),
+        "torch_version": torch.__version__,
+        "direct": True,
+    }
+    if FORK_BASE is not None:
+        out["forked"] = True
+        out["process_age_s"] = (FORK_BASE["process_age_s"] or 0.0) + (out["process_age_s"] or 0.0)
+    with contextlib.suppress(Exception):
+        out["memory_before"] = memory_snapshot(device)
+    timer = CallTimer()
+    before = _extraction_dirs()
+    with timer:
+        timer.patch_class(torch._C._aoti, "AOTIModelPackageLoader", "loader")
+        started = time.perf_counter()
+        runner = load_direct(path, model, index)
+        out["total_s"] = time.perf_counter() - started
+    try:
+        out["loader_s"] = timer.seconds("loader")
+        out["loader_calls"] = timer.count("loader")
+        if timer.starts:
+            extraction = _extraction(before, _so_names(path, model), timer.starts[-1])
+            if extraction and out["loader_s"] is not None:
+                extraction["written_s"] = min(max(extraction["written_s"], 0.0), out["loader_s"])
+                out["dlopen_constants_s"] = out["loader_s"] - extraction["written_s"]
+            out["extraction"] = extraction
+        out["other_s"] = max(0.0, out["total_s"] - (out["loader_s"] or 0.0))
+        out["memory_after"] = memory_snapshot(device)
+    except Exception as exc:
+        out["measure_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    return runner, None, DIRECT_HOW, out
+
+
+DIRECT_HOW = "the C++ loader, which load_package runs for this package after the host's probe"
 
 
 def _load_breakdown(

@@ -26,8 +26,9 @@ from .loading import (
     probed_vec_isa,
     read_member,
     read_weights_file,
+    same_as_load_package,
 )
-from .perf import measure_load, memory_snapshot
+from .perf import DIRECT_HOW, measure_load, memory_snapshot
 from .protocol import StepError, first_error_line, not_available
 
 
@@ -68,11 +69,21 @@ class RunOps(WorkerCore):
         want_ep: bool,
         failures: list[str],
     ) -> tuple[Any, Any, str]:
+        direct = False
+        if step.get("as_load_package") and not want_ep:
+            # the host's probe is recorded: a package that load_package would load with the
+            # probe and the C++ loader alone is loaded with the C++ loader alone
+            refused = same_as_load_package(package, model)
+            direct = refused is None
+            if refused is not None:
+                entry["direct_refused"] = refused
         if step.get("measure"):
             runner, ep, how, entry["perf"] = measure_load(
-                package, model, self.index, want_ep, self.device, failures
+                package, model, self.index, want_ep, self.device, failures, direct
             )
             return runner, ep, how
+        if direct:
+            return load_direct(package, model, self.index), None, DIRECT_HOW
         if step.get("direct") and not want_ep:
             return load_direct(package, model, self.index), None, "direct"
         import torch._inductor.package  # noqa: F401 - the loader load_pt2_failures watches
