@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         command = _fast_lane(args) if fast_lane else None
-        return command() if command is not None else _run_app(args)
+        if command is not None:
+            return command()
+        with _early_worker(args):
+            return _run_app(args)
     except AotipreError as exc:
         from aotipre.commands import say_error
 
@@ -97,6 +100,29 @@ def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
             + traceback.format_exc()
         )
         return int(ExitCode.INTERNAL)
+
+
+_NO_EARLY_WORKER = {"--static-only", "--manifest", "--python", "--engine", "--help", "-h"}
+"""`check` options under which its first worker would not be the one started here."""
+
+
+def _early_worker(args: list[str]) -> contextlib.AbstractContextManager[None]:
+    """`check` with workers in this Python: its first worker starts before the options are even
+    read, and imports torch while typer, the package's reading and the static checks run
+    (runner/prewarm.py first_worker). The first job takes it only if that job's argv and
+    environment are its own (a config or flag that sets the workers' environment: they are
+    not, and it is stopped)."""
+    if not args or args[0] != "check" or _NO_EARLY_WORKER & set(args):
+        return contextlib.nullcontext()
+    import os
+
+    from aotipre.runner import launch, prewarm
+
+    return prewarm.first_worker(
+        lambda path: launch.worker_argv(sys.executable, None, path),
+        {**os.environ, **launch.RUNTIME_CHECK_ENV},
+        enabled=True,
+    )
 
 
 def _usage_error(exc: Exception) -> int:

@@ -18,18 +18,19 @@ two more interpreters importing torch on idle cores while the model's worker doe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from aotipre import tempdirs
 from aotipre.runner import launch
-from aotipre.runner.proc import ProcessOutcome, run_process, stop_child
+from aotipre.runner.proc import ProcessOutcome, move_deadline, run_process, stop_child
 
 PREWARM_ENV = "AOTIPRE_PREWARM"
 """The worker's switch (worker/host.py PREWARM_ENV): the parts to import before the wait."""
@@ -47,6 +48,69 @@ so a host gets one per four cores (none on a 2-core host, two sessions' worth on
 
 _alive = 0
 _alive_lock = threading.Lock()
+
+FIRST_PARTS = ""
+"""The first worker of a one-package check imports torch and nothing more, as a fresh worker
+does before its job: a load imports the loader's modules itself (the perf stage times them)."""
+FIRST_WAIT_S = 120.0
+"""How long it waits for its job (the command's own reading, static checks, interpreter
+probe); a worker whose job did not come by then exits, and the job starts a fresh one."""
+FIRST_BUDGET_S = 7 * 24 * 3600.0
+"""Any job may claim it: its time limit becomes the job's own when it is handed the job."""
+_first: Prewarmed | None = None
+_first_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def first_worker(
+    argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str], *, enabled: bool
+) -> Iterator[None]:
+    """While a command that checks one package reads it and runs its static checks, its first
+    worker starts and imports torch (issue 28: the check is bounded by its worker's start): the
+    session's first job claims it (take_first) when that job's argv and environment are these;
+    anything else stops it. Off with AOTIPRE_PREWARM_FIRST=0."""
+    global _first
+    if not enabled or _first is not None or os.environ.get(FIRST_SWITCH_ENV) == "0":
+        yield  # off, or one started already (the CLI starts it before its options are read)
+        return
+    try:
+        warm = Prewarmed(
+            argv_for, env, wait_s=FIRST_WAIT_S, budget_s=FIRST_BUDGET_S, parts=FIRST_PARTS
+        )
+    except OSError:  # no folder for it: the first job starts its own worker
+        yield
+        return
+    with _first_lock:
+        _first = warm
+    try:
+        yield
+    finally:
+        with _first_lock:
+            if _first is warm:
+                _first = None
+        warm.stop()
+
+
+FIRST_SWITCH_ENV = "AOTIPRE_PREWARM_FIRST"
+FIRST_MARGIN_S = 30.0
+
+
+def take_first(
+    argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str], budget_s: float
+) -> Prewarmed | None:
+    """The command's first worker (first_worker), claimed for a job with this argv and
+    environment, or None; only the first job asks, and one that cannot use it stops it."""
+    global _first
+    with _first_lock:
+        warm, _first = _first, None
+    if warm is None:
+        return None
+    # not one whose wait may end before it reads the job (it would exit without running it)
+    fresh = time.monotonic() - warm.started_at < FIRST_WAIT_S - FIRST_MARGIN_S
+    if fresh and warm.claim(argv_for, env, budget_s, waiting=False):
+        return warm
+    warm.stop()
+    return None
 
 
 def start(
@@ -96,6 +160,7 @@ class Prewarmed:
         wait_s: float,
         budget_s: float,
         on_end: Callable[[], None] | None = None,
+        parts: str = PARTS,
     ) -> None:
         self._on_end = on_end
         self.folder = tempdirs.make_dir("aotipre-prewarm-")
@@ -103,13 +168,15 @@ class Prewarmed:
         self.argv = argv_for(self.job_path)
         self.env = dict(env)
         self.budget_s = budget_s
+        self.started_at = time.monotonic()
         self._pid: int | None = None
         self._started = threading.Event()
         self._state = "waiting"
         """waiting, claimed (a step will hand it its job), handed, stopped."""
         self._lock = threading.Lock()
         self._outcome: ProcessOutcome | None = None
-        child_env = {**self.env, PREWARM_ENV: PARTS, WAIT_ENV: f"{wait_s:.0f}"}
+        self._on_output: Callable[[str], None] | None = None
+        child_env = {**self.env, PREWARM_ENV: parts, WAIT_ENV: f"{wait_s:.0f}"}
         self._thread = threading.Thread(
             target=self._run,
             args=(child_env, wait_s + budget_s + launch.STARTUP_SLACK_S),
@@ -127,6 +194,8 @@ class Prewarmed:
                 cwd=self.folder,
                 result_path=os.path.join(self.folder, "prewarm.result.json"),
                 on_start=self._on_start,
+                on_output=self._output,
+                movable_deadline=True,
             )
         finally:
             self._started.set()
@@ -137,12 +206,24 @@ class Prewarmed:
         self._pid = pid
         self._started.set()
 
+    def _output(self, line: str) -> None:
+        forward = self._on_output
+        if forward is not None:
+            forward(line)
+
     def claim(
-        self, argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str], budget_s: float
+        self,
+        argv_for: Callable[[str], tuple[str, ...]],
+        env: Mapping[str, str],
+        budget_s: float,
+        *,
+        waiting: bool = True,
     ) -> bool:
         """Take it for a job with this argv and environment, when they are its own, the job's
-        budget is within its own and it is alive and waiting (a worker that cannot wait, e.g. a
-        test's stand-in, never says it waits); one claim only, safe from several threads."""
+        budget is within its own and it is alive and (with `waiting`) waiting: a worker that
+        cannot wait, e.g. a test's stand-in, never says it waits; without, a worker still
+        importing reads the job once it has (the command's first worker, which is aotipre's own
+        worker); one claim only, safe from several threads."""
         with self._lock:
             if (
                 self._state != "waiting"
@@ -150,15 +231,23 @@ class Prewarmed:
                 or self._outcome is not None
                 or argv_for(self.job_path) != self.argv
                 or dict(env) != self.env
-                or not os.path.exists(self.job_path + WAITING_SUFFIX)
+                or (waiting and not os.path.exists(self.job_path + WAITING_SUFFIX))
             ):
                 return False
             self._state = "claimed"
             return True
 
-    def hand(self, job: Mapping[str, Any]) -> tuple[tuple[str, ...], ProcessOutcome]:
+    def hand(
+        self,
+        job: Mapping[str, Any],
+        *,
+        on_output: Callable[[str], None] | None = None,
+        budget_s: float | None = None,
+    ) -> tuple[tuple[str, ...], ProcessOutcome]:
         """Give the claimed worker `job` (written atomically: the worker polls for the file)
-        and wait for its outcome, as launch.run_job_file would return it."""
+        and wait for its outcome, as launch.run_job_file would return it: its stderr lines go
+        to `on_output` from now on, and with `budget_s` its time limit is the job's (the budget
+        plus start-up slack, from now) instead of the one it was started with."""
         with self._lock:
             if self._state != "claimed":
                 raise RuntimeError(
@@ -166,6 +255,9 @@ class Prewarmed:
                 )
             self._state = "handed"
         handed = time.monotonic()
+        self._on_output = on_output
+        if budget_s is not None and self._pid is not None:
+            move_deadline(self._pid, budget_s + launch.STARTUP_SLACK_S)
         tmp = f"{self.job_path}.tmp"
         with open(tmp, "w") as f:
             json.dump(dict(job), f)

@@ -55,6 +55,8 @@ _PIPE_SIZE = 1024 * 1024
 """Asked-for pipe capacity (Linux F_SETPIPE_SZ): fewer wake-ups when the child spews."""
 _POLL_S = 0.05
 """Exit-polling interval, used only where pidfd_open is unavailable."""
+_MOVABLE_POLL_S = 0.5
+"""How often a child whose deadline may move (run_process's movable_deadline) reads it again."""
 _DRAIN_AFTER_EXIT_S = 1.0
 """After the child exits: how long to keep reading pipes that a stray descendant still holds."""
 _INTERRUPT_GRACE_S = 1.0
@@ -204,7 +206,7 @@ class ProcessOutcome:
 class _LiveChild:
     """One running child; its pid is also its process-group id (start_new_session=True)."""
 
-    __slots__ = ("pid", "token", "interrupted", "signals_sent")
+    __slots__ = ("pid", "token", "interrupted", "signals_sent", "deadline")
 
     def __init__(self, pid: int, token: str = "") -> None:
         self.pid = pid
@@ -212,6 +214,8 @@ class _LiveChild:
         """The child's `AOTIPRE_TREE` value, inherited by its whole process tree."""
         self.interrupted = False
         self.signals_sent: list[int] = []
+        self.deadline: float | None = None
+        """Set by move_deadline: the time limit from then on (time.monotonic())."""
 
 
 # Reentrant: kill_all_children() may run in a signal handler that interrupted the main thread
@@ -382,6 +386,7 @@ def run_process(
     kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     private_tmp: bool = True,
     on_start: Callable[[int], None] | None = None,
+    movable_deadline: bool = False,
 ) -> ProcessOutcome:
     """Run `argv` in a new session / process group and return how it ended.
 
@@ -411,6 +416,8 @@ def run_process(
       The child runs in its own session, so a terminal's Ctrl-C never reaches it directly.
     - `on_start`, if given, gets the child's pid once it runs (stop_child ends it from another
       thread: this call then returns its outcome, a kill by SIGKILL).
+    - `movable_deadline`: move_deadline may replace `timeout_s` while it runs (checked at least
+      every _MOVABLE_POLL_S).
     """
     args = tuple(os.fspath(a) for a in argv)
     if not args:
@@ -480,7 +487,7 @@ def run_process(
     splitter = _LineSplitter(on_output, max_capture_bytes) if on_output is not None else None
     try:
         timed_out, returncode = _supervise(
-            proc, child, out, err, splitter, start + timeout_s, kill_grace_s
+            proc, child, out, err, splitter, start + timeout_s, kill_grace_s, movable_deadline
         )
         if splitter is not None:
             splitter.flush()
@@ -542,6 +549,7 @@ def _supervise(
     splitter: _LineSplitter | None,
     deadline: float,
     kill_grace_s: float,
+    movable_deadline: bool = False,
 ) -> tuple[bool, int | None]:
     """Pump the pipes until the child has exited and the pipes are drained; reap it.
 
@@ -567,6 +575,8 @@ def _supervise(
         drain_until: float | None = None  # set once the child has exited
         while True:
             now = time.monotonic()
+            if child.deadline is not None:
+                deadline = child.deadline
             if drain_until is None and _has_exited(proc.pid):
                 # Leftovers in the group (and out of it) would hold our pipes open and outlive
                 # the run.
@@ -601,6 +611,8 @@ def _supervise(
             wait = max(0.0, min(wake) - now) if wake else None
             if drain_until is None and pidfd is None:
                 wait = _POLL_S if wait is None else min(wait, _POLL_S)
+            if movable_deadline and not timed_out:
+                wait = _MOVABLE_POLL_S if wait is None else min(wait, _MOVABLE_POLL_S)
             if sel.get_map():
                 events = sel.select(wait)
             else:
@@ -641,6 +653,18 @@ def _unregister(child: _LiveChild) -> None:
     with _live_lock:
         if _live.get(child.pid) is child:
             del _live[child.pid]
+
+
+def move_deadline(pid: int, timeout_s: float) -> bool:
+    """Give the running child `pid` (one run_process started with `movable_deadline`) a time
+    limit of `timeout_s` from now in place of its own: a worker started before its job gets the
+    job's limit when it is handed the job. False when no such child runs any more."""
+    with _live_lock:
+        child = _live.get(pid)
+        if child is None:
+            return False
+        child.deadline = time.monotonic() + timeout_s
+        return True
 
 
 def stop_child(pid: int) -> None:

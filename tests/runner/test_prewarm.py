@@ -119,3 +119,120 @@ def test_its_backstop_covers_the_wait_and_the_job() -> None:
         assert warm._pid is not None
     finally:
         warm.stop()
+
+
+# -- the command's first worker (issue 28): started before the job exists, still importing
+
+
+def test_the_first_worker_is_handed_its_job_while_it_still_imports(pkg, tmp_path: Path) -> None:
+    """take_first claims the command's first worker without waiting for it to wait; the job's
+    own time limit replaces its backstop; it is taken once, and the context ends nothing a job
+    took."""
+    from aotipre.runner import prewarm
+
+    job = {
+        "protocol": 1,
+        "tag": "job0",
+        "workdir": str(tmp_path),
+        "device": "cpu",
+        "package": str(pkg("aoti.pt2")),
+        "source_package": str(pkg("aoti.pt2")),
+        "model": "model",
+        "inputs": {"kind": "file", "path": str(pkg("aoti_inputs.pt"))},
+        "steps": [{"id": "load", "op": "load", "measure": True}, {"id": "run", "op": "run"}],
+    }
+    with prewarm.first_worker(argv_for, env(), enabled=True):
+        warm = prewarm.take_first(argv_for, env(), 600)
+        assert warm is not None
+        assert not os.path.exists(warm.job_path + WAITING_SUFFIX)  # still importing torch
+        assert prewarm.take_first(argv_for, env(), 600) is None  # taken once
+        lines: list[str] = []
+        argv, outcome = warm.hand(job, on_output=lines.append, budget_s=600)
+    assert outcome.ok, outcome.stderr_tail[-2000:]
+    result = outcome.result or {}
+    assert [result["steps"][s]["status"] for s in ("load", "run")] == ["ok", "ok"]
+    assert any(line.startswith("@@aotipre start load") for line in lines)  # progress markers
+    perf = result["steps"]["load"]["perf"]
+    # a deployment's process age before its load: its start and imports, not its wait
+    assert perf["fresh_process"] and perf["process_age_s"] < outcome.duration_s + 60
+    assert outcome.pid is not None and not alive(outcome.pid)
+
+
+def test_a_first_worker_that_does_not_fit_the_first_job_is_stopped() -> None:
+    from aotipre.runner import prewarm
+
+    with prewarm.first_worker(argv_for, env(), enabled=True):
+        warm = prewarm._first
+        assert warm is not None and warm._started.wait(60)
+        pid = warm._pid
+        assert pid is not None and alive(pid)
+        assert prewarm.take_first(argv_for, {**env(), "OMP_NUM_THREADS": "1"}, 600) is None
+        assert not alive(pid) and not os.path.exists(warm.folder)
+        assert prewarm.take_first(argv_for, env(), 600) is None
+    # off: nothing starts
+    with prewarm.first_worker(argv_for, env(), enabled=False):
+        assert prewarm._first is None
+
+
+def test_a_first_worker_no_job_took_ends_with_the_command(monkeypatch) -> None:
+    from aotipre.runner import prewarm
+
+    with prewarm.first_worker(argv_for, env(), enabled=True):
+        warm = prewarm._first
+        assert warm is not None and warm._started.wait(60)
+        pid = warm._pid
+    assert pid is not None and not alive(pid) and prewarm._first is None
+    monkeypatch.setenv(prewarm.FIRST_SWITCH_ENV, "0")
+    with prewarm.first_worker(argv_for, env(), enabled=True):
+        assert prewarm._first is None
+
+
+def test_a_one_package_check_runs_its_first_job_in_the_worker_the_command_started(
+    pkg, tmp_path: Path
+) -> None:
+    """`aotipre check PKG` starts its first worker before it reads its options; the load runs
+    in it (the report says so) with the verdict and findings of a check that starts it later
+    (AOTIPRE_PREWARM_FIRST=0)."""
+    import json
+    import subprocess
+    import sys
+
+    from aotipre.runner import prewarm
+
+    reports = {}
+    for switch in ("1", "0"):
+        out = tmp_path / f"report-{switch}.json"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "aotipre",
+                "check",
+                str(pkg("aoti.pt2")),
+                "--inputs",
+                str(pkg("aoti_inputs.pt")),
+                "--no-config",
+                "--no-progress",
+                "--format",
+                "json",
+                "-o",
+                str(out),
+            ],
+            env={**os.environ, prewarm.FIRST_SWITCH_ENV: switch},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        reports[switch] = json.loads(out.read_text())
+    early, late = reports["1"], reports["0"]
+    load = {s["name"]: s for s in early["stages"]}["load"]
+    assert any("started with the command" in p for p in load["processes"]), load
+    later = {s["name"]: s for s in late["stages"]}["load"]
+    assert not any("started with the command" in p for p in later["processes"]), later
+    assert early["verdict"] == late["verdict"] == "pass"
+    assert sorted(f["code"] for f in early["findings"]) == sorted(
+        f["code"] for f in late["findings"]
+    )

@@ -375,3 +375,35 @@ def test_decode_signal(returncode: int | None, via_shell: bool, expected: int | 
 def test_signal_name_of_unnamed_number() -> None:
     assert proc.signal_name(11) == "SIGSEGV" and proc.signal_name(None) is None
     assert proc.signal_name(200) == "SIG200"
+
+
+def test_a_movable_deadline_moved_while_the_child_runs_is_the_one_enforced() -> None:
+    """move_deadline (a worker started before its job gets the job's limit at the hand-over):
+    the child overruns the new limit, not its original one, and is reported as timed out."""
+    from aotipre.runner.proc import move_deadline
+
+    pids: list[int] = []
+    started = threading.Event()
+
+    def on_start(pid: int) -> None:
+        pids.append(pid)
+        started.set()
+
+    def shorten() -> None:
+        started.wait(30)
+        assert move_deadline(pids[0], 1.0)
+
+    mover = threading.Thread(target=shorten)
+    mover.start()
+    begun = time.monotonic()
+    outcome = run_process(
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        timeout_s=600,
+        on_start=on_start,
+        movable_deadline=True,
+        kill_grace_s=1.0,
+    )
+    mover.join()
+    assert outcome.timed_out
+    assert time.monotonic() - begun < 30
+    assert not move_deadline(pids[0], 5.0)  # it runs no more

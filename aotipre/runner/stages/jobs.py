@@ -7,12 +7,15 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre.runner import forkserver, launch
 from aotipre.runner.classify import watchdog_fired
 from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages.base import PlannedStep, StepRecord
+
+if TYPE_CHECKING:
+    from aotipre.runner.prewarm import Prewarmed
 
 
 @dataclass
@@ -38,13 +41,18 @@ def run_job(
     budget_s: float,
     shown_env: Callable[[str], dict[str, str]],
     on_output: Callable[[str], None],
+    warm: Prewarmed | None = None,
 ) -> JobResult:
-    """Run one worker over `steps` (`job` is the job file without its steps). Never raises
-    because the worker crashed or hung."""
+    """Run one worker over `steps` (`job` is the job file without its steps), or hand them to
+    `warm`, the command's first worker, claimed for this argv and environment
+    (runner/prewarm.py). Never raises because the worker crashed or hung."""
     job = {**job, "workdir": workdir, "steps": [{"id": s.id, "op": s.op, **s.body} for s in steps]}
-    argv, outcome = launch.run_job_file(
-        job, argv_for, env=env, budget_s=budget_s, on_output=on_output
-    )
+    if warm is not None:
+        argv, outcome = warm.hand(job, on_output=on_output, budget_s=budget_s)
+    else:
+        argv, outcome = launch.run_job_file(
+            job, argv_for, env=env, budget_s=budget_s, on_output=on_output
+        )
     done = absorb(steps, outcome, forkserver.fresh_argv(argv), shown_env)
     result = outcome.result or {}
     forked_from = result.get("forked_from")
@@ -52,22 +60,30 @@ def run_job(
         # the worker the fork server forked for the client this process started
         label = process_label(str(job.get("tag", "")), result["pid"], forked_from=forked_from)
     else:
-        label = process_label(str(job.get("tag", "")), outcome.pid)
+        label = process_label(str(job.get("tag", "")), outcome.pid, early=warm is not None)
     for rec in done.records:
         rec.process = label
     return done
 
 
 def process_label(
-    tag: str, pid: int | None, *, prewarmed: bool = False, forked_from: int | None = None
+    tag: str,
+    pid: int | None,
+    *,
+    prewarmed: bool = False,
+    forked_from: int | None = None,
+    early: bool = False,
 ) -> str:
     """`worker job1 (pid 4242)`: which of a model's workers ran a step (the session numbers
     them from job0; a step after a worker died runs in the next). `prewarmed`: the worker was
     started before the crash and waited for this job (runner/prewarm.py); `forked_from`: the
-    fork server that forked it (runner/forkserver.py)."""
+    fork server that forked it (runner/forkserver.py); `early`: the command's first worker,
+    started while it read the package (runner/prewarm.py first_worker)."""
     about = [f"pid {pid}"] if pid is not None else []
     if prewarmed:
         about.append("started before the crash")
+    if early:
+        about.append("started with the command")
     if forked_from is not None:
         about.append(f"forked by the fork server, pid {forked_from}")
     return f"worker {tag}" + (f" ({', '.join(about)})" if about else "")

@@ -36,7 +36,7 @@ from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
-from aotipre.runner import launch, loadcost
+from aotipre.runner import launch, loadcost, prewarm
 from aotipre.runner.reference import expected_outputs_for, exported_program_for
 from aotipre.runner.stages import jobs
 from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
@@ -403,21 +403,22 @@ class Session:
         )
         if store and any(s.op == "run" for s in steps):
             self._prewarm_rerun(budget)
+        argv_for = self._forked(steps, job_env, prefix) or (
+            lambda path: (
+                *prefix,
+                *launch.worker_argv(self.opts.python, self.opts.worker_command, path),
+            )
+        )
         done = jobs.run_job(
             job,
             steps,
             workdir=self.workdir,
-            argv_for=self._forked(steps, job_env, prefix)
-            or (
-                lambda path: (
-                    *prefix,
-                    *launch.worker_argv(self.opts.python, self.opts.worker_command, path),
-                )
-            ),
+            argv_for=argv_for,
             env=job_env,
             budget_s=budget,
             shown_env=lambda op: {**self._shown_env(op), **(env or {})},
             on_output=self._on_output,
+            warm=prewarm.take_first(argv_for, job_env, budget) if self.jobs == 1 else None,
         )
         if done.records:
             # worker start-up (interpreter, import torch): shown apart from the first step's time

@@ -123,8 +123,9 @@ file `JOB.waiting` exists (WAITING_SUFFIX): the parent hands a job only to a wor
 WAITING_SUFFIX = ".waiting"
 
 
-def prewarm_and_wait(parts: str, job_path: str) -> float:
-    """Pay the start-up costs now, then wait for the job; returns the seconds spent warming."""
+def prewarm_and_wait(parts: str, job_path: str) -> tuple[float, float]:
+    """Pay the start-up costs now, then wait for the job; returns the seconds spent warming and
+    the seconds spent waiting after that."""
     started = time.perf_counter()
     names = {p.strip() for p in parts.split(",") if p.strip()}
     with contextlib.suppress(Exception):
@@ -140,9 +141,10 @@ def prewarm_and_wait(parts: str, job_path: str) -> float:
     with contextlib.suppress(OSError):
         open(job_path + WAITING_SUFFIX, "w").close()
     deadline = time.monotonic() + float(os.environ.get("AOTIPRE_PREWARM_WAIT_S", "900"))
+    waiting = time.monotonic()
     while not os.path.exists(job_path) and time.monotonic() < deadline:
         time.sleep(0.01)
-    return warm_s
+    return warm_s, time.monotonic() - waiting
 
 
 USER_TEMPDIR: str | None = None

@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
         return 64
     prewarm_s = None
     if os.environ.get(PREWARM_ENV) is not None:
-        prewarm_s = prewarm_and_wait(os.environ[PREWARM_ENV], argv[1])
+        prewarm_s, perf.WAITED_S = prewarm_and_wait(os.environ[PREWARM_ENV], argv[1])
         if not os.path.exists(argv[1]):
             sys.stderr.write(f"worker: no job at {argv[1]} before the prewarm wait ended\n")
             return 66

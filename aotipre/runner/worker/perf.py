@@ -148,9 +148,19 @@ FORK_BASE: dict[str, Any] | None = None
 imported the loader and that import's `import_s`, measured at its own fresh start."""
 
 
+WAITED_S = 0.0
+"""A worker started before its job (prewarm): how long it waited for the job, not part of what
+a deployment process pays before its load."""
+
+
 def process_age_s() -> float | None:
-    """Seconds since this process started (exec), from /proc (10 ms resolution): before the
-    load, that is the interpreter's start and `import torch`."""
+    """Seconds since this process started (exec), from /proc (10 ms resolution), less any wait
+    for its job: before the load, that is the interpreter's start and `import torch`."""
+    age = _age_s()
+    return None if age is None else max(0.0, age - WAITED_S)
+
+
+def _age_s() -> float | None:
     try:
         with open("/proc/self/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
