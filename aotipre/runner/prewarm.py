@@ -30,7 +30,15 @@ from typing import Any
 
 from aotipre import tempdirs
 from aotipre.runner import launch
-from aotipre.runner.proc import ProcessOutcome, move_deadline, run_process, stop_child
+from aotipre.runner.proc import (
+    INTERRUPT_GRACE_S,
+    ChildCancelled,
+    ProcessOutcome,
+    cancel_child,
+    move_deadline,
+    run_process,
+    stop_child,
+)
 
 PREWARM_ENV = "AOTIPRE_PREWARM"
 """The worker's switch (worker/host.py PREWARM_ENV): the parts to import before the wait."""
@@ -93,6 +101,11 @@ def first_worker(
 
 FIRST_SWITCH_ENV = "AOTIPRE_PREWARM_FIRST"
 FIRST_MARGIN_S = 30.0
+CANCEL_WAIT_S = INTERRUPT_GRACE_S + 15.0
+"""How long an interrupted hand-over waits for the job's thread to end the worker and clean up
+(the grace between SIGTERM and SIGKILL, the reap, the sweep)."""
+FIRST_READY_S = 60.0
+"""How long the first job waits for the first worker to finish importing torch."""
 
 
 def take_first(
@@ -105,9 +118,16 @@ def take_first(
         warm, _first = _first, None
     if warm is None:
         return None
-    # not one whose wait may end before it reads the job (it would exit without running it)
+    # not one whose wait may end before it reads the job (it would exit without running it),
+    # and only once it waits (a stand-in that cannot wait ends instead): it is most likely
+    # still importing torch, which a fresh worker would only start doing now
     fresh = time.monotonic() - warm.started_at < FIRST_WAIT_S - FIRST_MARGIN_S
-    if fresh and warm.claim(argv_for, env, budget_s, waiting=False):
+    if (
+        fresh
+        and warm.fits(argv_for, env, budget_s)
+        and warm.wait_until_waiting(FIRST_READY_S)
+        and warm.claim(argv_for, env, budget_s)
+    ):
         return warm
     warm.stop()
     return None
@@ -176,6 +196,7 @@ class Prewarmed:
         self._lock = threading.Lock()
         self._outcome: ProcessOutcome | None = None
         self._on_output: Callable[[str], None] | None = None
+        self._ended = threading.Event()
         child_env = {**self.env, PREWARM_ENV: parts, WAIT_ENV: f"{wait_s:.0f}"}
         self._thread = threading.Thread(
             target=self._run,
@@ -197,8 +218,11 @@ class Prewarmed:
                 on_output=self._output,
                 movable_deadline=True,
             )
+        except ChildCancelled:
+            pass  # hand() was interrupted: it raises the interrupt in its own thread
         finally:
             self._started.set()
+            self._ended.set()
             if self._on_end is not None:
                 self._on_end()
 
@@ -211,27 +235,38 @@ class Prewarmed:
         if forward is not None:
             forward(line)
 
+    def fits(
+        self, argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str], budget_s: float
+    ) -> bool:
+        """A job with this argv, environment and budget could run in it."""
+        return (
+            budget_s <= self.budget_s
+            and argv_for(self.job_path) == self.argv
+            and dict(env) == self.env
+        )
+
+    def wait_until_waiting(self, timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) until it waits for its job: False when its process ended
+        first (a worker that cannot wait) or the time ran out."""
+        deadline = time.monotonic() + timeout_s
+        while not os.path.exists(self.job_path + WAITING_SUFFIX):
+            if self._outcome is not None or time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return self._outcome is None
+
     def claim(
-        self,
-        argv_for: Callable[[str], tuple[str, ...]],
-        env: Mapping[str, str],
-        budget_s: float,
-        *,
-        waiting: bool = True,
+        self, argv_for: Callable[[str], tuple[str, ...]], env: Mapping[str, str], budget_s: float
     ) -> bool:
         """Take it for a job with this argv and environment, when they are its own, the job's
-        budget is within its own and it is alive and (with `waiting`) waiting: a worker that
-        cannot wait, e.g. a test's stand-in, never says it waits; without, a worker still
-        importing reads the job once it has (the command's first worker, which is aotipre's own
-        worker); one claim only, safe from several threads."""
+        budget is within its own and it is alive and waiting (a worker that cannot wait, e.g. a
+        test's stand-in, never says it waits); one claim only, safe from several threads."""
         with self._lock:
             if (
                 self._state != "waiting"
-                or budget_s > self.budget_s
                 or self._outcome is not None
-                or argv_for(self.job_path) != self.argv
-                or dict(env) != self.env
-                or (waiting and not os.path.exists(self.job_path + WAITING_SUFFIX))
+                or not self.fits(argv_for, env, budget_s)
+                or not os.path.exists(self.job_path + WAITING_SUFFIX)
             ):
                 return False
             self._state = "claimed"
@@ -262,12 +297,26 @@ class Prewarmed:
         with open(tmp, "w") as f:
             json.dump(dict(job), f)
         os.replace(tmp, self.job_path)
-        self._thread.join()
+        try:
+            self._ended.wait()
+        except BaseException:
+            # Ctrl-C or a terminating signal while the job runs in the other thread: end it as
+            # run_process ends its own child then (SIGTERM first, so that a compiler removes
+            # its temporary files), and let that thread clean up before this one goes on
+            self._end_job()
+            raise
         shutil.rmtree(self.folder, ignore_errors=True)
         assert self._outcome is not None
         # its time is the job's, from the hand-over (not the wait before it)
         ran = min(self._outcome.duration_s, time.monotonic() - handed)
         return self.argv, dataclasses.replace(self._outcome, duration_s=ran)
+
+    def _end_job(self) -> None:
+        if self._pid is not None:
+            cancel_child(self._pid)
+        # (not Thread.join: a join that an interrupt broke leaves the thread looking ended)
+        self._ended.wait(CANCEL_WAIT_S)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def stop(self) -> None:
         """End it unless a step claimed it (SIGKILL to its group, then its folder)."""

@@ -59,7 +59,7 @@ _MOVABLE_POLL_S = 0.5
 """How often a child whose deadline may move (run_process's movable_deadline) reads it again."""
 _DRAIN_AFTER_EXIT_S = 1.0
 """After the child exits: how long to keep reading pipes that a stray descendant still holds."""
-_INTERRUPT_GRACE_S = 1.0
+INTERRUPT_GRACE_S = 1.0
 """On an interrupt: how long the group gets between SIGTERM and SIGKILL (g++ cleans up at once)."""
 _REAP_AFTER_SIGKILL_S = 5.0
 """After SIGKILL: how long to wait for the exit before giving up (e.g. stuck in D state)."""
@@ -206,7 +206,7 @@ class ProcessOutcome:
 class _LiveChild:
     """One running child; its pid is also its process-group id (start_new_session=True)."""
 
-    __slots__ = ("pid", "token", "interrupted", "signals_sent", "deadline")
+    __slots__ = ("pid", "token", "interrupted", "signals_sent", "deadline", "cancelled")
 
     def __init__(self, pid: int, token: str = "") -> None:
         self.pid = pid
@@ -216,6 +216,8 @@ class _LiveChild:
         self.signals_sent: list[int] = []
         self.deadline: float | None = None
         """Set by move_deadline: the time limit from then on (time.monotonic())."""
+        self.cancelled = False
+        """Set by cancel_child: end it as an interrupt of the run_process call would."""
 
 
 # Reentrant: kill_all_children() may run in a signal handler that interrupted the main thread
@@ -416,8 +418,8 @@ def run_process(
       The child runs in its own session, so a terminal's Ctrl-C never reaches it directly.
     - `on_start`, if given, gets the child's pid once it runs (stop_child ends it from another
       thread: this call then returns its outcome, a kill by SIGKILL).
-    - `movable_deadline`: move_deadline may replace `timeout_s` while it runs (checked at least
-      every _MOVABLE_POLL_S).
+    - `movable_deadline`: move_deadline may replace `timeout_s` while it runs, and cancel_child
+      may end it from another thread (both checked at least every _MOVABLE_POLL_S).
     """
     args = tuple(os.fspath(a) for a in argv)
     if not args:
@@ -497,7 +499,7 @@ def run_process(
         # SIGKILL), then SIGKILL whatever is left
         try:
             _signal_group(child, _signal.SIGTERM)
-            _wait_exit(proc.pid, _INTERRUPT_GRACE_S)
+            _wait_exit(proc.pid, INTERRUPT_GRACE_S)
         except BaseException:  # noqa: S110 - a second Ctrl-C: kill at once, raise the first
             pass
         _sweep(child)
@@ -575,6 +577,8 @@ def _supervise(
         drain_until: float | None = None  # set once the child has exited
         while True:
             now = time.monotonic()
+            if child.cancelled and drain_until is None:
+                raise ChildCancelled(f"pid {proc.pid}")
             if child.deadline is not None:
                 deadline = child.deadline
             if drain_until is None and _has_exited(proc.pid):
@@ -667,14 +671,31 @@ def move_deadline(pid: int, timeout_s: float) -> bool:
         return True
 
 
-def stop_child(pid: int) -> None:
-    """SIGKILL the process group of the running child `pid` (one run_process started in another
-    thread; its own call then reaps it, sweeps what it left and returns). Nothing when no such
-    child runs any more."""
+class ChildCancelled(Exception):
+    """Raised by run_process in the thread running it when cancel_child ended its child."""
+
+
+def cancel_child(pid: int) -> bool:
+    """End the running child `pid` (one run_process with `movable_deadline` runs it in another
+    thread) as a Ctrl-C during that call would: SIGTERM to its group (a compiler removes its
+    temporary files), SIGKILL after a grace, then the call cleans up and raises ChildCancelled
+    in its thread. False when no such child runs any more."""
+    with _live_lock:
+        child = _live.get(pid)
+        if child is None:
+            return False
+        child.cancelled = True
+        return True
+
+
+def stop_child(pid: int, sig: int = _signal.SIGKILL) -> None:
+    """SIGKILL (or `sig`) the process group of the running child `pid` (one run_process started
+    in another thread; its own call then reaps it, sweeps what it left and returns). Nothing
+    when no such child runs any more."""
     with _live_lock:
         child = _live.get(pid)
     if child is not None:
-        _signal_group(child, _signal.SIGKILL)
+        _signal_group(child, sig)
 
 
 def _reap(proc: subprocess.Popen[bytes], timeout_s: float) -> None:

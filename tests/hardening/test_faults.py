@@ -243,6 +243,10 @@ def _start_cli(
         TMPDIR=str(tmp),
         AOTIPRE_FAKE_SCRIPT=json.dumps(script),
         AOTIPRE_HOSTILE=json.dumps({"pids": str(pids), **hostile}),
+        # the hostile worker records its pids when it starts: a first worker started with the
+        # command (which it cannot be: it does not wait for a job) would be counted as the
+        # step's (tests/runner/test_prewarm.py interrupts a real one)
+        AOTIPRE_PREWARM_FIRST="0",
     )
     proc = subprocess.Popen(
         [sys.executable, CLI, HOSTILE, "check", "--no-config", *args],

@@ -124,10 +124,10 @@ def test_its_backstop_covers_the_wait_and_the_job() -> None:
 # -- the command's first worker (issue 28): started before the job exists, still importing
 
 
-def test_the_first_worker_is_handed_its_job_while_it_still_imports(pkg, tmp_path: Path) -> None:
-    """take_first claims the command's first worker without waiting for it to wait; the job's
-    own time limit replaces its backstop; it is taken once, and the context ends nothing a job
-    took."""
+def test_the_first_worker_is_handed_its_job_once_it_waits(pkg, tmp_path: Path) -> None:
+    """take_first claims the command's first worker once it waits for its job (it is most
+    likely still importing torch when the job is ready); the job's stderr lines reach the
+    session; it is taken once, and the context ends nothing a job took."""
     from aotipre.runner import prewarm
 
     job = {
@@ -144,7 +144,7 @@ def test_the_first_worker_is_handed_its_job_while_it_still_imports(pkg, tmp_path
     with prewarm.first_worker(argv_for, env(), enabled=True):
         warm = prewarm.take_first(argv_for, env(), 600)
         assert warm is not None
-        assert not os.path.exists(warm.job_path + WAITING_SUFFIX)  # still importing torch
+        assert os.path.exists(warm.job_path + WAITING_SUFFIX)
         assert prewarm.take_first(argv_for, env(), 600) is None  # taken once
         lines: list[str] = []
         argv, outcome = warm.hand(job, on_output=lines.append, budget_s=600)
@@ -193,6 +193,22 @@ def test_a_one_package_check_runs_its_first_job_in_the_worker_the_command_starte
     """`aotipre check PKG` starts its first worker before it reads its options; the load runs
     in it (the report says so) with the verdict and findings of a check that starts it later
     (AOTIPRE_PREWARM_FIRST=0)."""
+    check_early_and_late(pkg("aoti.pt2"), pkg("aoti_inputs.pt"), tmp_path)
+
+
+@pytest.mark.gpu
+def test_a_cuda_check_runs_its_first_job_in_the_worker_the_command_started(
+    cuda_fixture_dir: Path, tmp_path: Path
+) -> None:
+    """The same on a GPU: the first worker never starts CUDA before its job, so the job's own
+    CUDA context is the only one, and the report is a later-started worker's."""
+    early = check_early_and_late(
+        cuda_fixture_dir / "aoti_cuda.pt2", cuda_fixture_dir / "aoti_inputs.pt", tmp_path
+    )
+    assert early["performance"][0]["cold"]["cuda_init_s"] is not None
+
+
+def check_early_and_late(package: Path, inputs: Path, tmp_path: Path) -> dict:
     import json
     import subprocess
     import sys
@@ -208,9 +224,9 @@ def test_a_one_package_check_runs_its_first_job_in_the_worker_the_command_starte
                 "-m",
                 "aotipre",
                 "check",
-                str(pkg("aoti.pt2")),
+                str(package),
                 "--inputs",
-                str(pkg("aoti_inputs.pt")),
+                str(inputs),
                 "--no-config",
                 "--no-progress",
                 "--format",
@@ -222,7 +238,7 @@ def test_a_one_package_check_runs_its_first_job_in_the_worker_the_command_starte
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=900,
             check=False,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -236,3 +252,54 @@ def test_a_one_package_check_runs_its_first_job_in_the_worker_the_command_starte
     assert sorted(f["code"] for f in early["findings"]) == sorted(
         f["code"] for f in late["findings"]
     )
+    return early
+
+
+def test_a_terminated_check_ends_the_job_running_in_its_first_worker(pkg, tmp_path: Path) -> None:
+    """SIGTERM while the first job hangs in the worker the command started (a user module that
+    never returns from its import): aotipre ends it as it ends any worker, and leaves no
+    process and no temporary folder behind."""
+    import signal
+    import subprocess
+    import sys
+
+    mods, tmp = tmp_path / "mods", tmp_path / "tmp"
+    mods.mkdir()
+    tmp.mkdir()
+    marker = tmp_path / "hung.pid"
+    (mods / "hang_ops.py").write_text(
+        f"import os, time\nopen({str(marker)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "aotipre",
+            "check",
+            str(pkg("aoti.pt2")),
+            "--inputs",
+            str(pkg("aoti_inputs.pt")),
+            "--import",
+            "hang_ops",
+            "--no-config",
+        ],
+        env={**os.environ, "PYTHONPATH": str(mods), "TMPDIR": str(tmp)},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(marker.exists, 300)
+        hung = int(marker.read_text())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    wait_until(lambda: not alive(hung), 10)
+    # (inductor's cache folder, torchinductor_<user>, is where torch keeps it: the user's)
+    left = [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert left == [], "temporary folders were left behind"

@@ -407,3 +407,48 @@ def test_a_movable_deadline_moved_while_the_child_runs_is_the_one_enforced() -> 
     assert outcome.timed_out
     assert time.monotonic() - begun < 30
     assert not move_deadline(pids[0], 5.0)  # it runs no more
+
+
+def test_a_cancelled_child_is_ended_as_an_interrupted_call_ends_it(tmp_path: Path) -> None:
+    """cancel_child (an interrupted hand-over to a worker started before its job): the call
+    running the child in another thread SIGTERMs its group first (the child's handler runs),
+    then raises ChildCancelled there, with the child reaped and its private TMPDIR gone."""
+    from aotipre.runner.proc import ChildCancelled, cancel_child
+
+    marker = tmp_path / "got-sigterm"
+    script = (
+        "import os, signal, sys, time\n"
+        f"def on_term(*_):\n    open({str(marker)!r}, 'w').write(os.environ['TMPDIR'])\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, on_term)\n"
+        "print('ready', file=sys.stderr, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    pids: list[int] = []
+    raised: list[BaseException] = []
+    ready = threading.Event()
+
+    def run() -> None:
+        try:
+            run_process(
+                [sys.executable, "-c", script],
+                timeout_s=600,
+                on_start=pids.append,
+                on_output=lambda line: ready.set(),
+                movable_deadline=True,
+            )
+        except BaseException as exc:  # noqa: BLE001 - what the thread got is the assertion
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert ready.wait(60)
+    begun = time.monotonic()
+    assert cancel_child(pids[0])
+    thread.join(30)
+    assert not thread.is_alive() and time.monotonic() - begun < 10
+    assert len(raised) == 1 and isinstance(raised[0], ChildCancelled)
+    assert marker.exists()  # SIGTERM first
+    assert not os.path.exists(marker.read_text())  # its private TMPDIR is removed
+    assert pids[0] not in live_children()
+    assert not cancel_child(pids[0])
