@@ -208,6 +208,15 @@ def test_a_cuda_check_runs_its_first_job_in_the_worker_the_command_started(
     assert early["performance"][0]["cold"]["cuda_init_s"] is not None
 
 
+def pythonpath(*first: Path) -> str:
+    """PYTHONPATH for an `aotipre` subprocess run elsewhere: this checkout, where aotipre may
+    not be installed (the GPU test machine), after `first`."""
+    repo = Path(__file__).resolve().parents[2]
+    return os.pathsep.join(
+        [*map(str, first), str(repo), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+
+
 def check_early_and_late(package: Path, inputs: Path, tmp_path: Path) -> dict:
     import json
     import subprocess
@@ -234,7 +243,7 @@ def check_early_and_late(package: Path, inputs: Path, tmp_path: Path) -> dict:
                 "-o",
                 str(out),
             ],
-            env={**os.environ, prewarm.FIRST_SWITCH_ENV: switch},
+            env={**os.environ, prewarm.FIRST_SWITCH_ENV: switch, "PYTHONPATH": pythonpath()},
             cwd=tmp_path,
             capture_output=True,
             text=True,
@@ -283,7 +292,7 @@ def test_a_terminated_check_ends_the_job_running_in_its_first_worker(pkg, tmp_pa
             "hang_ops",
             "--no-config",
         ],
-        env={**os.environ, "PYTHONPATH": str(mods), "TMPDIR": str(tmp)},
+        env={**os.environ, "PYTHONPATH": pythonpath(mods), "TMPDIR": str(tmp)},
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
