@@ -7,11 +7,9 @@ import dataclasses
 import functools
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from aotipre.errors import UsageError
 from aotipre.findings import Report
 from aotipre.gpus import pinned_check
 from aotipre.matrix import check as check_in_runtimes
-from aotipre.runner import forkserver, launch, prewarm
+from aotipre.runner import forkserver
 from aotipre.runner.proc import allow_new_children, kill_all_children
 from aotipre.runtimes import Runtime, resolve
 from aotipre.shard import Shard, ShardPlan, plan_shards
@@ -295,30 +293,11 @@ def check_packages(
         jobs = select(jobs)
     # a new baseline is never written from reports that could not run
     local = functools.partial(run, gpus=once.gpus)
-    with _first_worker(jobs, local=engine is None):
-        reports = (engine or local)(with_runtimes(jobs, light=write_baseline_to is None), once.jobs)
+    reports = (engine or local)(with_runtimes(jobs, light=write_baseline_to is None), once.jobs)
     if write_baseline_to is not None:
         written = write_baseline(write_baseline_to, reports)
         reports = [apply_baseline(r, written) for r in reports]
     return reports
-
-
-def _first_worker(jobs: Sequence[PackageJob], *, local: bool) -> AbstractContextManager[None]:
-    """One package checked here in this Python: its first worker starts now, importing torch
-    while the package is read and checked statically (runner/prewarm.py first_worker)."""
-    job = jobs[0] if len(jobs) == 1 else None
-    dynamic = job.options.dynamic if job is not None else None
-    enabled = (
-        local
-        and job is not None
-        and not job.options.static_only
-        and not job.pythons
-        and (dynamic is None or dynamic.worker_command is None)
-    )
-    env = {**os.environ, **launch.RUNTIME_CHECK_ENV, **(dynamic.extra_env if dynamic else {})}
-    return prewarm.first_worker(
-        lambda path: launch.worker_argv(sys.executable, None, path), env, enabled=enabled
-    )
 
 
 def _prefixed(progress: Callable[[str], None], package: str) -> Callable[[str], None]:

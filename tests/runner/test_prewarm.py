@@ -37,6 +37,21 @@ def wait_until(ready: Callable[[], bool], timeout_s: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+def load_and_run_job(pkg, tmp_path: Path, tag: str, load: dict) -> dict:
+    """A job file's content: load the aoti fixture (with `load`'s options) and run it."""
+    return {
+        "protocol": 1,
+        "tag": tag,
+        "workdir": str(tmp_path),
+        "device": "cpu",
+        "package": str(pkg("aoti.pt2")),
+        "source_package": str(pkg("aoti.pt2")),
+        "model": "model",
+        "inputs": {"kind": "file", "path": str(pkg("aoti_inputs.pt"))},
+        "steps": [{"id": "load", "op": "load", **load}, {"id": "run", "op": "run"}],
+    }
+
+
 def test_a_waiting_worker_runs_the_job_it_is_handed(pkg, tmp_path: Path) -> None:
     warm = Prewarmed(argv_for, env(), wait_s=300, budget_s=300)
     try:
@@ -50,17 +65,7 @@ def test_a_waiting_worker_runs_the_job_it_is_handed(pkg, tmp_path: Path) -> None
         assert warm.claim(argv_for, env(), 300)
         assert not warm.claim(argv_for, env(), 10)  # one claim only
         warm.stop()  # a claimed worker is the step's: stop leaves it
-        job = {
-            "protocol": 1,
-            "tag": "rerun-1",
-            "workdir": str(tmp_path),
-            "device": "cpu",
-            "package": str(pkg("aoti.pt2")),
-            "source_package": str(pkg("aoti.pt2")),
-            "model": "model",
-            "inputs": {"kind": "file", "path": str(pkg("aoti_inputs.pt"))},
-            "steps": [{"id": "load", "op": "load", "direct": True}, {"id": "run", "op": "run"}],
-        }
+        job = load_and_run_job(pkg, tmp_path, "rerun-1", {"direct": True})
         started = time.monotonic()
         argv, outcome = warm.hand(job)
         took = time.monotonic() - started
@@ -130,17 +135,7 @@ def test_the_first_worker_is_handed_its_job_once_it_waits(pkg, tmp_path: Path) -
     session; it is taken once, and the context ends nothing a job took."""
     from aotipre.runner import prewarm
 
-    job = {
-        "protocol": 1,
-        "tag": "job0",
-        "workdir": str(tmp_path),
-        "device": "cpu",
-        "package": str(pkg("aoti.pt2")),
-        "source_package": str(pkg("aoti.pt2")),
-        "model": "model",
-        "inputs": {"kind": "file", "path": str(pkg("aoti_inputs.pt"))},
-        "steps": [{"id": "load", "op": "load", "measure": True}, {"id": "run", "op": "run"}],
-    }
+    job = load_and_run_job(pkg, tmp_path, "job0", {"measure": True})
     with prewarm.first_worker(argv_for, env(), enabled=True):
         warm = prewarm.take_first(argv_for, env(), 600)
         assert warm is not None
