@@ -14,6 +14,12 @@ It does not start CUDA: a context would take GPU memory the perf stage reads as 
 and on a healthy check it would hold a GPU for nothing. What a healthy check pays for them is
 two more interpreters importing torch on idle cores while the model's worker does the same
 (BENCHMARKS.md, session 17).
+
+A one-package `aotipre check` starts its first worker the same way, before it has read its own
+options (`first_worker`, from cli.py): it imports torch only, and the session's first job takes
+it (`take_first`) when that job's argv and environment are the ones it started with; anything
+else stops it. Its time limit becomes the job's at the hand-over, and an interrupt during the
+hand-over ends it as run_process ends its own child (BENCHMARKS.md, session 19).
 """
 
 from __future__ import annotations
@@ -65,6 +71,15 @@ FIRST_WAIT_S = 120.0
 probe); a worker whose job did not come by then exits, and the job starts a fresh one."""
 FIRST_BUDGET_S = 7 * 24 * 3600.0
 """Any job may claim it: its time limit becomes the job's own when it is handed the job."""
+FIRST_MARGIN_S = 30.0
+"""A first worker older than FIRST_WAIT_S less this is not handed a job (its wait may end)."""
+FIRST_READY_S = 60.0
+"""How long the first job waits for the first worker to finish importing torch."""
+FIRST_SWITCH_ENV = "AOTIPRE_PREWARM_FIRST"
+"""Set to 0: no first worker (every job starts its own)."""
+CANCEL_WAIT_S = INTERRUPT_GRACE_S + 15.0
+"""How long an interrupted hand-over waits for the job's thread to end the worker and clean up
+(the grace between SIGTERM and SIGKILL, the reap, the sweep)."""
 _first: Prewarmed | None = None
 _first_lock = threading.Lock()
 
@@ -97,15 +112,6 @@ def first_worker(
             if _first is warm:
                 _first = None
         warm.stop()
-
-
-FIRST_SWITCH_ENV = "AOTIPRE_PREWARM_FIRST"
-FIRST_MARGIN_S = 30.0
-CANCEL_WAIT_S = INTERRUPT_GRACE_S + 15.0
-"""How long an interrupted hand-over waits for the job's thread to end the worker and clean up
-(the grace between SIGTERM and SIGKILL, the reap, the sweep)."""
-FIRST_READY_S = 60.0
-"""How long the first job waits for the first worker to finish importing torch."""
 
 
 def take_first(

@@ -347,12 +347,7 @@ def _measure_direct(
     try:
         out["loader_s"] = timer.seconds("loader")
         out["loader_calls"] = timer.count("loader")
-        if timer.starts:
-            extraction = _extraction(before, _so_names(path, model), timer.starts[-1])
-            if extraction and out["loader_s"] is not None:
-                extraction["written_s"] = min(max(extraction["written_s"], 0.0), out["loader_s"])
-                out["dlopen_constants_s"] = out["loader_s"] - extraction["written_s"]
-            out["extraction"] = extraction
+        _loader_parts(out, timer, before, path, model)
         out["other_s"] = max(0.0, out["total_s"] - (out["loader_s"] or 0.0))
         out["memory_after"] = memory_snapshot(device)
     except Exception as exc:
@@ -361,6 +356,21 @@ def _measure_direct(
 
 
 DIRECT_HOW = "the C++ loader, which load_package runs for this package after the host's probe"
+
+
+def _loader_parts(
+    out: dict[str, Any], timer: CallTimer, before: set[str], path: str, model: str
+) -> None:
+    """The C++ loader's extraction (folder, files, bytes, seconds) and `dlopen_constants_s`,
+    the rest of its time, from the files the load wrote (after measure_load's timer)."""
+    if not timer.starts:
+        return
+    names = _so_names(path, model) or _member_names(path, model)
+    extraction = _extraction(before, names, timer.starts[-1])
+    if extraction and out["loader_s"] is not None:
+        extraction["written_s"] = min(max(extraction["written_s"], 0.0), out["loader_s"])
+        out["dlopen_constants_s"] = out["loader_s"] - extraction["written_s"]
+    out["extraction"] = extraction
 
 
 def _load_breakdown(
@@ -388,13 +398,7 @@ def _load_breakdown(
     out["exported_program_s"] = timer.seconds("exported_program")
     out["loader_s"] = timer.seconds("loader")
     out["loader_calls"] = timer.count("loader")
-    if timer.starts:
-        names = _so_names(path, model) or _member_names(path, model)
-        extraction = _extraction(before, names, timer.starts[-1])
-        if extraction and out["loader_s"] is not None:
-            extraction["written_s"] = min(max(extraction["written_s"], 0.0), out["loader_s"])
-            out["dlopen_constants_s"] = out["loader_s"] - extraction["written_s"]
-        out["extraction"] = extraction
+    _loader_parts(out, timer, before, path, model)
     known = sum(out[k] or 0.0 for k in ("exported_program_s", "loader_s"))
     out["other_s"] = max(0.0, out["total_s"] - known - (out["probe"]["seconds"] or 0.0))
 
