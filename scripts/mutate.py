@@ -296,9 +296,9 @@ TARGETS: tuple[Target, ...] = (
     Target(
         "aotipre/runner/loadcost.py",
         ("host_key", "_cpu_identity", "_compiler_identity", "read", "parse", "_clean_probe",
-         "from_load", "write", "with_recorded_probe", "HandOver.pin", "HandOver.learn",
-         "HandOver._host_key"),
-        ("tests/runner/test_loadcost.py",),
+         "from_load", "write", "with_recorded_probe", "with_recorded_load", "HandOver.pin",
+         "HandOver.learn", "HandOver._host_key"),
+        ("tests/runner/test_loadcost.py", "tests/runner/test_direct_load.py"),
     ),
     # many packages: CI shards and their merged verdict (issue #25)
     Target(

@@ -161,3 +161,19 @@ def test_the_probes_pin_waits_for_its_module_and_then_answers_it() -> None:
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # nothing imported torch's inductor for the pin; importing it pinned the list at once
     assert out == {"before": False, "seen": [True], "list": ["VecAVX2"]}
+
+
+def test_a_recorded_import_cost_of_zero_is_a_time_and_a_total_that_is_not_one_is_left() -> None:
+    data = {
+        "format": loadcost.FORMAT,
+        "key": "k",
+        "vec_isa": ["VecAVX2"],
+        "probe": {"seconds": 1.0},
+        "measured_at": STAMP,
+        "loader_import_s": 0.0,
+    }
+    rec = loadcost.parse(data, "k")
+    assert rec is not None and rec.loader_import_s == 0.0
+    for total in (True, "1.0", None):
+        out = loadcost.with_recorded_load({"total_s": total, "direct": True}, rec)
+        assert out["total_s"] == total and out["import_s"] == 0.0
