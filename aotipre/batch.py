@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from aotipre.errors import UsageError
 from aotipre.findings import Report
 from aotipre.gpus import pinned_check
 from aotipre.matrix import check as check_in_runtimes
-from aotipre.runner import forkserver
+from aotipre.runner import forkserver, launch
 from aotipre.runner.proc import allow_new_children, kill_all_children
 from aotipre.runtimes import Runtime, resolve
 from aotipre.shard import Shard, ShardPlan, plan_shards
@@ -180,6 +181,8 @@ def run(
     a GPU gets one to itself while several run (or `gpus`, --gpus, is given): aotipre.gpus."""
     check = pinned_check(jobs, workers, gpus, _check)
     with forkserver.session(enabled=len(jobs) > 1):
+        if check is _check and jobs:  # (a job pinned to a GPU gets another environment)
+            start_server_early(jobs[0])
         if workers <= 1 or len(jobs) <= 1:
             return [check(job) for job in jobs]
         return _in_threads(check, jobs, workers)
@@ -206,6 +209,19 @@ def _in_threads(
         pool.shutdown(wait=True, cancel_futures=True)
         if refused:
             allow_new_children()
+
+
+def start_server_early(job: PackageJob) -> None:
+    """Start the fork server `job`'s first worker will most likely ask for (its interpreter,
+    the environment its session gives a model call), while the job reads its package and runs
+    its static checks (forkserver.start_early). Nothing for a static-only job or a test's
+    stand-in worker, nor outside a fork-server session."""
+    dynamic = job.options.dynamic
+    if job.options.static_only or (dynamic is not None and dynamic.worker_command):
+        return
+    python = job.runtimes[0].python if job.runtimes else dynamic.python if dynamic else None
+    extra = dynamic.extra_env if dynamic is not None else {}
+    forkserver.start_early(python or sys.executable, launch.job_env(extra))
 
 
 def _check(job: PackageJob) -> Report:

@@ -114,14 +114,10 @@ def _early_worker(args: list[str]) -> contextlib.AbstractContextManager[None]:
     not, and it is stopped)."""
     if not args or args[0] != "check" or _NO_EARLY_WORKER & set(args):
         return contextlib.nullcontext()
-    import os
-
     from aotipre.runner import launch, prewarm
 
     return prewarm.first_worker(
-        lambda path: launch.worker_argv(sys.executable, None, path),
-        {**os.environ, **launch.RUNTIME_CHECK_ENV},
-        enabled=True,
+        lambda path: launch.worker_argv(sys.executable, None, path), launch.job_env(), enabled=True
     )
 
 

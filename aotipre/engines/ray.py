@@ -396,6 +396,7 @@ class ProgressLines:
 def _check_task(job: PackageJob, cwd: str, index: int, lines: Any) -> Report:
     """One job, as batch.run checks it, in this Ray worker: in the driver's working directory
     (relative paths), its progress sent to `lines`; a cancel stops its workers first."""
+    from aotipre.batch import start_server_early
     from aotipre.matrix import check as check_in_runtimes
 
     say: Callable[[str], None] | None = None
@@ -408,6 +409,7 @@ def _check_task(job: PackageJob, cwd: str, index: int, lines: Any) -> Report:
     tempdirs.sweep()  # a node's folders of an earlier task that was killed there
     forkserver.keep_on()  # this Ray worker's next tasks fork from the same server
     with _working_directory(cwd), _as_started():
+        start_server_early(job)  # its imports overlap the reading and the static checks
         report = _interruptible(lambda: check_in_runtimes(job.package, options, job.runtimes))
     if lines is not None:
         import ray

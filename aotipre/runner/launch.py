@@ -34,6 +34,16 @@ def worker_argv(
     return (python or sys.executable, WORKER_PATH, job_path)
 
 
+def job_env(*extra: Mapping[str, str]) -> dict[str, str]:
+    """A job's worker environment: this process's, the runtime check's switch, then each of
+    `extra` in turn (the options' extra_env, what the session added)."""
+    env = dict(os.environ)
+    env.update(RUNTIME_CHECK_ENV)
+    for more in extra:
+        env.update(more)
+    return env
+
+
 def worker_key(python: str | None, worker_command: Sequence[str] | None) -> tuple[str, ...]:
     """What identifies a kind of worker process (per-interpreter facts are cached under it)."""
     return tuple(worker_command or ()) or (python or sys.executable, WORKER_PATH)

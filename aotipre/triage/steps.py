@@ -405,10 +405,7 @@ class TriageSteps(TriageState):
         }
         if self.crash.vec_isa is not None:
             job["vec_isa"] = list(self.crash.vec_isa)  # the session's load probed; skip it here
-        full_env = dict(os.environ)
-        full_env.update(launch.RUNTIME_CHECK_ENV)
-        full_env.update(self.crash.env)
-        full_env.update(env)
+        full_env = launch.job_env(self.crash.env, env)
         shown = {k: os.environ[k] for k in _SHOWN_ENV if k in os.environ}
         shown.update(launch.RUNTIME_CHECK_ENV)
         shown.update(self.crash.env)

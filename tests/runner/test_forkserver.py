@@ -128,6 +128,77 @@ def test_packages_checked_through_the_fork_server_get_the_reports_of_fresh_worke
     assert processes_under(tmp_path) == []
 
 
+def test_the_server_started_early_is_the_one_the_first_job_asks_for(
+    pkg: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # batch.run starts the first job's server before that job reads its package: with the
+    # interpreter and environment (extra_env included) its session then asks for, so no job
+    # starts a second one, and both packages are forked by it
+    from aotipre import api, batch
+    from aotipre.runner.stages import DynamicOptions, PerfOptions
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    started: list[tuple[str, dict[str, str]]] = []
+    asked: list[int] = []
+    real_server, real_argv_for = forkserver.ForkServer, forkserver.argv_for
+
+    def server(python: str, env: Any) -> Any:
+        started.append((python, dict(env)))
+        return real_server(python, env)
+
+    def argv_for(python: str, env: Any, ops: Any) -> Any:
+        asked.append(len(started))  # servers started before this job asked
+        return real_argv_for(python, env, ops)
+
+    monkeypatch.setattr(forkserver, "ForkServer", server)
+    monkeypatch.setattr(forkserver, "argv_for", argv_for)
+    dynamic = DynamicOptions(
+        probe=False, perf=PerfOptions(runs=1, warmup=0), extra_env={"AOTIPRE_TEST_MARK": "7"}
+    )
+    options = api.CheckOptions(inputs=str(pkg("aoti_inputs.pt")), dynamic=dynamic)
+    jobs = [batch.PackageJob(str(pkg("aoti.pt2")), options) for _ in range(2)]
+    reports = batch.run(jobs, 1)
+    assert [r.verdict for r in reports] == ["pass", "pass"], [r.findings for r in reports]
+    assert len(started) == 1, [sorted(set(e) ^ set(started[0][1])) for _, e in started]
+    python, env = started[0]
+    assert python == sys.executable
+    assert env["AOTIPRE_TEST_MARK"] == "7" and env["AOTI_RUNTIME_CHECK_INPUTS"] == "1"
+    assert asked and asked[0] == 1  # started before the first job asked for it
+    forked = [p for r in reports for s in r.stages for p in s.processes or () if FORKED in p]
+    assert len(forked) >= 2, [s.processes for r in reports for s in r.stages]
+    assert processes_under(tmp_path) == []
+
+
+def test_no_server_is_started_early_for_a_job_that_runs_no_forked_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aotipre import api, batch
+    from aotipre.runner.stages import DynamicOptions
+
+    started: list[str] = []
+
+    class Stub:
+        def __init__(self, python: str, env: Any) -> None:
+            started.append(python)
+
+        def stop(self) -> None:
+            started.append("stopped")
+
+    monkeypatch.setattr(forkserver, "ForkServer", Stub)
+    static = api.CheckOptions(static_only=True)
+    stand_in = api.CheckOptions(dynamic=DynamicOptions(worker_command=("fake",)))
+    usual = api.CheckOptions(dynamic=DynamicOptions(python="/opt/py"))
+    batch.start_server_early(batch.PackageJob("m.pt2", usual))
+    assert started == []  # no session
+    with forkserver.session():
+        for options in (static, stand_in):
+            batch.start_server_early(batch.PackageJob("m.pt2", options))
+        assert started == []
+        batch.start_server_early(batch.PackageJob("m.pt2", usual))
+        assert started == ["/opt/py"]
+    assert started == ["/opt/py", "stopped"]
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

@@ -475,11 +475,7 @@ class Session:
         return recorded is not None and recorded.loader_import_s is not None
 
     def _job_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(launch.RUNTIME_CHECK_ENV)
-        env.update(self.opts.extra_env)
-        env.update(self.extra_env)
-        return env
+        return launch.job_env(self.opts.extra_env, self.extra_env)
 
     def _shown_env(self, op: str) -> dict[str, str]:
         shown = {k: os.environ[k] for k in _ENV_SHOWN if k in os.environ}
