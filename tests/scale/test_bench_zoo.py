@@ -85,6 +85,8 @@ def test_goals_as_the_issue_defines_them() -> None:
         "shards": {"wall_s": 9.0, "merge_s": 0.4, "cli_import_s": 0.3},
         "j2_head": {"wall_s": 10.0},
         "ray_head": {"wall_s": 11.5},
+        "j2_head_static": {"wall_s": 0.5},
+        "ray_head_static": {"wall_s": 1.3},
     }
     figures, goals = bench.figures_and_goals(modes, 20)
     assert figures["ray_vs_j2_spread"] == pytest.approx(0.08)
@@ -92,14 +94,18 @@ def test_goals_as_the_issue_defines_them() -> None:
     assert figures["ray_cost_static_per_package_s"] == pytest.approx(0.35)
     assert figures["ray_head_vs_j2_spread"] == pytest.approx(0.15)  # its own -j 2 pair
     assert figures["ray_head_cost_per_package_s"] == pytest.approx(0.075)
-    assert [g["result"] for g in goals] == ["PASS", "PASS", "PASS", "MISS", "PASS", "PASS"]
+    # Ray's fixed cost with no check: (1.3 - 0.5) s of the head's -j 2 pair's 10 s
+    assert figures["ray_head_fixed_s"] == pytest.approx(0.8)
+    assert figures["ray_head_fixed_share"] == pytest.approx(0.08)
+    assert [g["result"] for g in goals] == ["PASS", "PASS", "PASS", "MISS", "PASS", "PASS", "PASS"]
     modes["ray"]["wall_s"] = 9.0  # Ray faster than -j 2 by more than 10 %: a miss too
     modes["ray_head"]["wall_s"] = 10.9
+    modes["ray_head_static"]["wall_s"] = 1.6
     modes["shards"]["merge_s"] = 1.2
     _, goals = bench.figures_and_goals(modes, 20)
-    assert [g["result"] for g in goals] == ["MISS", "PASS", "PASS", "PASS", "PASS", "MISS"]
+    assert [g["result"] for g in goals] == ["MISS", "PASS", "PASS", "PASS", "PASS", "MISS", "MISS"]
     _, goals = bench.figures_and_goals({"seq": {"wall_s": 3.0}}, 2)
-    assert [g["result"] for g in goals] == ["n/a"] * 6
+    assert [g["result"] for g in goals] == ["n/a"] * 7
 
 
 @pytest.mark.slow
@@ -149,3 +155,5 @@ def test_the_running_heads_run_is_held_to_its_own_j2_pair() -> None:
         "ray_head: p00_mlp.pt2 is error, j2_head says pass",
         "ray_head: exit 2, j2_head exits 1",
     ]
+    runs = {"j2_head_static": _run(GOOD, 1), "ray_head_static": _run(GOOD, 2)}
+    assert bench.mismatches(runs, STAMP) == ["ray_head_static: exit 2, j2_head_static exits 1"]
