@@ -227,10 +227,12 @@ def pinned_check(
 
     if wanted is None and min(workers, len(jobs)) <= 1:
         return check
+    gpus = visible()
+    if wanted is None and len(gpus) <= 1:
+        return check  # nothing to spread (and no package opened only to learn its device)
     on_gpu = [job for job in jobs if needs_gpu(job)]
     if wanted is None and min(workers, len(on_gpu)) <= 1:
         return check  # no two packages would share a GPU
-    gpus = visible()
     named = sorted({d for d in map(_device, on_gpu) if ":" in d})
     if wanted is not None:
         gpus = parse_gpus(wanted, gpus)
@@ -239,7 +241,7 @@ def pinned_check(
                 f"--device {named[0]} and --gpus both choose the GPU: give one of them",
                 hint="with --gpus each package sees its GPU as cuda:0, so use --device cuda",
             )
-    elif len(gpus) <= 1 or named:
+    elif named:
         return check
     if not on_gpu:
         return check

@@ -5,6 +5,7 @@ torch worker, tests/fakes/env_worker.py, records the CUDA_VISIBLE_DEVICES each w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -297,6 +298,34 @@ def test_when_nothing_is_pinned(
 
     jobs = [cuda_job(pkg, n, device=device) for n in "ab"]
     assert gpus.pinned_check(jobs, workers, wanted, check, visible=lambda: visible) is check
+
+
+def test_a_host_without_two_gpus_opens_no_package_to_place_it(
+    pkg: Pkg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a package's device is read from its archive only when there are GPUs to spread packages
+    # over: elsewhere its check opens it once, as a single check does
+    from aotipre.pt2 import reader
+
+    opened: list[str] = []
+    real_read = reader.read_package
+
+    def read(path: object, **kwargs: object) -> object:
+        opened.append(str(path))
+        return real_read(path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader, "read_package", read)
+
+    def check(job: batch.PackageJob) -> Report:
+        return Report(package_path=job.package)
+
+    jobs = [cuda_job(pkg, n) for n in "ab"]
+    jobs = [dataclasses.replace(j, options=CheckOptions()) for j in jobs]  # no device given
+    for found in ([], [G0]):
+        assert gpus.pinned_check(jobs, 2, None, check, visible=lambda f=found: f) is check
+    assert opened == []
+    gpus.pinned_check(jobs, 2, None, check, visible=lambda: [G0, G1])
+    assert sorted(opened) == sorted(j.package for j in jobs)  # both.pt2 copies: CUDA models
 
 
 # -- batch.run end to end: real fixture packages, the fake torch worker
