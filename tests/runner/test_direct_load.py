@@ -105,16 +105,21 @@ def test_the_record_keeps_the_loaders_import_cost_only_from_a_clean_import() -> 
     assert partly is not None and partly.loader_import_s is None
 
 
-@pytest.mark.parametrize("bad", [-1.0, True, "1.2", float("inf")])
-def test_a_record_whose_import_cost_is_not_a_time_is_absent(bad: object) -> None:
-    data = {
+def recorded(loader_import_s: object) -> dict[str, object]:
+    """A record file's data, as loadcost.write keeps it, with this loader import cost."""
+    return {
         "format": loadcost.FORMAT,
         "key": "k",
         "vec_isa": ["VecAVX2"],
         "probe": {"seconds": 1.0},
         "measured_at": STAMP,
-        "loader_import_s": bad,
+        "loader_import_s": loader_import_s,
     }
+
+
+@pytest.mark.parametrize("bad", [-1.0, True, "1.2", float("inf")])
+def test_a_record_whose_import_cost_is_not_a_time_is_absent(bad: object) -> None:
+    data = recorded(bad)
     assert loadcost.parse(data, "k") is None
     data["loader_import_s"] = 0.9
     rec = loadcost.parse(data, "k")
@@ -164,15 +169,7 @@ def test_the_probes_pin_waits_for_its_module_and_then_answers_it() -> None:
 
 
 def test_a_recorded_import_cost_of_zero_is_a_time_and_a_total_that_is_not_one_is_left() -> None:
-    data = {
-        "format": loadcost.FORMAT,
-        "key": "k",
-        "vec_isa": ["VecAVX2"],
-        "probe": {"seconds": 1.0},
-        "measured_at": STAMP,
-        "loader_import_s": 0.0,
-    }
-    rec = loadcost.parse(data, "k")
+    rec = loadcost.parse(recorded(0.0), "k")
     assert rec is not None and rec.loader_import_s == 0.0
     for total in (True, "1.0", None):
         out = loadcost.with_recorded_load({"total_s": total, "direct": True}, rec)
