@@ -314,6 +314,18 @@ TARGETS: tuple[Target, ...] = (
         ("tests/scale/test_merge.py", "--deselect",
          "tests/scale/test_merge.py::test_a_dynamic_run_merged_from_its_json"),
     ),
+    # one GPU per package (issue #25): who is pinned, and no archive opened only to place it
+    Target(
+        "aotipre/gpus.py",
+        ("pinned_check",),
+        ("tests/scale/test_gpus.py", "-m", "not slow and not gpu"),
+    ),
+    # the first fork server, started before its job reads its package (issue #25/#28)
+    Target(
+        "aotipre/batch.py",
+        ("start_server_early",),
+        ("tests/runner/test_forkserver.py", "-k", "early"),
+    ),
     # the perf stage (its budgets and judgements: runner/perf.py above)
     Target(
         "aotipre/runner/stages/perf.py",

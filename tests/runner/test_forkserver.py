@@ -174,6 +174,7 @@ def test_no_server_is_started_early_for_a_job_that_runs_no_forked_worker(
 ) -> None:
     from aotipre import api, batch
     from aotipre.runner.stages import DynamicOptions
+    from aotipre.runtimes import Runtime
 
     started: list[str] = []
 
@@ -196,7 +197,11 @@ def test_no_server_is_started_early_for_a_job_that_runs_no_forked_worker(
         assert started == []
         batch.start_server_early(batch.PackageJob("m.pt2", usual))
         assert started == ["/opt/py"]
-    assert started == ["/opt/py", "stopped"]
+        # a matrix of interpreters: its first runtime's workers run first
+        first, second = (Runtime(p, "3.11", "2.13.0", "/t", p) for p in ("/a/py", "/b/py"))
+        batch.start_server_early(batch.PackageJob("m.pt2", usual, runtimes=(first, second)))
+        assert started == ["/opt/py", "/a/py"]
+    assert started == ["/opt/py", "/a/py", "stopped", "stopped"]
 
 
 @pytest.mark.parametrize(

@@ -300,6 +300,21 @@ def test_when_nothing_is_pinned(
     assert gpus.pinned_check(jobs, workers, wanted, check, visible=lambda: visible) is check
 
 
+def test_one_package_needing_a_gpu_or_one_at_a_time_is_never_pinned(pkg: Pkg) -> None:
+    def check(job: batch.PackageJob) -> Report:
+        return Report(package_path=job.package)
+
+    def no_query() -> list[Gpu]:
+        raise AssertionError("nvidia-smi asked for a batch that runs one package at a time")
+
+    cuda, cpu = cuda_job(pkg, "a"), cuda_job(pkg, "b", device="cpu")
+    # one package at a time, or one package alone: the GPUs are not even asked for
+    assert gpus.pinned_check([cuda, cuda_job(pkg, "c")], 1, None, check, visible=no_query) is check
+    assert gpus.pinned_check([cuda], 4, None, check, visible=no_query) is check
+    # two GPUs, but only one package needs one: it shares nothing, so it is not pinned
+    assert gpus.pinned_check([cuda, cpu], 4, None, check, visible=lambda: [G0, G1]) is check
+
+
 def test_a_host_without_two_gpus_opens_no_package_to_place_it(
     pkg: Pkg, monkeypatch: pytest.MonkeyPatch
 ) -> None:
