@@ -219,9 +219,12 @@ def start_server_early(job: PackageJob) -> None:
     dynamic = job.options.dynamic
     if job.options.static_only or (dynamic is not None and dynamic.worker_command):
         return
-    python = job.runtimes[0].python if job.runtimes else dynamic.python if dynamic else None
+    if job.runtimes:  # a matrix runs its first interpreter first
+        python = job.runtimes[0].python
+    else:
+        python = (dynamic.python if dynamic is not None else None) or sys.executable
     extra = dynamic.extra_env if dynamic is not None else {}
-    forkserver.start_early(python or sys.executable, launch.job_env(extra))
+    forkserver.start_early(python, launch.job_env(extra))
 
 
 def _check(job: PackageJob) -> Report:

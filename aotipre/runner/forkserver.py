@@ -115,9 +115,9 @@ def argv_for(
 def start_early(python: str, env: Mapping[str, str]) -> None:
     """Start the server for this interpreter and environment now, without waiting for it: the
     one a batch's first job will most likely ask for once it has read its package and run its
-    static checks, which its imports overlap (a Ray task's first job: 0.3-0.4 s on the 2-core
-    VM). Nothing outside a session, or when it runs already; a guess that no job matches costs
-    an idle server until the session ends (one of MAX_SERVERS)."""
+    static checks, which its imports overlap (in a Ray task on the 2-core VM the server started
+    0.1 s earlier). Nothing outside a session, or when it runs already; a guess that no job
+    matches costs an idle server until the session ends (one of MAX_SERVERS)."""
     _server(python, env)
 
 
