@@ -19,12 +19,11 @@ from aotipre.pt2.wrapper import parse_wrapper_cpp
 from aotipre.runner.synth import index_input_bounds
 from aotipre.triage.parsers import (
     index_bounds,
-    index_pointer,
+    index_chain,
     kernel_call_args,
     kernel_call_order,
     kernel_params,
     kernel_source,
-    plain_index_chain,
 )
 
 
@@ -50,25 +49,27 @@ def check_index_values(
         found = bounds.get(spec.tensor_index if spec.tensor_index is not None else -1)
         if found is None or source is None:
             continue
-        rows, where = found
+        rows, where, lowest = found
         ext = int_extremes(source, meta)
         if ext is None:
             continue
         bad = [(ext.max, ext.max_at)] if ext.max >= rows else []
-        if ext.min < 0:
+        if ext.min < lowest:
             bad.insert(0, (ext.min, ext.min_at))
+        wrapped = " (a negative id counts from the end)" if lowest < 0 else ""
         for value, at in bad[:1]:
             out.append(
                 codes.get("AOT308").finding(
                     f"input '{spec.name}' holds {value} at position {list(at)}, outside the "
-                    f"{rows} rows of {where} it indexes (valid 0..{rows - 1}; the input's values "
-                    f"span {ext.min}..{ext.max}): the compiled model's index check fails on it, "
-                    "or, compiled without index asserts, it reads out of bounds",
+                    f"{rows} rows of {where} it indexes (valid {lowest}..{rows - 1}{wrapped}; "
+                    f"the input's values span {ext.min}..{ext.max}): the compiled model's index "
+                    "check fails on it, or, compiled without index asserts, it reads out of "
+                    "bounds",
                     model=model.name,
                     input=spec.name,
                     position=spec.position,
                     stage="static",
-                    expected=f"0..{rows - 1}",
+                    expected=f"{lowest}..{rows - 1}",
                     actual=value,
                 )
             )
@@ -77,24 +78,27 @@ def check_index_values(
 
 def index_bounds_of_inputs(
     package: PackageInfo, model: ModelInfo, archive: Archive
-) -> dict[int, tuple[int, str]]:
-    """{tensor index: (rows, what it indexes)} from the ExportedProgram graph (an embedding's
-    indices, directly or through views and casts), else from the AOTI kernels' bounds checks
-    whose index is loaded straight from a model input."""
-    out: dict[int, tuple[int, str]] = {}
+) -> dict[int, tuple[int, str, int]]:
+    """{tensor index: (rows, what it indexes, the lowest valid value)} from the ExportedProgram
+    graph (an embedding's indices, directly or through views and casts: 0 is the lowest), else
+    from the AOTI kernels' bounds checks whose index is loaded straight from a model input,
+    in whatever kernel it is fused (-rows is the lowest where the kernel wraps negative
+    indices, as `table[ids]` does)."""
+    out: dict[int, tuple[int, str, int]] = {}
     try:
         if model.has_exported_program:
             per_input, _ = index_input_bounds(package, model, archive)
-            out.update({i: (rows, "the embedding") for i, rows in per_input.items()})
+            out.update({i: (rows, "the embedding", 0) for i, rows in per_input.items()})
         if model.aoti is not None and model.aoti.wrapper_cpp is not None:
-            for i, rows in _kernel_bounds(model, archive).items():
-                out.setdefault(i, (rows, "the table"))
+            for i, (rows, lowest) in _kernel_bounds(model, archive).items():
+                out.setdefault(i, (rows, "the table", lowest))
     except (PackageError, OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
         return out
     return out
 
 
-def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, int]:
+def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, tuple[int, int]]:
+    """{tensor index: (rows, lowest valid value)}: the tightest of the kernels' checks."""
     assert model.aoti is not None and model.aoti.wrapper_cpp is not None
     wrapper = archive.read_text(model.aoti.wrapper_cpp)
     kernels = "\n".join(
@@ -103,7 +107,7 @@ def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, int]:
         if n.startswith(model.aoti.directory) and n.endswith(".kernel.cpp")
     )
     names = {name: i for i, name in enumerate(parse_wrapper_cpp(wrapper).input_names)}
-    out: dict[int, int] = {}
+    out: dict[int, tuple[int, int]] = {}
     for kernel in kernel_call_order(wrapper):
         if not kernel.startswith(("cpp_", "triton_")):
             continue
@@ -113,13 +117,18 @@ def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, int]:
             continue
         params = kernel_params(src)
         for bound in index_bounds(src):
-            ptr = index_pointer(src, bound.variable)
-            if ptr is None or ptr not in params or not plain_index_chain(src, bound.variable):
+            chain = index_chain(src, bound.variable)
+            if chain is None or chain.pointer not in params:
                 continue
-            arg = args[params.index(ptr)] if params.index(ptr) < len(args) else None
+            if chain.wraps is not None and chain.wraps != bound.upper:
+                continue  # wrapped by another size than it is checked against: not plain
+            at = params.index(chain.pointer)
+            arg = args[at] if at < len(args) else None
             if arg in names:
                 i = names[arg]
-                out[i] = min(out.get(i, bound.upper), bound.upper)
+                lowest = -bound.upper if chain.wraps else 0
+                rows, low = out.get(i, (bound.upper, lowest))
+                out[i] = (min(rows, bound.upper), max(low, lowest))
     return out
 
 

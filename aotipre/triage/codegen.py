@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 # --------------------------------------------------------------------------------------------
@@ -338,3 +338,182 @@ def match_nodes(
 def _contains(tokens: list[str], sub: list[str]) -> bool:
     n = len(sub)
     return any(tokens[i : i + n] == sub for i in range(len(tokens) - n + 1)) if n else False
+
+
+# -- what an index temporary is, read from its definitions
+
+_SCALAR_DEF = re.compile(
+    r"(?m)^[ \t]*(?:auto\s+|const\s+auto\s+)?(tmp\d+)[ \t]*=[ \t]*(\S.*?);?[ \t]*$"
+)
+# `auto tmp9 =` / `[&]` / `{ ... }` / `()` / `;`: a vectorised kernel's element-wise detour
+_LAMBDA_DEF = re.compile(
+    r"(?ms)^[ \t]*auto\s+(tmp\d+)\s*=\s*\n\s*\[&\]\s*\{(?P<body>.*?)\n[ \t]*\}\s*\(\)\s*;"
+)
+_LAMBDA_STORE = re.compile(
+    r"^\s*__at_align__ std::array<[\w:]+, \d+> tmpbuf;\s*(?P<src>tmp\d+)\.store\("
+    r"tmpbuf\.data\(\)(?:, [^;]*)?\);\s*return tmpbuf;\s*$"
+)
+_LAMBDA_CAST = re.compile(
+    r"^\s*__at_align__ std::array<(?:int64_t|int32_t|long), \d+> tmpbuf;\s*(?:#pragma[^\n]*\n)?"
+    r"\s*for \(.*?\)\s*\{\s*tmpbuf\[(?P<i>\w+)\] = "
+    r"(?:static_cast<(?:int64_t|int32_t|long)>\((?P<src>tmp\d+)\[(?P=i)\]\)|(?P<raw>tmp\d+)\[(?P=i)\]);"
+    r"\s*\}\s*return at::vec::VectorizedN?<(?:int64_t|int32_t|long)(?:,\s*\d+)?>"
+    r"::loadu\(tmpbuf\.data\(\)(?:, [^;]*)?\);\s*$"
+)
+_WRAPPERS = (
+    # casts and broadcasts that keep an index's values: (prefix pattern, the argument's group)
+    re.compile(r"^(?:c10::convert|static_cast)<[\w:]+>\((?P<x>.*)\)$"),
+    re.compile(r"^(?:int64_t|int32_t|long)\((?P<x>.*)\)$"),
+    re.compile(r"^at::vec::(?:VectorizedN|Vectorized|VecMask)<[\w:]+(?:,\s*\d+)?>\((?P<x>.*)\)$"),
+    re.compile(r"^decltype\(tmp\d+\)\((?P<x>.*)\)$"),
+    re.compile(r"^(?P<x>.*)\.template cast<[\w:]+(?:,\s*\d+)?>\(\)$"),
+    re.compile(r"^(?P<x>.*)\.to\(tl\.(?:int64|int32)\)$"),
+    re.compile(r"^tl\.broadcast_to\((?P<x>tmp\d+), \[[^\]]*\]\)$"),
+    re.compile(r"^\((?P<x>.*)\)$"),
+)
+_LOADS = (
+    re.compile(r"^(?P<ptr>in_ptr\d+|in_out_ptr\d+)\[[^;]*\]$"),
+    re.compile(
+        r"^at::vec::VectorizedN?<(?:int64_t|int32_t|long)(?:,\s*\d+)?>::loadu\("
+        r"(?P<ptr>in_ptr\d+|in_out_ptr\d+) \+ [^;]*\)$"
+    ),
+    re.compile(r"^tl\.load\((?P<ptr>in_ptr\d+|in_out_ptr\d+) \+ [^;]*\)$"),
+)
+_CONSTANT = re.compile(r"^(?P<n>-?\d+)L?$|^tl\.full\(\[[^\]]*\], (?P<t>-?\d+), tl\.int(?:64|32)\)$")
+
+
+@dataclass(frozen=True)
+class IndexChain:
+    """How a bounds-checked index temporary comes from one load of a model input."""
+
+    pointer: str
+    """The kernel parameter it is loaded from (`in_ptr0`)."""
+    wraps: int | None
+    """The row count a negative index is wrapped by (Python indexing: `t[ids]`), or None when
+    the index is checked as loaded (an embedding: a negative id is out of bounds)."""
+
+
+@dataclass(frozen=True)
+class _Value:
+    kind: str  # "const", "index", "plus", "negative", "wrapped"
+    load: str = ""  # the temporary of the index's one load (two loads make a new index)
+    pointer: str = ""
+    n: int = 0
+
+
+def index_chain(source: str, variable: str) -> IndexChain | None:
+    """What `variable` is when every step from one load of a kernel parameter to it is a copy,
+    a cast, a broadcast, a vectorised kernel's round trip through a buffer, or the wrap-around
+    of negative indices (`ids < 0 ? ids + rows : ids`, in scalar, vectorised and Triton
+    spelling); None when anything else computes it (then a bound on it is not a bound on the
+    input's own values). A kernel reuses temporaries' names in each loop: every bounds check of
+    `variable` is read with the definitions before it, and all of them must agree."""
+    text = source or ""
+    checks = [
+        m.start()
+        for m in re.finditer(r"index out of bounds: 0 <= " + re.escape(variable) + r" <", text)
+    ]
+    chains = {_chain_at(text, variable, at) for at in checks or [len(text)]}
+    return chains.pop() if len(chains) == 1 else None
+
+
+def _chain_at(source: str, variable: str, before: int) -> IndexChain | None:
+    found: list[tuple[int, str, str]] = []
+    for m in _LAMBDA_DEF.finditer(source, 0, before):
+        body = m.group("body")
+        step = _LAMBDA_STORE.match(body) or _LAMBDA_CAST.match(body)
+        source_tmp = step and (step.groupdict().get("src") or step.groupdict().get("raw"))
+        found.append((m.start(), m.group(1), source_tmp or "<opaque>"))
+    for m in _SCALAR_DEF.finditer(source, 0, before):
+        found.append((m.start(), m.group(1), m.group(2).strip()))
+    defs = {name: rhs for _, name, rhs in sorted(found)}  # the latest definition before the check
+    memo: dict[str, _Value | None] = {}
+
+    def value_of(expr: str, depth: int) -> _Value | None:
+        expr = expr.strip()
+        if depth > 64:
+            return None
+        if re.fullmatch(r"tmp\d+", expr):
+            if expr not in memo:
+                memo[expr] = None  # a cycle is no chain
+                rhs = defs.get(expr)
+                got = None if rhs is None else value_of(rhs, depth + 1)
+                if got is not None and got.kind == "load":
+                    got = replace(got, kind="index", load=expr)
+                memo[expr] = got
+            return memo[expr]
+        for pattern in _LOADS:
+            if m := pattern.fullmatch(expr):
+                return _Value("load", pointer=m.group("ptr"))
+        if m := _CONSTANT.fullmatch(expr):
+            return _Value("const", n=int(m.group("n") or m.group("t")))
+        for pattern in _WRAPPERS:
+            if (m := pattern.fullmatch(expr)) and _balanced(m.group("x")):
+                return value_of(m.group("x"), depth + 1)
+        parts = _top_level(expr, (" + ", " < "))
+        if parts is not None:
+            left, op, right = parts
+            a, b = value_of(left, depth + 1), value_of(right, depth + 1)
+            if op == " + " and a and b:
+                idx, rows = (a, b) if a.kind == "index" else (b, a)
+                if idx.kind == "index" and rows.kind == "const" and rows.n > 0:
+                    return _Value("plus", idx.load, idx.pointer, rows.n)
+            if op == " < " and a and b and a.kind == "index" and b == _Value("const", n=0):
+                return _Value("negative", a.load, a.pointer)
+            return None
+        select = _select(expr)
+        if select is not None:
+            mask, when_true, when_false = (value_of(e, depth + 1) for e in select)
+            if (
+                mask is not None
+                and when_true is not None
+                and when_false is not None
+                and mask.kind == "negative"
+                and when_true.kind == "plus"
+                and when_false.kind == "index"
+                and mask.load == when_true.load == when_false.load
+            ):
+                return _Value("wrapped", mask.load, mask.pointer, when_true.n)
+        return None
+
+    found = value_of(variable, 0)
+    if found is None or found.kind not in ("index", "wrapped"):
+        return None
+    return IndexChain(found.pointer, found.n if found.kind == "wrapped" else None)
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for c in text:
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _top_level(expr: str, ops: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """`left op right` split at the one operator of `ops` outside brackets, if exactly one."""
+    depth = 0
+    found: list[tuple[int, str]] = []
+    for i, c in enumerate(expr):
+        depth += c in "([{"
+        depth -= c in ")]}"
+        if depth == 0:
+            found.extend((i, op) for op in ops if expr.startswith(op, i))
+    if len(found) != 1:
+        return None
+    i, op = found[0]
+    return expr[:i], op, expr[i + len(op) :]
+
+
+def _select(expr: str) -> tuple[str, str, str] | None:
+    """(mask, value where set, value where not) of `m ? a : b`, `tl.where(m, a, b)` or
+    `decltype(x)::blendv(b, a, m)`."""
+    if m := re.fullmatch(r"(tmp\d+) \? (tmp\d+) : (tmp\d+)", expr):
+        return m.group(1), m.group(2), m.group(3)
+    if m := re.fullmatch(r"tl\.where\((tmp\d+), (tmp\d+), (tmp\d+)\)", expr):
+        return m.group(1), m.group(2), m.group(3)
+    if m := re.fullmatch(r"decltype\(tmp\d+\)::blendv\((tmp\d+), (tmp\d+), (.+)\)", expr):
+        return m.group(3), m.group(2), m.group(1)
+    return None

@@ -195,13 +195,14 @@ def _located(
     triage: TriageState, code: KernelCode, bound: IndexBound, source: str | None
 ) -> tuple[InputSpec, int, tuple[int, ...]] | None:
     """(model input, offending value, where) when the kernel's index is loaded straight from
-    the model input `source` (parsers.plain_index_chain) and its sample values, read without
+    the model input `source` (parsers.index_chain) and its sample values, read without
     torch, hold a value outside the bound (the most negative first, else the largest)."""
     values = sample_values(triage, source) if source else None
-    if values is None or not parsers.plain_index_chain(code.source or "", bound.variable):
+    chain = parsers.index_chain(code.source or "", bound.variable) if values else None
+    if values is None or chain is None:
         return None
     spec, _, ext = values
-    if ext.min < 0:
+    if ext.min < (-bound.upper if chain.wraps == bound.upper else 0):
         return spec, ext.min, ext.min_at
     if ext.max >= bound.upper:
         return spec, ext.max, ext.max_at

@@ -13,7 +13,9 @@ from aotipre.runner.classify import decisive_lines
 from aotipre.runner.sanitizer import SanitizerHit, sanitizer_hits
 from aotipre.triage.codegen import (
     FxNode,
+    IndexChain,
     fx_nodes,
+    index_chain,
     index_pointer,
     kernel_call_args,
     kernel_call_order,
@@ -27,6 +29,7 @@ from aotipre.triage.diagnosis import IndexBound, TensorStats
 __all__ = [
     "BlamedOp",
     "FxNode",
+    "IndexChain",
     "LaunchFault",
     "SanitizerHit",
     "blamed_op",
@@ -35,6 +38,7 @@ __all__ = [
     "first_error",
     "fx_nodes",
     "index_bounds",
+    "index_chain",
     "index_pointer",
     "kernel_call_args",
     "kernel_call_order",
@@ -473,43 +477,7 @@ def decisive(text: str, limit: int = 6) -> list[str]:
     return decisive_lines(cleaned, limit=limit)
 
 
-# The only steps allowed between the load of an index and its bounds check (a cast, the
-# wrap-around of negative indices): anything else computes a new index, and then the bound is
-# not a bound on the input's own values. torch 2.11 spells the wrap with the row count in a
-# temporary of its own (`auto tmp1 = 100L;` ... `auto tmp3 = int64_t(tmp0 + tmp2);`).
-_PLAIN_STEPS = (
-    re.compile(r"in_ptr\d+\[[^;]*\]"),
-    re.compile(r"tmp\d+"),
-    re.compile(r"(?:c10::convert|static_cast)<[\w:]+>\((tmp\d+)\)"),
-    re.compile(r"tmp\d+ \+ (?P<rows>\d+)L?"),
-    re.compile(r"tmp\d+ < 0L?"),
-    re.compile(r"tmp\d+ \? tmp\d+ : tmp\d+"),
-    re.compile(r"\d+L?"),
-    re.compile(r"(?:int64_t|int32_t)\(tmp\d+ \+ tmp\d+\)"),
-)
-_DEF = re.compile(r"(?m)^\s*(?:auto\s+|const\s+auto\s+)?(tmp\d+)\s*=\s*(.+?);\s*$")
-
-
 def plain_index_chain(source: str, variable: str) -> bool:
-    """True when every step from the load to `variable` is a plain copy, cast or wrap."""
-    defs: dict[str, str] = {}
-    for m in _DEF.finditer(source):
-        defs.setdefault(m.group(1), m.group(2).strip())
-    seen: set[str] = set()
-    loads: set[str] = set()
-    queue = [variable]
-    while queue:
-        var = queue.pop()
-        if var in seen:
-            continue
-        seen.add(var)
-        rhs = defs.get(var)
-        if rhs is None:
-            return False
-        if not any(p.fullmatch(rhs) for p in _PLAIN_STEPS):
-            return False
-        if rhs.startswith("in_ptr"):
-            loads.add(rhs.split("[", 1)[0])
-        else:
-            queue.extend(re.findall(r"\btmp\d+\b", rhs))
-    return len(loads) == 1  # a sum of two loads is a new index, not the input's own values
+    """True when every step from one load to `variable` is a copy, cast or wrap
+    (codegen.index_chain)."""
+    return index_chain(source, variable) is not None

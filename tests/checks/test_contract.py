@@ -4,6 +4,7 @@ checkpoints given as inputs, out-of-range index chains, foreign zips, integer va
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -19,7 +20,7 @@ from aotipre.pt2.foreign import describe_foreign_zip
 from aotipre.pt2.spec import CallSignature, InputSpec, ModelInfo, PackageInfo, TreeSpec
 from aotipre.pt2.wrapper import WrapperConstant, WrapperContract, WrapperInput
 from aotipre.pt2.wrapper_contract import tensor_leaf_positions
-from aotipre.triage.parsers import plain_index_chain
+from aotipre.triage.parsers import IndexChain, index_chain, plain_index_chain
 
 LEAF = TreeSpec(None)
 
@@ -142,6 +143,51 @@ def test_state_dict_and_checkpoints() -> None:
     assert checkpoint_kind(model, SampleInputs((), {"mask": X, "ids": X})) is None
 
 
+# torch 2.13's vectorised CPU kernel of `table[ids] * x` (the ids loaded 16 at a time, wrapped,
+# then checked through a buffer round trip), and a Triton kernel's wrap
+VECTOR_WRAP = """
+auto tmp0 = at::vec::VectorizedN<int64_t,2>::loadu(in_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+auto tmp13 = at::vec::Vectorized<float>::loadu(in_ptr2 + static_cast<int64_t>(x0), static_cast<int64_t>(16));
+auto tmp1 = 100L;
+auto tmp2 = c10::convert<int64_t>(tmp1);
+auto tmp3 = at::vec::VectorizedN<int64_t,2>(tmp2);
+auto tmp4 = tmp0 + tmp3;
+auto tmp5 = static_cast<int64_t>(0);
+auto tmp6 = at::vec::VectorizedN<int64_t,2>(tmp5);
+auto tmp7 = at::vec::VecMask<int64_t,2>(tmp0 < tmp6);
+auto tmp8 = decltype(tmp4)::blendv(tmp0, tmp4, tmp7.template cast<int64_t,2>());
+auto tmp9 =
+[&]
+{
+    __at_align__ std::array<int64_t, 16> tmpbuf;
+    tmp8.store(tmpbuf.data(), static_cast<int64_t>(16));
+    return tmpbuf;
+}
+()
+;
+auto tmp10 =
+[&]
+{
+    __at_align__ std::array<int64_t, 16> tmpbuf;
+    #pragma GCC unroll 16
+    for (long x0_inner = 0; x0_inner < static_cast<int64_t>(16); x0_inner++)
+    {
+        tmpbuf[x0_inner] = static_cast<int64_t>(tmp9[x0_inner]);
+    }
+    return at::vec::VectorizedN<int64_t,2>::loadu(tmpbuf.data(), static_cast<int64_t>(16));
+}
+()
+;
+AOTI_TORCH_CHECK(((tmp10 < at::vec::VectorizedN<int64_t,2>(100L))).all_masked(), "index out of bounds: 0 <= tmp10 < 100L");"""
+TRITON_WRAP = """
+tmp0 = tl.load(in_ptr0 + (x1), xmask, eviction_policy='evict_last')
+tmp1 = tl.full([XBLOCK], 100, tl.int32)
+tmp2 = tmp0 + tmp1
+tmp3 = tmp0 < 0
+tmp4 = tl.where(tmp3, tmp2, tmp0)
+tl.device_assert(((0 <= tmp4) & (tmp4 < 100)) | ~(xmask), "index out of bounds: 0 <= tmp4 < 100")"""
+
+
 @pytest.mark.parametrize(
     "body, plain",
     [
@@ -167,11 +213,30 @@ def test_state_dict_and_checkpoints() -> None:
         ),
         ("auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 / 2L;\nauto tmp2 = tmp1;", False),
         ("auto tmp0 = in_ptr0[x0];\nauto tmp1 = tmp0 * tmp0;\nauto tmp2 = tmp1;", False),
+        (VECTOR_WRAP, True),
+        (VECTOR_WRAP.replace("tmp0 + tmp3", "tmp0 * tmp3"), False),
+        (TRITON_WRAP, True),
+        (TRITON_WRAP.replace("tmp4 = tl.where(tmp3, tmp2, tmp0)", "tmp4 = tl.where(tmp3, tmp0, tmp2)"),
+         False),
     ],
 )
 def test_index_chains(body: str, plain: bool) -> None:
-    variable = body.rsplit("auto ", 1)[1].split(" ", 1)[0]
+    checked = re.search(r"index out of bounds: 0 <= (tmp\d+)", body)
+    variable = checked.group(1) if checked else body.rsplit("auto ", 1)[1].split(" ", 1)[0]
     assert plain_index_chain(body, variable) is plain
+
+
+def test_index_chain_says_whether_negative_ids_wrap_and_reads_each_loop_scope() -> None:
+    assert index_chain(VECTOR_WRAP, "tmp10") == IndexChain("in_ptr0", 100)
+    assert index_chain(TRITON_WRAP, "tmp4") == IndexChain("in_ptr0", 100)
+    embedding = "auto tmp0 = in_ptr1[x0];\nauto tmp1 = c10::convert<int64_t>(tmp0);"
+    assert index_chain(embedding, "tmp1") == IndexChain("in_ptr1", None)
+    # a kernel's second loop reuses tmp0 for another value: each check is read with the
+    # definitions before it, and checks of one name that disagree are no chain
+    other_loop = "\nauto tmp0 = in_ptr2[x0];\nauto tmp1 = tmp0 * tmp0;"
+    check = '\nAOTI_TORCH_CHECK(tmp1 < 9L, "index out of bounds: 0 <= tmp1 < 9L");'
+    assert index_chain(embedding + check, "tmp1") == IndexChain("in_ptr1", None)
+    assert index_chain(embedding + check + other_loop + check, "tmp1") is None
 
 
 def test_foreign_zips_are_named() -> None:
