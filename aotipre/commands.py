@@ -89,7 +89,7 @@ def check(
     runs_workers = _runs_workers(once, parsed, loaded, packages)
     given = list(packages)  # a model folder or repository: every file in it is an input
     serving: dict[str, Any] = {}
-    if serving_config is not None or any(Path(p).is_dir() for p in packages):
+    if serving_config is not None or any(safeio.is_dir(p) for p in packages):
         from aotipre.serving import repository
 
         packages, serving = repository.plan(

@@ -648,7 +648,7 @@ def discover_config(start: Path) -> tuple[Path | None, tuple[str, ...]]:
             tool = read_toml(candidate).get("tool", {})
             if isinstance(tool, dict) and "aotipre" in tool:
                 return candidate, tuple(ignored)
-        if (folder / ".git").exists() or (home is not None and folder == home):
+        if safeio.exists(folder / ".git") or (home is not None and folder == home):
             break
     return None, tuple(ignored)
 

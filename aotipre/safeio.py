@@ -99,6 +99,48 @@ def read_text(path: str | os.PathLike[str], subject: str, limit: int) -> str:
         ) from None
 
 
+# --- path probes: what a user-given path is, never an exception ------------------------------
+
+
+def probe(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """The stat of `path`, links followed; None when it has none to give: missing, a link to
+    nothing, a link loop, a name too long (ENAMETOOLONG), no permission, an embedded NUL.
+    `Path.is_dir()` / `.exists()` / `.is_file()` raise on some of these (Python 3.11: any
+    errno but ENOENT, ENOTDIR, EBADF and ELOOP) and `Path.resolve()` on a loop."""
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def is_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a folder (links followed); False when it cannot be probed."""
+    st = probe(path)
+    return st is not None and stat.S_ISDIR(st.st_mode)
+
+
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a regular file (links followed); False when it cannot be probed."""
+    st = probe(path)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
+def exists(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` names something (links followed); False when it cannot be probed."""
+    return probe(path) is not None
+
+
+def resolved(path: str | os.PathLike[str]) -> str:
+    """`path` absolute with its links resolved as far as they go (a loop or a missing part
+    stays as written); the absolute path as given when it cannot be resolved (an embedded
+    NUL)."""
+    name = os.fspath(path)
+    try:
+        return os.path.realpath(name)
+    except (OSError, ValueError):
+        return os.path.abspath(name)
+
+
 MAX_FOLDER_ENTRIES = 100_000
 """Most entries of one input folder whose identities are recorded (a hard link elsewhere to a
 file in it is then caught too); beyond that, only what lies inside the folder is."""

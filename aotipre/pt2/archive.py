@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from aotipre import safeio
 from aotipre.errors import PackageError
 from aotipre.pt2 import layout
 
@@ -514,14 +515,14 @@ class FolderArchive(Archive):
 
 def open_folder(path: Path) -> FolderArchive:
     """Open an extracted package folder; CodedPackageError (AOT001/3/4/7) when it is not one."""
-    if (path / layout.ARCHIVE_FORMAT).is_file():
+    if safeio.is_file(path / layout.ARCHIVE_FORMAT):  # a path too long to probe is not one
         base, root = path.parent, path.name
     else:
         roots = [
             entry.name
             for entry in _scandir(path)
             if entry.is_dir(follow_symlinks=False)
-            and (path / entry.name / layout.ARCHIVE_FORMAT).is_file()
+            and safeio.is_file(path / entry.name / layout.ARCHIVE_FORMAT)
         ]
         if len(roots) != 1:
             raise CodedPackageError(

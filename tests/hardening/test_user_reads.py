@@ -172,6 +172,151 @@ def test_the_scan_catches_each_form(tmp_path: Path) -> None:
     assert got == ["a", "b", "c", "K.d", "e", "f"]
 
 
+# --- path probes: stat, is_dir, exists, resolve ---------------------------------------------
+
+PROBES = frozenset({"stat", "lstat", "is_dir", "is_file", "exists", "is_symlink", "resolve"})
+"""`Path` methods that raise on a path they cannot probe (Python 3.11: `is_dir`, `is_file`,
+`exists` on ENAMETOOLONG or EACCES; `resolve` on a link loop; `stat` on anything); `os.stat`
+and `os.lstat` likewise. `os.path.isdir` / `isfile` / `exists` never raise."""
+NO_IO_RECEIVERS = frozenset({"os.path", "safeio", "info", "i"})
+"""The safe probes (aotipre.safeio), os.path's, and zipfile ZipInfo (`info.is_dir()`)."""
+DIR_ENTRIES = frozenset({"entry", "e"})
+"""os.scandir entries: `entry.is_dir(follow_symlinks=False)` reads the listing's d_type."""
+
+ALLOWED_PROBES: dict[tuple[str, str], str] = {
+    ("aotipre.batch", "load_manifest"): "resolves the manifest read_toml has just read",
+    ("aotipre.batch", "keep_shard"): "resolves the manifest load_manifest has read",
+    ("aotipre.config", "load_config"): "resolves the config file read_toml has just read",
+    ("aotipre.pt2.reader", "_read"): "the package the archive reader has opened",
+    (
+        "aotipre.runner.cache",
+        "seal_files",
+    ): "files a build wrote in aotipre's cache; raises OSError",
+    ("aotipre.serving.pbtxt", "model_config_pb2"): "tritonclient's installed package folder",
+}
+
+
+def _guards(handler: ast.ExceptHandler, attr: str) -> bool:
+    """Whether `handler` catches what probe `attr` raises (OSError; a loop's RuntimeError too
+    for `resolve`)."""
+    if handler.type is None:
+        return True
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {ast.unparse(k) for k in kinds}
+    if names & {"Exception", "BaseException"}:
+        return True
+    return "OSError" in names and (attr != "resolve" or "RuntimeError" in names)
+
+
+def unguarded_probes(path: Path, module: str) -> list[tuple[str, str, int]]:
+    """(module, function, line) of each path probe in `path` that no enclosing `try` guards."""
+    found: list[tuple[str, str, int]] = []
+    scope: list[str] = []
+    guards: list[list[ast.ExceptHandler]] = []
+
+    class Visitor(ast.NodeVisitor):
+        def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+            scope.append(node.name)
+            self.generic_visit(node)
+            scope.pop()
+
+        visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+        def visit_ClassDef(self, node: ast.ClassDef) -> None:
+            scope.append(node.name)
+            self.generic_visit(node)
+            scope.pop()
+
+        def visit_Try(self, node: ast.Try) -> None:
+            guards.append(node.handlers)
+            for statement in node.body:
+                self.visit(statement)
+            guards.pop()
+            for other in (*node.handlers, *node.orelse, *node.finalbody):
+                self.visit(other)
+
+        def visit_Call(self, node: ast.Call) -> None:
+            f = node.func
+            if isinstance(f, ast.Attribute):
+                receiver = ast.unparse(f.value)
+                probe = (
+                    f.attr in ("stat", "lstat")
+                    if receiver == "os"
+                    else f.attr in PROBES and receiver not in NO_IO_RECEIVERS
+                )
+                if receiver in DIR_ENTRIES and any(
+                    k.arg == "follow_symlinks" and ast.unparse(k.value) == "False"
+                    for k in node.keywords
+                ):
+                    probe = False
+                if probe and not any(_guards(h, f.attr) for hs in guards for h in hs):
+                    found.append((module, ".".join(scope) or "<module>", node.lineno))
+            self.generic_visit(node)
+
+    Visitor().visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def probe_scan() -> list[tuple[str, str, int]]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).as_posix()
+        if rel.startswith(OUT_OF_SCOPE):
+            continue
+        found += unguarded_probes(path, rel.removesuffix(".py").replace("/", "."))
+    return found
+
+
+def test_no_new_unguarded_path_probe() -> None:
+    new = [f"{m}:{line} in {fn}()" for m, fn, line in probe_scan() if (m, fn) not in ALLOWED_PROBES]
+    assert not new, (
+        "Path.stat/is_dir/is_file/exists/resolve or os.stat outside a try that catches OSError: "
+        "probe a user-given path with aotipre.safeio.probe / is_dir / is_file / exists / "
+        "resolved; add one on a path already opened, or aotipre's own, to ALLOWED_PROBES with "
+        "its reason:\n  " + "\n  ".join(new)
+    )
+
+
+def test_every_allowed_probe_still_exists() -> None:
+    seen = {(m, fn) for m, fn, _ in probe_scan()}
+    assert not sorted(set(ALLOWED_PROBES) - seen)
+    assert all(reason.strip() for reason in ALLOWED_PROBES.values())
+
+
+def test_the_probe_scan_catches_each_form(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text(
+        "import os\nfrom pathlib import Path\n"
+        "def a(p):\n    return Path(p).is_dir()\n"
+        "def b(p):\n    return p.exists()\n"
+        "def c(p):\n    return os.stat(p)\n"
+        "def d(p):\n    try:\n        return p.resolve()\n    except OSError:\n        pass\n"
+        "def e(p):\n    try:\n        return p.stat()\n    except ValueError:\n        pass\n"
+        "def ok(p, info, safeio):\n    try:\n        p.stat()\n    except OSError:\n        pass\n"
+        "    return os.path.isdir(p), info.is_dir(), safeio.is_dir(p)\n"
+        "def f(entry):\n    return entry.is_dir(follow_symlinks=False), entry.is_dir()\n"
+    )
+    assert [fn for _, fn, _ in unguarded_probes(src, "m")] == ["a", "b", "c", "d", "e", "f"]
+
+
+@pytest.mark.parametrize("command", ["check", "inspect"])
+def test_a_folder_package_at_the_path_length_limit_is_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    folder = tmp_path
+    while len(str(folder)) < 4096 - 220:  # a folder whose members' paths exceed PATH_MAX
+        folder /= "d" * 200
+    folder /= "p" * (4090 - len(str(folder)))
+    folder.mkdir(parents=True)
+    args = [sys.executable, "-m", "aotipre", command, str(folder), "--no-config"]
+    r = subprocess.run(
+        [*args, *(["--static-only"] if command == "check" else [])],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.startswith("aotipre: error: ") and r.stderr.count("\n") == 1
+
+
 # --- the safe reader's messages --------------------------------------------------------------
 
 
