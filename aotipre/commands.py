@@ -121,6 +121,12 @@ def check(
     reads.add(*(p for v in values for p in _target_folders(v)), members=False)
     folders = [(f"--{k.replace('_', '-')}", parsed.get(k, getattr(settings, k))) for k in _FOLDERS]
     reads.refuse([*outputs, *folders])
+    # a report that cannot be written is said now, not after the run it would report
+    for option, path in [("--output", output), *(("--report", p) for _, p in specs)]:
+        if path is not None:
+            safeio.check_writable(path, make_folders=option == "--report")
+    if write_baseline is not None:
+        safeio.check_writable(write_baseline, make_folders=True)
     plans: list[Any] = []  # the whole run's shard plan, once batch has planned it
     select = None
     if sharded is not None:

@@ -288,30 +288,9 @@ def write_file(
     """
     name = os.fspath(path)
     what = subject or name
-    try:
-        st: os.stat_result | None = os.stat(name)
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UsageError(f"cannot write {what}: it is a symbolic link loop") from None
-        raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
-    except ValueError:
-        raise UsageError(f"cannot write {what}: not a valid path") from None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        if stat.S_ISDIR(st.st_mode):
-            raise UsageError(f"cannot write {what}: it is a directory")
-        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
-            return _write_in_place(name, produce, what)
-        raise UsageError(
-            f"cannot write {what}: it is a block device or socket, not a file, character "
-            "device or pipe"
-        )
-    target = os.path.realpath(name) if os.path.islink(name) else name
-    folder = os.path.dirname(target) or "."  # as the kernel resolves it: `sub/..` needs `sub`
-    if not os.path.isdir(folder) and not (make_folders and not os.path.lexists(folder)):
-        why = "not a folder" if os.path.lexists(folder) else "no such folder"
-        raise UsageError(f"cannot write {what}: {why} {folder}")
+    st, target, folder = _write_target(name, what, make_folders)
+    if target is None:
+        return _write_in_place(name, produce, what)
     tmp = None
     try:
         if make_folders:
@@ -353,6 +332,52 @@ class _Sink(io.RawIOBase):
             view = view[os.write(self._fd, view) :]
         self.written += len(whole)
         return len(whole)
+
+
+def check_writable(
+    path: str | os.PathLike[str], *, subject: str | None = None, make_folders: bool = False
+) -> None:
+    """UsageError (one line) now when `write_file` would refuse `path` later (a directory, a
+    missing folder, a link loop, ...): a report that cannot be written is said before a long
+    run, not after it. Writes nothing."""
+    name = os.fspath(path)
+    _write_target(name, subject or name, make_folders)
+
+
+def _write_target(
+    name: str, what: str, make_folders: bool
+) -> tuple[os.stat_result | None, str | None, str]:
+    """(what is there, the file to replace, its folder) for `write_file`; target None: a
+    character device or FIFO, written in place. UsageError where nothing may be written."""
+    try:
+        st: os.stat_result | None = os.stat(name)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"cannot write {what}: it is a symbolic link loop") from None
+        raise UsageError(f"cannot write {what}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise UsageError(f"cannot write {what}: not a valid path") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"cannot write {what}: it is a directory")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            return st, None, ""
+        raise UsageError(
+            f"cannot write {what}: it is a block device or socket, not a file, character "
+            "device or pipe"
+        )
+    try:
+        target = os.path.realpath(name) if os.path.islink(name) else name
+        folder = os.path.dirname(target) or "."  # as the kernel resolves it: `sub/..` needs `sub`
+        exists, present = os.path.isdir(folder), os.path.lexists(folder)
+    except (OSError, ValueError):
+        raise UsageError(f"cannot write {what}: not a valid path") from None
+    if not exists and not (make_folders and not present):
+        why = "not a folder" if present else "no such folder"
+        raise UsageError(f"cannot write {what}: {why} {folder}")
+    return st, target, folder
 
 
 def _write_in_place(name: str, produce: Callable[[BinaryIO], object], what: str) -> int:

@@ -308,3 +308,33 @@ def test_the_doctor_headers_escape_control_and_bidi_characters(
     assert "=== --python /opt/\\x1b[31mpy\\u202e (torch 2.13\\x07)" in table
     data = json.loads(commands._render_doctors(results, "json"))
     assert data["runtimes"][0]["python"] == rt.shown  # JSON escapes for itself
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(work: Path) -> None:
+    """A dynamic check with `-o` into a missing folder (or `--report` onto a folder) stops
+    before any worker starts: the fake worker, which would record its job, never runs."""
+    fake = Path(__file__).resolve().parents[1] / "fakes"
+    ran = work / "ran"
+    (work / "marker_worker.py").write_text(
+        f"import pathlib, runpy, sys\npathlib.Path({str(ran)!r}).write_text('ran')\n"
+        f"runpy.run_path({str(fake / 'fake_torch_worker.py')!r}, run_name='__main__')\n"
+    )
+    (work / "adir").mkdir()
+    for outputs in (["-o", "nodir/r.json"], ["--report", "json:adir"]):
+        r = subprocess.run(
+            [sys.executable, str(fake / "cli_with_fake_worker.py"), str(work / "marker_worker.py"),
+             "check", "against.pt2", "--no-config", *outputs],
+            cwd=work, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            env={**os.environ, "AOTIPRE_PREWARM_FIRST": "0", "AOTIPRE_FAKE_SCRIPT": "{}"},
+        )  # fmt: skip
+        assert r.returncode == 2, (outputs, r.stderr)
+        one_error_line(r.stderr)
+        assert not ran.exists(), outputs
+    # the same check with a writable report runs its worker (the marker is not blind)
+    r = subprocess.run(
+        [sys.executable, str(fake / "cli_with_fake_worker.py"), str(work / "marker_worker.py"),
+         "check", "against.pt2", "--no-config", "-o", "r.json", "--format", "json"],
+        cwd=work, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        env={**os.environ, "AOTIPRE_PREWARM_FIRST": "0", "AOTIPRE_FAKE_SCRIPT": "{}"},
+    )  # fmt: skip
+    assert ran.exists(), r.stderr
