@@ -99,6 +99,7 @@ def check(
         ("--output", output),
         *(("--report", path) for _, path in specs),
     ]
+    outputs += _step_summary(fmt, specs)
     outputs.append(("--write-baseline", write_baseline))
     baseline_in = parsed.get("baseline", settings.baseline) if write_baseline is None else None
     values = [vars(settings), parsed, *((loaded.defaults,) if loaded else ())]
@@ -204,7 +205,7 @@ def merge(
 
     specs = [parse_report_spec(spec) for spec in reports_to]
     outputs = [("--output", output), *(("--report", path) for _, path in specs)]
-    safeio.ReadPaths().add(*reports).refuse(outputs)
+    safeio.ReadPaths().add(*reports).refuse([*outputs, *_step_summary(fmt, specs)])
     merged = list(merge_shards(reports, expect_shards).reports)
     emit(render_reports(merged, fmt), output)
     for name, path in specs:
@@ -218,6 +219,18 @@ def merge(
             named = report.error.startswith(report.package_path)
             say_error(report.error if named else f"{report.package_path}: {report.error}")
     return int(worst_exit_code(merged))
+
+
+def _step_summary(
+    fmt: str, specs: Sequence[tuple[str, str]]
+) -> list[tuple[str, Path | str | None]]:
+    """The GitHub step summary as one of a command's outputs (refused where it is an input, as
+    `--output` is), when a `github` report appends to it; else none."""
+    if fmt != "github" and all(name != "github" for name, _ in specs):
+        return []
+    from aotipre.report import github
+
+    return [(f"${github.STEP_SUMMARY_ENV}", os.environ.get(github.STEP_SUMMARY_ENV) or None)]
 
 
 def _shard(text: str | None, write_baseline: Path | None) -> Shard | None:
@@ -270,6 +283,8 @@ def _engine(name: str, address: str | None) -> Any:
 
     from aotipre.engines import ray as ray_engine
 
+    if address is not None:
+        ray_engine.check_address(address)
     ray_engine.require(local=address is None)
     return functools.partial(ray_engine.run, address=address)
 

@@ -15,18 +15,36 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aotipre import __version__, jsonfields, safeio
 from aotipre.errors import UsageError
 from aotipre.findings import SCHEMA_VERSION, Report
-from aotipre.shard import MAX_SHARDS, numbered
+from aotipre.shard import MAX_SHARDS, assign, numbered
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 """Largest JSON report `merge` reads."""
+MAX_NESTING = 100
+"""Deepest nesting of objects and arrays in a report `merge` reads (aotipre writes under 20)."""
+PARSED_BYTES_PER_BYTE = 12
+"""What parsing a report may cost (estimated before parsing: `parsed_size`) per byte of the
+file, above PARSED_BYTES_FLOOR: what is read never parses into more. aotipre's reports
+estimate under 7 (minified, under 12); a file of empty objects or arrays (`[{},{},...]`,
+which parses into 24 times its size) estimates 42, and is refused."""
+PARSED_BYTES_FLOOR = 64 * 1024 * 1024
+"""What parsing a report may cost whatever its size."""
+_CONTAINER_BYTES = 72
+"""The most an object or array costs parsed (CPython: an empty dict, 64 bytes, and its slot)."""
+_VALUE_BYTES = 56
+"""The most one value after a `,` or `:` costs parsed (a float, its slot or dict entry, with
+what a growing dict or list holds in reserve)."""
+_QUOTE_BYTES = 24
+"""Half of what a string value costs parsed beyond its characters (CPython: 49 bytes)."""
 
 
 @dataclass(frozen=True)
@@ -108,15 +126,31 @@ def read_shard_file(path: str | os.PathLike[str]) -> ShardFile:
     """One report file, read bounded (safeio) and checked; UsageError (one line) otherwise."""
     name = os.fspath(path)
     text = safeio.read_text(name, f"report {name}", MAX_REPORT_BYTES)
+    digest = _sha256(text)
+    size = len(text)
+    if parsed_size(text) > PARSED_BYTES_PER_BYTE * size + PARSED_BYTES_FLOOR:
+        raise UsageError(
+            f"report {name} packs more JSON values into its {size} characters than an aotipre "
+            "report does: not parsed (memory)",
+            hint="merge the reports that `aotipre check --format json` wrote",
+        )
+    too_deep = f"report {name} nests too deeply to be an aotipre report (over {MAX_NESTING})"
     try:
-        data = json.loads(text)
+        data = json.loads(
+            text, parse_constant=_no_constant, parse_float=_finite, parse_int=_float_sized
+        )
+    except _NotJson as exc:
+        raise UsageError(f"report {name} holds {exc}: no number of an aotipre report") from None
     except RecursionError:
-        raise UsageError(f"report {name} nests too deeply to be an aotipre report") from None
+        raise UsageError(too_deep) from None
     except ValueError as exc:
         raise UsageError(
             f"report {name} is not complete JSON ({exc})",
             hint="cut off: re-run the shard that wrote it, or fetch it again",
         ) from None
+    del text
+    if _nesting(data) > MAX_NESTING:
+        raise UsageError(too_deep)
     if not isinstance(data, dict) or not ("reports" in data or "package_path" in data):
         raise UsageError(f"{name} is not the JSON report of `aotipre check`")
     version = data.get("schema_version")
@@ -141,8 +175,81 @@ def read_shard_file(path: str | os.PathLike[str]) -> ShardFile:
             index, count, plan, keys = _shard_block(block, len(reports))
     except ValueError as exc:
         raise UsageError(f"report {name} is not a complete aotipre report: {exc}") from None
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return ShardFile(name, index, count, plan, tuple(zip(keys, reports)), digest)
+
+
+def parsed_size(text: str) -> int:
+    """An upper estimate of the bytes that parsing the JSON `text` allocates beyond the text:
+    every `{` or `[` may open a container, every `,` or `:` precede a value, every two `"` hold a
+    string, a key (`"...":`) counts half (the parser shares a key's string between objects).
+    Counted inside strings too: more, never less than the parse needs. Counting is fast and
+    allocates nothing."""
+    containers = text.count("{") + text.count("[")
+    values = text.count(",") + text.count(":")
+    strings = text.count('"') - text.count('":')
+    return _CONTAINER_BYTES * containers + _VALUE_BYTES * values + _QUOTE_BYTES * strings
+
+
+def _sha256(text: str) -> str:
+    """The SHA-256 of `text` in UTF-8, encoded a slice at a time (no second copy of a file)."""
+    digest = hashlib.sha256()
+    for start in range(0, len(text), _SLICE_CHARS):
+        digest.update(text[start : start + _SLICE_CHARS].encode("utf-8"))
+    return digest.hexdigest()
+
+
+_SLICE_CHARS = 1 << 20
+
+
+class _NotJson(ValueError):
+    """A number JSON does not have: NaN, Infinity, or one too large for a float."""
+
+
+_FLOAT_DIGITS = len(str(int(sys.float_info.max)))
+"""Digits of the largest float: a longer integer has no float (the reports' numbers are)."""
+
+
+def _float_sized(spelled: str) -> int:
+    if len(spelled.lstrip("-")) >= _FLOAT_DIGITS:
+        raise _NotJson(f"an integer of {len(spelled.lstrip('-'))} digits (out of a float's range)")
+    return int(spelled)
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(name)
+
+
+def _finite(spelled: str) -> float:
+    value = float(spelled)
+    if not math.isfinite(value):
+        raise _NotJson(f"{spelled[:40]} (out of a float's range)")
+    return value
+
+
+def _nesting(data: Any) -> int:
+    """How deeply objects and arrays nest in `data` (0 for a scalar), without recursion; the
+    walk holds one iterator per level, so it stops past MAX_NESTING levels."""
+    if not isinstance(data, (dict, list)):
+        return 0
+    stack: list[Iterator[Any]] = [iter(_children(data))]
+    deepest = 1
+    while stack:
+        child = next(stack[-1], _END)
+        if child is _END:
+            stack.pop()
+        elif isinstance(child, (dict, list)):
+            stack.append(iter(_children(child)))
+            deepest = max(deepest, len(stack))
+            if deepest > MAX_NESTING:
+                break
+    return deepest
+
+
+_END = object()
+
+
+def _children(container: dict[str, Any] | list[Any]) -> Iterable[Any]:
+    return container.values() if isinstance(container, dict) else container
 
 
 def _report(data: Mapping[str, Any], i: int) -> Report:
@@ -194,12 +301,24 @@ def _shard_block(
         if not 1 <= shard <= count:
             raise ValueError(f"plan[{key!r}]: shard {shard} of {count} does not exist")
         plan[key] = (shard, jsonfields.text(entry, "package"))
+    dealt = assign(plan, count)
+    for key, (shard, _) in plan.items():
+        if shard != dealt[key]:
+            raise ValueError(
+                f"plan[{key!r}]: shard {shard}, but --shard deals it to shard {dealt[key]} of "
+                f"{count}"
+            )
     keys = list(jsonfields.texts(block, "keys"))
     if len(keys) != reports or len(set(keys)) != len(keys):
         raise ValueError(f"shard.keys: {len(keys)} distinct keys needed, one per report")
     for key in keys:
         if key not in plan:
             raise ValueError(f"shard.keys: {key!r} is not in the plan")
+        if plan[key][0] != index:  # trusted for its own packages only
+            raise ValueError(
+                f"shard {index}/{count} reports {plan[key][1]}, a package of shard "
+                f"{plan[key][0]}/{count}"
+            )
     return index, count, plan, keys
 
 

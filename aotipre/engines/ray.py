@@ -45,6 +45,53 @@ _LOCAL_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 _WHY_CHARS = 200
 _CONNECT_S = 5.0
 """How long --address HOST:PORT gets to accept a connection before Ray is asked to join it."""
+PROBE_S = 20.0
+"""How long the cluster at --address gets to answer as a Ray head (its GCS gives its cluster
+id) before Ray is asked to join it: a head answers in about a second, Python's start included;
+Ray itself would retry for minutes, logging on stderr."""
+_PROBE = """
+import sys
+try:
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+    from ray._raylet import GcsClient
+except ImportError:
+    sys.exit(3)  # a Ray without them: ray.init is asked as it is
+try:
+    GcsClient(address=canonicalize_bootstrap_address_or_die(sys.argv[1]))
+except BaseException as exc:
+    line = (str(exc).strip().splitlines() or [""])[0]
+    sys.stderr.write("\\naotipre-probe: " + type(exc).__name__ + (": " + line if line else ""))
+    sys.exit(1)
+"""
+"""The probe of --address, run in a child process (`python -c _PROBE ADDRESS`): exit 0 when
+the GCS there answered with its cluster id, 1 (and the reason on its last stderr line) when
+not, 3 when this Ray lacks the client it uses."""
+_PROBE_MARK = "aotipre-probe: "
+_MAX_PORT = 65535
+
+
+def check_address(address: str) -> str:
+    """`address` when it is a form --address takes (`auto`, or HOST:PORT with a port 1 to
+    65535); UsageError (one line, exit 2) otherwise."""
+    if address == "auto":
+        return address
+    host, sep, port = address.rpartition(":")
+    host = host.strip()
+    bracketed = host.startswith("[") and host.endswith("]")
+    if (
+        not sep
+        or not host
+        or not (port.isascii() and port.isdigit())
+        or len(port) > len(str(_MAX_PORT))
+        or not 1 <= int(port) <= _MAX_PORT
+        or any(c.isspace() or c in "/@?#" for c in host)
+        or (":" in host and not bracketed)
+    ):
+        raise UsageError(
+            f"--address {address!r} is not auto or HOST:PORT (a port 1 to {_MAX_PORT})",
+            hint="give auto, or the address that the head's `ray start --head` printed",
+        )
+    return address
 
 
 def require(*, local: bool = False) -> Any:
@@ -293,7 +340,8 @@ def _connected(ray: Any, address: str | None, workers: int) -> Iterator[None]:
         yield
         return
     if address is not None:
-        _reachable(address)
+        _reachable(check_address(address))
+        _answers_as_ray(address)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_quiet(ray))
         # (no RAY_BACKEND_LOG_LEVEL: setting it makes Ray's C++ logging print "logging.cc:303:
@@ -314,7 +362,7 @@ def _connected(ray: Any, address: str | None, workers: int) -> Iterator[None]:
             options.update(address=address)
         try:
             ray.init(**options)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
+        except (ConnectionError, ValueError, RuntimeError, ray.exceptions.RayError) as exc:
             where = "start a local Ray" if address is None else f"join the Ray cluster {address}"
             raise UsageError(f"--engine ray: cannot {where}: {_why(exc)}") from None
         stack.callback(ray.shutdown)
@@ -357,18 +405,45 @@ def _private_token() -> dict[str, str]:
 
 def _reachable(address: str) -> None:
     """UsageError at once when nothing listens at HOST:PORT (Ray itself retries for minutes,
-    logging on stderr); `auto` and other forms are left to Ray."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or "/" in host:
+    logging on stderr); `auto` is left to the probe."""
+    if address == "auto":
         return
+    host, _, port = address.rpartition(":")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_S).close()
+        socket.create_connection((host.strip().strip("[]"), int(port)), timeout=_CONNECT_S).close()
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise UsageError(
             f"--address {address}: no Ray cluster answers there ({why})",
             hint="start one with `ray start --head`, or give the address that its head printed",
         ) from None
+
+
+def _answers_as_ray(address: str) -> None:
+    """UsageError (one line) unless the GCS of a Ray head answers at `address` within PROBE_S:
+    asked in a child process, whose Ray log lines stay in it and which is killed at the limit,
+    so that a listener that is not Ray (or a head that does not answer) neither hangs the run
+    nor floods stderr. The child has this process's environment (RAY_AUTH_TOKEN, RAY_ADDRESS)."""
+    outcome = proc.run_process(
+        [sys.executable, "-c", _PROBE, address],
+        timeout_s=PROBE_S,
+        max_capture_bytes=4096,
+        private_tmp=False,  # `auto` reads the address of this node's cluster in Ray's temp folder
+    )
+    if outcome.ok or outcome.returncode == 3:
+        return
+    hint = "give the address that the head's `ray start --head` printed"
+    if outcome.timed_out:
+        raise UsageError(
+            f"--address {address}: no Ray head answered there within {PROBE_S:.0f} s "
+            "(is it the GCS address of a Ray cluster?)",
+            hint=hint,
+        )
+    said = [line for line in outcome.stderr_tail.splitlines() if line.startswith(_PROBE_MARK)]
+    why = said[-1][len(_PROBE_MARK) :] if said else outcome.summary
+    if len(why) > _WHY_CHARS:
+        why = why[: _WHY_CHARS - 3] + "..."
+    raise UsageError(f"--address {address}: cannot join the Ray cluster there: {why}", hint=hint)
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,18 +15,21 @@ import math
 import re
 import shlex
 import shutil
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aotipre import api
+from aotipre import __version__, api
+from aotipre import merge as merge_module
 from aotipre.api import CheckOptions
 from aotipre.errors import UsageError
-from aotipre.findings import Report
-from aotipre.merge import merge
+from aotipre.findings import Report, StageResult, StageStatus
+from aotipre.merge import MAX_NESTING, merge, parsed_size
 from aotipre.report import render_report, render_reports
 from aotipre.runner.perf import ColdStart, Latency, Memory, PerfRecord
+from aotipre.shard import Shard, plan_shards
 from aotipre.triage.diagnosis import Diagnosis, IndexBound, TensorStats
 from tests.scale.shards import Pkg, cli, enter_project, one_error_line, write_zoo
 
@@ -170,11 +173,17 @@ def test_a_package_no_shard_checked(zoo: Path, capsys: pytest.CaptureFixture[str
     assert report["error"] == "not checked: the report of shard 1/2 (edited-shard-1.json) lacks it"
 
 
-def test_one_package_two_verdicts(zoo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_shard_is_trusted_for_its_own_packages_only(
+    zoo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shard report that carries a package of another shard (with that shard's verdict or
+    another), or whose plan deals the packages otherwise than --shard does, is refused: it
+    would hide the other shard's absence."""
     names = shards(capsys, zoo, 2)
     first = json.loads(Path(names[0]).read_text())
     key, original = first["shard"]["keys"][0], first["reports"][0]
-    assert original["verdict"] != "error"
+    crashed = Report.from_dict(original)
+    crashed.error = "the worker crashed"
 
     def also(report: dict[str, Any]) -> Any:
         def change(data: dict[str, Any]) -> None:
@@ -183,22 +192,49 @@ def test_one_package_two_verdicts(zoo: Path, capsys: pytest.CaptureFixture[str])
 
         return change
 
-    rc, clean_merge, _ = cli(capsys, "merge", *names, "-f", "json")
-    same = edit(names[1], also(original))  # the same verdict twice: the lower shard's report
-    rc, out, _ = cli(capsys, "merge", names[0], same, "-f", "json")
-    assert out == clean_merge
+    said = f"shard 2/2 reports {original['package_path']}, a package of shard 1/2"
+    for carried in (original, crashed.to_dict()):
+        forged = edit(names[1], also(carried))
+        for given in ([names[0], forged], [forged]):
+            rc, out, err = cli(capsys, "merge", *given, "--expect-shards", "2")
+            assert rc == 2 and out == ""
+            assert said in one_error_line(err)
+
+    def everything_to_shard_2(data: dict[str, Any]) -> None:
+        data["reports"] = first["reports"] + data["reports"]
+        data["shard"]["keys"] = first["shard"]["keys"] + data["shard"]["keys"]
+        for entry in data["shard"]["plan"].values():
+            entry["shard"] = 2
+
+    rc, out, err = cli(capsys, "merge", edit(names[1], everything_to_shard_2))
+    assert rc == 2 and out == ""
+    assert f"plan[{key!r}]: shard 2, but --shard deals it to shard 1 of 2" in one_error_line(err)
+
+
+def test_one_package_two_verdicts(
+    project: Path, pkg: Pkg, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Plain reports (1/1) that both checked a package: one verdict, the package once; two
+    verdicts, an error naming both, with the findings kept."""
+    shutil.copy(pkg("aoti"), "aoti.pt2")
+    cli(capsys, "check", "aoti.pt2", "--static-only", "-f", "json", "-o", "a.json")
+    original = json.loads(Path("a.json").read_text())
+    assert original["verdict"] != "error"
+    shutil.copy("a.json", "same.json")
+    rc_alone, alone, _ = cli(capsys, "merge", "a.json", "-f", "json")
+    rc, out, _ = cli(capsys, "merge", "same.json", "a.json", "-f", "json")
+    assert (rc, out) == (rc_alone, alone)
     crashed = Report.from_dict(original)
     crashed.error = "the worker crashed"
-    other = edit(names[1], also(crashed.to_dict()))
-    rc, out, err = cli(capsys, "merge", other, names[0], "-f", "json")
+    Path("crashed.json").write_text(json.dumps(crashed.to_dict(), indent=2))
+    rc, out, _ = cli(capsys, "merge", "a.json", "crashed.json", "-f", "json")
     assert rc == 2
-    (report,) = [r for r in json.loads(out)["reports"] if r["error"]]
-    assert report["package_path"] == original["package_path"]
-    assert report["error"] == (
-        f"checked twice with different verdicts: shard 1/2 ({names[0]}) says "
-        f"{original['verdict']}; shard 2/2 (edited-{names[1]}) says error"
-    )
-    assert report["findings"] == original["findings"]  # what the lower shard found, kept
+    (report,) = json.loads(out)["reports"]
+    assert report["error"].startswith("checked twice with different verdicts: shard 1/1 (")
+    # 1/1 reports are ordered by content (their digests), not by name: either order
+    assert f"shard 1/1 (a.json) says {original['verdict']}" in report["error"]
+    assert "shard 1/1 (crashed.json) says error" in report["error"]
+    assert report["findings"] == original["findings"]  # (the crashed copy kept them too)
 
 
 @pytest.mark.parametrize(
@@ -624,3 +660,157 @@ def test_a_plain_report_merged_alone_is_itself(
     assert merged["json"] == first["json"]
     for fmt in FORMATS:  # durations: kept to the millisecond in the JSON merge reads
         assert normalized(merged[fmt]) == normalized(first[fmt]), fmt
+
+
+# --------------------------------------------------------------------------------------------
+# Files that are JSON but no report aotipre wrote: one line, bounded memory, nothing appended
+
+
+def synthetic_shards(count: int = 2, packages: int = 6) -> list[str]:
+    """Each shard's JSON report of a run over `packages` made-up packages, rendered as `check
+    --shard I/N` renders it (every package passed one stage of 0.5 s): shard-I.json."""
+    names = [f"m{i}.pt2" for i in range(packages)]
+    written = []
+    for index in range(1, count + 1):
+        plan = plan_shards(Shard(index, count, "--shard"), names, ".")
+        reports = [
+            Report(
+                package_path=path,
+                tool_version=__version__,
+                stages=[StageResult("inspect", StageStatus.PASSED, 0.5, "read")],
+            )
+            for _, path, shard in plan.packages
+            if shard == index
+        ]
+        Path(f"shard-{index}.json").write_text(
+            render_reports(reports, "json", shard=plan.to_dict())
+        )
+        written.append(f"shard-{index}.json")
+    return written
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        ("NaN", "holds NaN"),
+        ("Infinity", "holds Infinity"),
+        ("-Infinity", "holds -Infinity"),
+        ("1e400", "holds 1e400 (out of a float's range)"),
+        ("9" * 400, "holds an integer of 400 digits"),
+    ],
+)
+def test_a_number_json_has_no_float_for(
+    number: str, said: str, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NaN and the infinities (Python's json reads them), a float past the largest one, an
+    integer no float holds: one line, never `NaN` in the JSON or `time="nan"` in JUnit."""
+    names = synthetic_shards()
+    assert cli(capsys, "merge", *names)[0] == 0
+    text = Path(names[1]).read_text()
+    assert '"duration_s": 0.5' in text
+    Path(names[1]).write_text(text.replace('"duration_s": 0.5', f'"duration_s": {number}', 1))
+    rc, out, err = cli(capsys, "merge", *names, "-f", "junit")
+    assert rc == 2 and out == ""
+    assert said in one_error_line(err)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for i in range(depth - 1):
+        value = {"a": value} if i % 2 else [value]
+    return {"deep": value}
+
+
+def test_nesting_past_the_limit_is_one_line(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report's free-form block (`host`) nested 600 deep (json.loads reads it; the checks
+    and renderers after it recursed): one line. Up to the limit it merges in every format."""
+    names = synthetic_shards()
+    data = json.loads(Path(names[0]).read_text())
+    data["reports"][0]["host"] = _nested(MAX_NESTING - 3)  # under reports[0] in the file
+    Path(names[0]).write_text(json.dumps(data))
+    for fmt in FORMATS:
+        assert cli(capsys, "merge", *names, "-f", fmt)[0] == 0, fmt
+    data["reports"][0]["host"] = _nested(600)
+    Path(names[0]).write_text(json.dumps(data))
+    rc, out, err = cli(capsys, "merge", *names)
+    assert rc == 2 and out == ""
+    assert f"nests too deeply to be an aotipre report (over {MAX_NESTING})" in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "[" + ",".join(["{}"] * 20_000) + "]",
+        "[" + ",".join(["[]"] * 20_000) + "]",
+        "[" + ",".join(["1.5"] * 20_000) + "]",
+        "[" + ",".join(['"abcd"'] * 20_000) + "]",
+        "[" + ",".join(['{"a":"b"}'] * 20_000) + "]",
+        "{" + ",".join(f'"k{i}":{i}' for i in range(20_000)) + "}",
+        "[" + ",".join(["123456"] * 20_000) + "]",
+    ],
+    ids=["objects", "arrays", "floats", "strings", "pairs", "keys", "ints"],
+)
+def test_the_estimate_is_above_what_parsing_takes(shape: str) -> None:
+    """parsed_size, which `merge` weighs before parsing, is at least what json.loads
+    allocates for JSON of every kind of value, the densest ones included."""
+    tracemalloc.start()
+    try:
+        parsed = json.loads(shape)
+        allocated = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert parsed and parsed_size(shape) >= allocated
+
+
+def test_a_report_too_dense_to_parse_is_one_line(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report packed with empty objects (`[{},{},...]`: parsed, 24 times its size) is refused
+    before parsing; aotipre's own reports, pretty or minified, are read. The floor under the
+    limit is set to 0 here, so that a small file shows what a large one does."""
+    monkeypatch.setattr(merge_module, "PARSED_BYTES_FLOOR", 0)
+    names = synthetic_shards(packages=40)
+    minified = json.dumps(json.loads(Path(names[0]).read_text()), separators=(",", ":"))
+    Path(names[0]).write_text(minified)
+    assert cli(capsys, "merge", *names)[0] == 0
+    data = json.loads(minified)
+    data["reports"][0]["host"] = {"x": [{}] * 100_000}
+    Path(names[0]).write_text(json.dumps(data))
+    rc, out, err = cli(capsys, "merge", *names)
+    assert rc == 2 and out == ""
+    assert "packs more JSON values into its" in one_error_line(err)
+
+
+@pytest.mark.parametrize("how", [("-f", "github"), ("--report", "github:gh.txt")])
+def test_the_step_summary_is_never_appended_to_an_input(
+    how: tuple[str, str],
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """$GITHUB_STEP_SUMMARY naming one of the reports merged (a `github` report appends the
+    Markdown summary to it): refused as `-o` on an input is, the input unchanged."""
+    names = synthetic_shards()
+    before = Path(names[1]).read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", names[1])
+    rc, out, err = cli(capsys, "merge", *names, *how)
+    assert rc == 2 and out == ""
+    assert f"$GITHUB_STEP_SUMMARY {names[1]} is the input {names[1]}" in one_error_line(err)
+    assert Path(names[1]).read_bytes() == before
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", "summary.md")
+    assert cli(capsys, "merge", *names, *how)[0] == 0
+    assert "aotipre" in Path("summary.md").read_text()
+
+
+def test_check_never_appends_its_step_summary_to_an_input(
+    project: Path, pkg: Pkg, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(pkg("aoti"), "aoti.pt2")
+    before = Path("aoti.pt2").read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", "aoti.pt2")
+    rc, out, err = cli(capsys, "check", "aoti.pt2", "--static-only", "-f", "github")
+    assert rc == 2 and out == ""
+    assert "$GITHUB_STEP_SUMMARY aoti.pt2 is the input aoti.pt2" in one_error_line(err)
+    assert Path("aoti.pt2").read_bytes() == before

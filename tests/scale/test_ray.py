@@ -366,6 +366,65 @@ def test_without_ray_one_line_says_how_to_install_it(project: Path, tmp_path: Pa
     assert rc == 2 and err == "aotipre: error: --address is for --engine ray (add --engine ray)\n"
 
 
+@pytest.mark.parametrize("port", ["9" * 25, "0", "65536"])
+def test_an_address_that_is_not_host_port_is_one_line(port: str, project: Path) -> None:
+    address = f"127.0.0.1:{port}"
+    rc, out, err = check(
+        project, "aoti.pt2", "--static-only", "--engine", "ray", "--address", address
+    )
+    assert rc == 2 and out == ""
+    assert err == (
+        f"aotipre: error: --address {address!r} is not auto or HOST:PORT (a port 1 to 65535) "
+        "(give auto, or the address that the head's `ray start --head` printed)\n"
+    )
+
+
+@needs_ray
+def test_a_listener_that_is_not_ray_is_one_line(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--address naming a TCP listener that is not a Ray head (it accepts and says nothing):
+    one line once the probe's time is up (3 s here), none of Ray's log lines on stderr."""
+    from aotipre.cli import main
+    from aotipre.engines import ray as ray_engine
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(ray_engine, "PROBE_S", 3.0)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        argv = ["check", "aoti.pt2", "--static-only", "--no-config", "--engine", "ray"]
+        rc = main([*argv, "--address", address])
+    out, err = capfd.readouterr()
+    assert rc == 2 and out == ""
+    assert err == (
+        f"aotipre: error: --address {address}: no Ray head answered there within 3 s (is it "
+        "the GCS address of a Ray cluster?) (give the address that the head's `ray start "
+        "--head` printed)\n"
+    )
+
+
+@needs_ray
+def test_a_head_that_refuses_the_driver_is_one_line(head: Head, project: Path) -> None:
+    """A head with token authentication and a driver without the token: one line saying so
+    (Ray's AuthenticationError); with the token, the check runs as a local one does."""
+    no_token = {k: v for k, v in head.env.items() if not k.startswith("RAY_")}
+    rc, out, err = check(project, "aoti.pt2", "--static-only", *on(head), env=no_token)
+    assert rc == 2 and out == ""
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(
+        f"aotipre: error: --address {head.address}: cannot join the Ray cluster there: "
+        "AuthenticationError: "
+    )
+    rc_local, out_local, _ = check(project, "aoti.pt2", "--static-only", "-f", "json")
+    rc, out, err = check(project, "aoti.pt2", "--static-only", "-f", "json", *on(head),
+                         env=head.env)  # fmt: skip
+    codes = [sorted(f["code"] for f in one_report(o)["findings"]) for o in (out, out_local)]
+    assert rc == rc_local and codes[0] == codes[1]
+    assert foreign(err) == []
+
+
 @needs_ray
 def test_ctrl_c_cancels_the_tasks_and_leaves_no_worker(head: Head, project: Path) -> None:
     stall(project, "always")
