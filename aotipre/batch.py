@@ -25,7 +25,7 @@ from aotipre.matrix import check as check_in_runtimes
 from aotipre.runner import forkserver, launch
 from aotipre.runner.proc import allow_new_children, kill_all_children
 from aotipre.runtimes import Runtime, resolve
-from aotipre.shard import Shard, ShardPlan, plan_shards
+from aotipre.shard import Shard, ShardPlan, numbered, plan_shards
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -152,7 +152,11 @@ def plan(
             hint="for several, list them in a --manifest, or map inputs in [tool.aotipre.inputs]",
         )
     jobs = []
-    for entry, from_manifest in sorted(entries, key=lambda e: e[0].package):
+    entries = sorted(entries, key=lambda e: e[0].package)
+    # a path given twice (a manifest's entries with other inputs): `#2` on the later ones'
+    # lines, as every report and `merge` name them (report/common.py package_labels)
+    labels = numbered([entry.package for entry, _ in entries])
+    for (entry, from_manifest), label in zip(entries, labels):
         resolved = settings
         if from_manifest and manifest is not None:
             resolved = resolved.merged(manifest.defaults)
@@ -160,7 +164,7 @@ def plan(
         say = None
         if progress is not None:
             named = prefix if prefix is not None else len(entries) > 1 or manifest is not None
-            say = _prefixed(progress, entry.package) if named else progress
+            say = _prefixed(progress, label) if named else progress
         options = resolved.check_options(
             inputs=inputs or entry.inputs or settings.inputs_for(entry.package),
             model=model or entry.model,

@@ -168,3 +168,34 @@ def test_parallel_report_is_byte_identical_to_serial(
         assert serial == parallel
     order = [r["package_path"] for r in json.loads(outputs[("6", "json")])["reports"]]
     assert order == sorted(packages)
+
+
+def test_a_path_given_twice_is_named_with_its_key_everywhere(
+    project: Path, pkg: Pkg, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two manifest entries of one package (other models/inputs) are `a.pt2` and `a.pt2#2` in
+    the summary, each package's heading, JUnit's suites, GitHub's verdict lines, Markdown's
+    rows and the progress lines: the keys shards and merge give them."""
+    shutil.copy(pkg("multi"), project / "a.pt2")
+    (project / "m.toml").write_text(
+        '[[package]]\npath = "a.pt2"\nmodel = "first"\n'
+        '[[package]]\npath = "a.pt2"\nmodel = "second"\n'
+    )
+    base = ("--manifest", "m.toml", "--static-only", "--no-config")
+    _, out, _ = run(capsys, *base)
+    assert re.search(r"(?m)^aotipre check a\.pt2$", out)
+    assert re.search(r"(?m)^aotipre check a\.pt2#2$", out)
+    assert re.search(r"(?m)^a\.pt2#2 +\w+", out) and re.search(r"(?m)^a\.pt2 +\w+", out)
+    _, xml, _ = run(capsys, *base, "-f", "junit")
+    assert re.findall(r'<testsuite name="([^"]+)"', xml) == ["a.pt2", "a.pt2#2"]
+    _, gh, _ = run(capsys, *base, "-f", "github")
+    assert len(re.findall(r"(?m)^aotipre: \w+ a\.pt2#2 \(", gh)) == 1
+    _, md, _ = run(capsys, *base, "-f", "markdown")
+    assert "| `a.pt2#2` |" in md
+    said: list[str] = []
+    manifest = batch.load_manifest(project / "m.toml")
+    jobs = batch.plan([], config.Settings(), manifest=manifest, progress=said.append)
+    for job in jobs:
+        assert job.options.progress is not None
+        job.options.progress("starting")
+    assert said == ["a.pt2: starting", "a.pt2#2: starting"]

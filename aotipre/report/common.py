@@ -23,6 +23,15 @@ def combined_verdict(reports: Sequence[Report]) -> Verdict:
     return _VERDICT_OF_EXIT[worst_exit_code(reports)]
 
 
+def package_labels(reports: Sequence[Report]) -> list[str]:
+    """What names each report's package to a person: its path, and for a path checked more
+    than once (a manifest's entries with other inputs or models) `#2`, `#3`... on the later
+    ones, the keys shards and `merge` give them (aotipre/shard.py)."""
+    from aotipre.shard import numbered
+
+    return numbered([r.package_path for r in reports])
+
+
 def combined_counts(reports: Sequence[Report]) -> dict[str, int]:
     """Findings per severity over all reports."""
     out = {s.value: 0 for s in Severity}

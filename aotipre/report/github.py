@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from aotipre.codes import BY_CODE
 from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Report, Severity, StageStatus
-from aotipre.report.common import counts_text, finding_text, gpu_label
+from aotipre.report.common import counts_text, finding_text, gpu_label, package_labels
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
@@ -50,9 +50,9 @@ def render_reports(reports: Sequence[Report]) -> str:
                         title=f"aotipre: {stage.name} could not run",
                     )
                 )
-    for report in reports:
+    for report, label in zip(reports, package_labels(reports)):
         lines.append(
-            f"aotipre: {report.verdict.value.upper()} {report.package_path} "
+            f"aotipre: {report.verdict.value.upper()} {label} "
             f"(exit {int(report.exit_code)}; {counts_text(report.counts())}; "
             f"fail-on {report.fail_on.value}"
             + (f"; gpu {gpu_label(report.gpu)}" if report.gpu is not None else "")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from aotipre.findings import Finding, Report, StageResult, StageStatus
-from aotipre.report.common import fails_gate, finding_text, gpu_label
+from aotipre.report.common import fails_gate, finding_text, gpu_label, package_labels
 
 _XML_ILLEGAL = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -23,8 +23,8 @@ def render_reports(reports: Sequence[Report]) -> str:
     root = ET.Element("testsuites", name="aotipre")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
-    for report in reports:
-        suite, counts, seconds = _suite(report)
+    for report, label in zip(reports, package_labels(reports)):
+        suite, counts, seconds = _suite(report, label)
         root.append(suite)
         for key in totals:
             totals[key] += counts[key]
@@ -70,9 +70,9 @@ def _cases(report: Report) -> list[_Case]:
     return cases
 
 
-def _suite(report: Report) -> tuple[ET.Element, dict[str, int], float]:
-    classname = "aotipre." + PurePath(report.package_path).name.replace(".", "_")
-    suite = ET.Element("testsuite", name=_clean(report.package_path))
+def _suite(report: Report, label: str) -> tuple[ET.Element, dict[str, int], float]:
+    classname = "aotipre." + PurePath(label).name.replace(".", "_")
+    suite = ET.Element("testsuite", name=_clean(label))
     props = ET.SubElement(suite, "properties")
     for key, value in (
         ("verdict", report.verdict.value),

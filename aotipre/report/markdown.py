@@ -13,6 +13,7 @@ from aotipre.report.common import (
     counts_text,
     finding_text,
     gpu_label,
+    package_labels,
     worst_exit_code,
 )
 
@@ -43,15 +44,16 @@ def render_reports(reports: Sequence[Report]) -> str:
         lines.append("")
         lines.append("| package | verdict | error | warning | info |")
         lines.append("| --- | --- | --- | --- | --- |")
-        for report in reports:
+        labels = package_labels(reports)
+        for report, label in zip(reports, labels):
             c = report.counts()
             lines.append(
-                f"| {_code(report.package_path)} | {_BADGE[report.verdict]} | "
+                f"| {_code(label)} | {_BADGE[report.verdict]} | "
                 f"{c['error']} | {c['warning']} | {c['info']} |"
             )
-        for report in reports:
+        for report, label in zip(reports, labels):
             lines.append("")
-            lines.append(f"### {_BADGE[report.verdict]} {_code(report.package_path)}")
+            lines.append(f"### {_BADGE[report.verdict]} {_code(label)}")
             lines.append("")
             lines.extend(_section(report))
     return "\n".join(lines).rstrip("\n") + "\n"

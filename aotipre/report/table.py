@@ -17,6 +17,7 @@ from aotipre.report.common import (
     combined_verdict,
     counts_text,
     gpu_label,
+    package_labels,
     worst_exit_code,
 )
 
@@ -118,10 +119,11 @@ def findings_table(
     )
 
 
-def render_report(report: Report) -> str:
+def render_report(report: Report, label: str | None = None) -> str:
+    """One package's table; `label`: how a report of many names it (package_labels)."""
     lines: list[str] = []
     verdict = report.verdict.value.upper()
-    lines.append(f"aotipre check {report.package_path}")
+    lines.append(f"aotipre check {label or report.package_path}")
     pkg = report.package
     if pkg is not None:
         models = ", ".join(
@@ -229,10 +231,11 @@ def _diagnosis_lines(d: Diagnosis) -> list[str]:
 
 def render_reports(reports: Sequence[Report]) -> str:
     """Each package's table, then one line per package and the overall verdict (the worst)."""
-    parts = [render_report(r) for r in reports]
+    labels = package_labels(reports)
+    parts = [render_report(r, label) for r, label in zip(reports, labels)]
     rows = [
-        [r.package_path, r.verdict.value.upper(), int(r.exit_code), counts_text(r.counts())]
-        for r in reports
+        [label, r.verdict.value.upper(), int(r.exit_code), counts_text(r.counts())]
+        for r, label in zip(reports, labels)
     ]
     parts.append(tabulate(rows, headers=["package", "verdict", "exit", "findings"]) + "\n")
     parts.append(
@@ -307,6 +310,29 @@ def constants_summary(model: ModelInfo) -> str:
     )
 
 
+def baked_summary(model: ModelInfo) -> str:
+    """The state the compiled code keeps no constant for, which no weight update reaches:
+    `fc2.bias (float32[4], inlined); a weight update cannot change it`, or a count read from
+    wrapper.cpp when no ExportedProgram names them; "" when there is none."""
+    baked = model.baked_state
+    if baked:
+        shown = ", ".join(
+            f"{t.fqn} ({t.describe()}, {'inlined' if t.inlinable else 'unused or folded'})"
+            for t in baked[:5]
+        )
+        more = f" and {len(baked) - 5} more" if len(baked) > 5 else ""
+        it = "it" if len(baked) == 1 else "them"
+        return f"{shown}{more}; a weight update cannot change {it}"
+    n = model.lifted_without_constant
+    if not model.state and n:
+        return (
+            f"{n} lifted tensor{'' if n == 1 else 's'} (inlined into the kernels or unused; "
+            f"the ExportedProgram would name {'it' if n == 1 else 'them'}); a weight update "
+            f"cannot change {'it' if n == 1 else 'them'}"
+        )
+    return ""
+
+
 def _size(n: int) -> str:
     if n < 1024:
         return f"{n} B"
@@ -362,6 +388,9 @@ def _model_lines(model: ModelInfo) -> list[str]:
             facts.append(["unreadable", f"{member.rsplit('/', 1)[-1]}: {why}"])
         if model.constants:
             facts.append(["constants", constants_summary(model)])
+        baked = baked_summary(model)
+        if baked:
+            facts.append(["no constant for", baked])
         user_keys = {k: v for k, v in aoti.metadata.items() if not k.startswith("AOTI_")}
         if user_keys:
             facts.append(["metadata", ", ".join(f"{k}={v}" for k, v in user_keys.items())])
