@@ -589,11 +589,20 @@ ALL_CODES: tuple[Code, ...] = (
         "weights-inlined",
         E,
         C.PACKAGE,
-        "A weight swap names a small tensor (0-d, or 1-d with at most 8 elements) that the "
-        "package has no constant for: inductor inlined its compile-time value into the kernels, "
-        "so no swap can change it, and load_constants refuses a swap that names it.",
+        "A weight swap meets a tensor of the model's state_dict that the package has no "
+        "constant for: inductor inlined its compile-time value into the kernels (0-d, or 1-d "
+        "with at most 8 elements), so no swap can change it. load_constants refuses a swap that "
+        "names it; a swap that leaves it out keeps its compiled value while the others change "
+        "(the ExportedProgram, packaged or --exported-program, names these tensors).",
         "recompile to swap it (aot_inductor.use_runtime_constant_folding=True or "
         "always_keep_tensor_constants=True keep small tensors as constants)",
+        overrides=(
+            (
+                W,
+                "no ExportedProgram names them: the compiled code keeps no constant for lifted "
+                "tensors the file does not name",
+            ),
+        ),
         example="'norm.eps' (float32[]) of --weights weights.pt is not a constant of the package: "
         "a tensor this small is inlined into the kernels at compile time, so its compiled value "
         "runs whatever the swap gives; load_constants refuses a swap naming it (Constant not "

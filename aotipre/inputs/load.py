@@ -745,17 +745,19 @@ class _Unpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"bad storage location {_brief(location)}")
         nbytes = numel * _itemsize(storage_type.dtype)
         cached = self.storages.get(key)
-        if cached is not None and cached.nbytes >= nbytes:
+        if cached is not None:  # torch.load reuses a key's first storage, whatever the numel
             return cached
         have = self.archive.storage_size(key)
-        if have < nbytes:
+        if have != nbytes:  # torch.load: "record size (...) does not match expected size"
             raise InputsError(
                 f"{self.source}: storage member {self.archive.prefix}data/{key} has {have} bytes, "
-                f"but {numel} x {storage_type.dtype} needs {nbytes}",
+                f"but {numel} x {storage_type.dtype} needs {nbytes}, exactly: "
+                "torch.load refuses the file",
                 "the file is truncated or was edited; re-save it with torch.save",
             )
         storage = _Storage(storage_type.dtype, match.group(1), nbytes, key)
-        self.storages[key] = storage
+        if nbytes:  # torch.load keeps no storage of 0 bytes: the next use reads it again
+            self.storages[key] = storage
         return storage
 
 

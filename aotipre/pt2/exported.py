@@ -13,6 +13,7 @@ from aotipre.pt2.spec import (
     Dim,
     InputSpec,
     ModelInfo,
+    StateTensor,
     SymbolRange,
     TensorSpec,
     TreeSpec,
@@ -41,6 +42,8 @@ class ExportedContract:
     """Buffers (their fqn) the program writes: BUFFER_MUTATION outputs of a functional graph,
     or in-place ops (`aten.add_`, `aten.copy_`, ...) on a buffer input of a non-functional
     one. Such a model carries state from one call to the next."""
+    state: tuple[StateTensor, ...] = ()
+    """The program's state_dict: its parameters and persistent buffers, in signature order."""
 
 
 def parse_treespec(text: str) -> TreeSpec:
@@ -232,7 +235,35 @@ def _parse_exported(data: Any) -> ExportedContract:
         signature=sig,
         device=sorted(devices)[0] if len(devices) == 1 else (",".join(sorted(devices)) or None),
         mutated_buffers=_mutated_buffers(graph, input_specs, output_specs),
+        state=_state(input_specs, tensor_values),
     )
+
+
+def _state(input_specs: list[Any], tensor_values: dict[str, Any]) -> tuple[StateTensor, ...]:
+    """ExportedContract.state: each `parameter` and persistent `buffer` input spec, with the
+    dtype and static shape its tensor meta records (non-persistent buffers are not in the
+    state_dict, lifted tensor constants neither)."""
+    out: list[StateTensor] = []
+    for spec in input_specs:
+        if not isinstance(spec, dict):
+            continue
+        if isinstance(spec.get("parameter"), dict):
+            body, kind, key = spec["parameter"], "Parameter", "parameter_name"
+        elif isinstance(spec.get("buffer"), dict) and spec["buffer"].get("persistent", True):
+            body, kind, key = spec["buffer"], "Buffer", "buffer_name"
+        else:
+            continue
+        arg = body.get("arg")
+        meta = tensor_values.get(arg.get("name")) if isinstance(arg, dict) else None
+        dtype, shape = None, None
+        if isinstance(meta, dict):
+            tensor = tensor_spec(meta)
+            dtype = tensor.dtype
+            if all(d.is_static for d in tensor.shape):
+                shape = tuple(int(d.value or 0) for d in tensor.shape)
+        if body.get(key):
+            out.append(StateTensor(fqn=str(body[key]), kind=kind, dtype=dtype, shape=shape))
+    return tuple(out)
 
 
 def _mutated_buffers(
@@ -363,8 +394,10 @@ def graph_ops(data: Any) -> tuple[str, ...]:
 def program_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:
     """How an ExportedProgram (`--exported-program`, a bundle's) differs from the one the AOTI
     code was compiled from, as far as the compiled code tells: its tensor inputs (count, dtype,
-    rank, from the wrapper's contract) and its output count (out_spec_). None when they agree,
-    or when the compiled code's contract is unknown (no wrapper.cpp to read it from)."""
+    rank, from the wrapper's contract), its output count (out_spec_), and the shape and dtype
+    of each parameter and buffer both name (constants_info_ against the state_dict). None when
+    they agree, or when the compiled code's contract is unknown (no wrapper.cpp to read it
+    from)."""
     want, got = aoti.tensor_inputs, ep.tensor_inputs
     if want:
         if len(want) != len(got):
@@ -381,4 +414,25 @@ def program_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:
     tree = aoti.output_tree
     if tree is not None and ep.has_exported_program and tree.num_leaves() != len(ep.outputs):
         return f"{len(ep.outputs)} output(s), the AOTI code returns {tree.num_leaves()}"
+    return _state_difference(aoti, ep)
+
+
+def _state_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:
+    """A parameter or buffer the AOTI code keeps (constants_info_, by fqn) with another shape
+    or dtype in the ExportedProgram's state_dict: another model's weights (a Linear(16, 256)
+    where the code was compiled from a Linear(16, 64))."""
+    state = {t.fqn: t for t in ep.state}
+    for c in aoti.constants:
+        theirs = state.get(c.fqn or "")
+        if theirs is None or c.kind not in ("Parameter", "Buffer") or c.from_folded:
+            continue
+        if c.shape is not None and theirs.shape is not None and c.shape != theirs.shape:
+            return (
+                f"{theirs.kind.lower()} '{c.fqn}' is {list(theirs.shape)}, the AOTI code holds "
+                f"{list(c.shape)}"
+            )
+        if c.dtype is not None and theirs.dtype is not None and c.dtype != theirs.dtype:
+            return (
+                f"{theirs.kind.lower()} '{c.fqn}' is {theirs.dtype}, the AOTI code holds {c.dtype}"
+            )
     return None

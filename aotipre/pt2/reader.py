@@ -360,10 +360,12 @@ def _read_model(archive: Archive, root: str, name: str, has_ep: bool, has_aoti: 
         mutated_buffers=_mutated(contract, wrapper),
         output_tree=wrapper.output_tree if wrapper is not None else None,
         data_symbols=wrapper.data_symbols if wrapper is not None else (),
+        lifted_without_constant=wrapper.lifted_without_constant if wrapper is not None else None,
     )
     if contract is not None:
         model = replace(
             model,
+            state=contract.state,
             torch_version=contract.torch_version,
             schema_version=contract.schema_version,
             inputs=contract.inputs,
@@ -416,7 +418,8 @@ def with_reference_values(model: ModelInfo, reference: ModelInfo) -> ModelInfo:
     ExportedProgram it was compiled from (`--exported-program`) specialized them to: the
     compiled code computes with those values and ignores whatever is passed, and only the
     program records them. Matched by their place in the call (`args[1]`). Also the ranges the
-    program gives the values the compiled code reads at run time (`u0`), by name."""
+    program gives the values the compiled code reads at run time (`u0`), by name, and its
+    state_dict (which of its tensors the compiled code inlined: ModelInfo.baked_state)."""
     by_path = {i.path: i for i in reference.inputs if i.tensor is None}
     merged = []
     for inp in model.inputs:
@@ -425,7 +428,7 @@ def with_reference_values(model: ModelInfo, reference: ModelInfo) -> ModelInfo:
             inp = replace(inp, name=ref.name, kind=ref.kind, value=ref.value)
         merged.append(inp)
     data = with_exported_ranges(model.data_symbols, reference.symbols)
-    return replace(model, inputs=tuple(merged), data_symbols=data)
+    return replace(model, inputs=tuple(merged), data_symbols=data, state=reference.state)
 
 
 def merge_wrapper_bounds(model: ModelInfo, wrapper_inputs: tuple) -> ModelInfo:

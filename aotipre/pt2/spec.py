@@ -246,6 +246,51 @@ class ConstantSpec:
         }
 
 
+INLINE_MAX_ELEMENTS = 8
+"""Inductor inlines a tensor attribute's compile-time values into the kernels when it is 0-d,
+or 1-d with at most this many elements (torch/_inductor/graph.py: `get_attr` turns a 0-d one
+into a `Constant`, `can_inline_constant` a small 1-d one into literals), unless the compile
+keeps tensor constants (`always_keep_tensor_constants`, runtime constant folding), the tensor is
+mutated, or its type cannot be a constant: then it is in constants_info_ like any other."""
+
+
+def inlinable_shape(shape: tuple[int, ...]) -> bool:
+    """A tensor of this shape is small enough for inductor to inline (INLINE_MAX_ELEMENTS)."""
+    return len(shape) == 0 or (len(shape) == 1 and shape[0] <= INLINE_MAX_ELEMENTS)
+
+
+@dataclass(frozen=True)
+class StateTensor:
+    """One tensor of the ExportedProgram's state_dict (a parameter or a persistent buffer):
+    what a weight update (`load_state_dict`, `load_constants`) is keyed by."""
+
+    fqn: str
+    """The module path (`fc2.bias`)."""
+    kind: str
+    """Parameter or Buffer."""
+    dtype: str | None
+    shape: tuple[int, ...] | None
+    """None when a size is symbolic or not recorded."""
+
+    @property
+    def inlinable(self) -> bool:
+        """Small enough for inductor to inline its values into the kernels."""
+        return self.shape is not None and inlinable_shape(self.shape)
+
+    def describe(self) -> str:
+        shape = list(self.shape) if self.shape is not None else "?"
+        return f"{self.dtype or '?'}{shape}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fqn": self.fqn,
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "shape": list(self.shape) if self.shape is not None else None,
+            "inlined": self.inlinable,
+        }
+
+
 @dataclass(frozen=True)
 class DataSymbol:
     """A value run_impl reads from a tensor at run time (`u0` from `.item()`), with the scalar
@@ -337,6 +382,12 @@ class ModelInfo:
     could be placed are inputs of kind `constant` instead."""
     constants: tuple[ConstantSpec, ...] = ()
     """The compiled model's constants, from its wrapper.cpp (none without one)."""
+    state: tuple[StateTensor, ...] = ()
+    """The ExportedProgram's state_dict (packaged, or --exported-program's for AOTI-only)."""
+    lifted_without_constant: int | None = None
+    """How many lifted tensors (parameters, buffers, tensor constants) the compiled code was
+    given but keeps no constant for, told from wrapper.cpp alone (the `arg<N>_1` numbering of its
+    inputs against constants_info_); None when the wrapper does not pin it down."""
     contract_conflicts: tuple[str, ...] = ()
     """Where the packaged ExportedProgram and the AOTI code that deploys disagree on an input
     (dtype, static size, rank): the compiled code's side is in `inputs`."""
@@ -360,6 +411,21 @@ class ModelInfo:
         if self.aoti is not None and self.aoti.device_type:
             return self.aoti.device_type
         return self.export_device
+
+    @property
+    def baked_state(self) -> tuple[StateTensor, ...]:
+        """The program's state_dict tensors the compiled code keeps no constant for (`state`
+        against constants_info_'s fqns): inlined into the kernels when small
+        (StateTensor.inlinable), else unused or folded away at compile time. No weight update
+        reaches them: load_constants refuses a swap naming one (`Constant not found`), and
+        leaving one out keeps its compiled value. Empty when the wrapper.cpp is not packaged or
+        a constant's fqn is not recorded (nothing to tell them by)."""
+        if self.aoti is None or self.aoti.wrapper_cpp is None:
+            return ()
+        if any(c.fqn is None for c in self.constants if c.kind in SWAPPABLE_KINDS):
+            return ()
+        kept = {c.fqn for c in self.constants}
+        return tuple(t for t in self.state if t.fqn not in kept)
 
     @property
     def tensor_inputs(self) -> tuple[InputSpec, ...]:
@@ -437,6 +503,8 @@ def model_to_dict(model: ModelInfo) -> dict[str, Any]:
         "outputs": [o.to_dict() if o is not None else None for o in model.outputs],
         "dynamic_dims": [s.to_dict() for s in model.symbols],
         "constants": [c.to_dict() for c in model.constants],
+        "baked_state": [t.to_dict() for t in model.baked_state],
+        "lifted_without_constant": model.lifted_without_constant,
         "mutated_buffers": list(model.mutated_buffers),
         "data_dependent_values": [d.to_dict() for d in model.data_symbols],
         "contract_conflicts": list(model.contract_conflicts),

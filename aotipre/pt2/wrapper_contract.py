@@ -42,6 +42,8 @@ class WrapperView:
     """out_spec_: the pytree of the outputs, when it can be read."""
     data_symbols: tuple[DataSymbol, ...] = ()
     """Values run_impl reads from tensors (`.item()`), with the scalar asserts on them."""
+    lifted_without_constant: int | None = None
+    """Lifted tensors the compiled code keeps no constant for (ModelInfo's field of that name)."""
 
 
 def contract_from_wrapper(text: str) -> WrapperView:
@@ -107,6 +109,7 @@ def contract_from_wrapper(text: str) -> WrapperView:
         ),
         output_tree=output_tree,
         data_symbols=contract.data_symbols,
+        lifted_without_constant=_lifted_without_constant(contract, len(leaves)),
     )
 
 
@@ -126,22 +129,49 @@ def tensor_leaf_positions(contract: WrapperContract, n_leaves: int) -> list[int]
     constants still listed, K >= N_last - (leaves - 1) (the last tensor is a leaf), and
     K <= N_first (the first is). Only a K that the bounds pin down is used.
     """
+    numbers = _arg_numbers(contract)
+    lifted = _lifted_count(contract, numbers, n_leaves)
+    if lifted is None:
+        return None
+    return [n - lifted for n in numbers]
+
+
+def _arg_numbers(contract: WrapperContract) -> list[int]:
+    """N of each input's `arg<N>_1` name, in order; [] when a name is not of that form or the
+    numbers do not increase."""
     numbers = []
     for w in contract.inputs:
         m = _ARG_NAME_RE.fullmatch(w.name or "")
         if m is None:
-            return None
+            return []
         numbers.append(int(m.group(1)))
-    if not numbers or any(a >= b for a, b in zip(numbers, numbers[1:])):
-        return None
-    listed = sum(
+    if any(a >= b for a, b in zip(numbers, numbers[1:])):
+        return []
+    return numbers
+
+
+def _listed_lifted(contract: WrapperContract) -> int:
+    return sum(
         1 for c in contract.constants if c.kind in _LIFTED_KINDS and c.from_folded is not True
     )
-    low = max(listed, numbers[-1] - (n_leaves - 1))
-    high = numbers[0]
-    if low != high:
+
+
+def _lifted_count(contract: WrapperContract, numbers: list[int], n_leaves: int) -> int | None:
+    """K of tensor_leaf_positions: how many lifted tensors precede the user inputs, when the
+    bounds pin it down."""
+    if not numbers or n_leaves < 1:
         return None
-    return [n - low for n in numbers]
+    low = max(_listed_lifted(contract), numbers[-1] - (n_leaves - 1))
+    return low if low == numbers[0] else None
+
+
+def _lifted_without_constant(contract: WrapperContract, n_leaves: int) -> int | None:
+    """How many of the K lifted tensors constants_info_ does not list: inductor inlined them
+    into the kernels (small ones: torch/_inductor/graph.py can_inline_constant) or dropped them
+    (unused). Linear(8, 16) then Linear(16, 4) takes `arg4_1` and lists 3 constants: the
+    second bias (4 values) was inlined."""
+    lifted = _lifted_count(contract, _arg_numbers(contract), n_leaves)
+    return None if lifted is None else max(0, lifted - _listed_lifted(contract))
 
 
 def _with_specialized(

@@ -8,6 +8,9 @@ import json
 import os
 import pickle
 import struct
+import subprocess
+import sys
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -192,3 +195,157 @@ def test_a_tensor_on_another_device_is_named(tmp_path: Path) -> None:
         zf.writestr("w/version", "3\n")
     found = {f.code: f.message for f in check_weights(MODEL, read_weights(path))}
     assert "on cuda" in found["AOT064"] and "on cpu" in found["AOT064"]
+
+
+F32x4 = b'{"dtype":"F32","shape":[4],"data_offsets":[0,16]}'
+LAYOUTS: dict[str, tuple[bytes, int]] = {
+    # name: (header text, data bytes); what safetensors.torch.load_file does with each is
+    # measured in a fresh process by test_safetensors_verdicts_are_the_loaders
+    "overlap": (b'{"a":' + F32x4 + b',"b":' + F32x4 + b"}", 16),
+    "gap": (b'{"a":' + F32x4 + b',"b":{"dtype":"F32","shape":[4],"data_offsets":[20,36]}}', 36),
+    "leading gap": (b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[4,20]}}', 20),
+    "trailing bytes": (b'{"a":' + F32x4 + b"}", 20),
+    "integer metadata": (b'{"__metadata__":{"format":1},"a":' + F32x4 + b"}", 16),
+    "metadata not a map": (b'{"__metadata__":"pt","a":' + F32x4 + b"}", 16),
+    "NaN": (b'{"__metadata__":{"x":NaN},"a":' + F32x4 + b"}", 16),
+    "lone surrogate": (b'{"\\ud800":' + F32x4 + b"}", 16),
+    "two __metadata__": (b'{"__metadata__":{},"__metadata__":{},"a":' + F32x4 + b"}", 16),
+    "two dtype fields": (
+        b'{"a":{"dtype":"F32","dtype":"F32","shape":[4],"data_offsets":[0,16]}}',
+        16,
+    ),
+    "size overflow": (
+        b'{"a":{"dtype":"F32","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}}',
+        0,
+    ),
+    "float dim": (b'{"a":{"dtype":"F32","shape":[4e0],"data_offsets":[0,16]}}', 16),
+    "trailing comma": (b'{"a":{"dtype":"F32","shape":[4,],"data_offsets":[0,16]}}', 16),
+    "trailing NUL": (b'{"a":' + F32x4 + b"}\x00", 16),
+    "unsorted": (
+        b'{"b":{"dtype":"F32","shape":[4],"data_offsets":[16,32]},"a":' + F32x4 + b"}",
+        32,
+    ),
+    "leading whitespace": (b' \n{"a":' + F32x4 + b"}   ", 16),
+    "duplicate name": (
+        b'{"a":' + F32x4 + b',"a":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}',
+        16,
+    ),
+    "escaped name": (
+        b'{"\\u0061":{"dtype":"F\\u0033\\u0032","shape":[4],"data_offsets":[0,16]}}',
+        16,
+    ),
+    "null metadata": (b'{"__metadata__":null,"a":' + F32x4 + b"}", 16),
+    "scalar extra field": (b'{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16],"x":1.5}}', 16),
+    "zero-size tensors": (
+        b'{"a":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},"b":' + F32x4 + b"}",
+        16,
+    ),
+}
+ACCEPTED = {
+    "unsorted",
+    "leading whitespace",
+    "duplicate name",
+    "escaped name",
+    "null metadata",
+    "scalar extra field",
+    "zero-size tensors",
+}
+"""The cases load_file accepts (measured with safetensors 0.8: the test below re-measures)."""
+
+
+def write_layouts(folder: Path) -> dict[str, Path]:
+    paths = {}
+    for i, (what, (text, body)) in enumerate(LAYOUTS.items()):
+        paths[what] = folder / f"case{i}.safetensors"
+        paths[what].write_bytes(struct.pack("<Q", len(text)) + text + bytes(body))
+    return paths
+
+
+def test_safetensors_are_refused_and_accepted_as_the_loader_does(tmp_path: Path) -> None:
+    """Overlapping offsets, gaps, trailing bytes, non-string metadata, serde_json's strict
+    grammar: refused with one line naming the rule; what load_file reads is read."""
+    for what, path in write_layouts(tmp_path).items():
+        if what in ACCEPTED:
+            assert read_weights(path).tensors, what
+            continue
+        with pytest.raises(UsageError) as info:
+            read_weights(path)
+        message = str(info.value)
+        assert "\n" not in message and "not a valid safetensors file" in message, (what, message)
+        assert "load_file refuses it too" in message, (what, message)
+    paths = write_layouts(tmp_path)
+    with pytest.raises(UsageError, match="tensor 'b' starts at byte 0 .* it overlaps them"):
+        read_weights(paths["overlap"])
+    with pytest.raises(UsageError, match="tensor 'b' starts at byte 20 .* a gap of 4 bytes"):
+        read_weights(paths["gap"])
+    with pytest.raises(UsageError, match="4 trailing bytes"):
+        read_weights(paths["trailing bytes"])
+    assert read_weights(paths["duplicate name"]).tensors["a"].dtype == "int32"  # the last wins
+
+
+def test_safetensors_verdicts_are_the_loaders(tmp_path: Path) -> None:
+    """The table above, re-measured: safetensors.torch.load_file in a fresh process."""
+    pytest.importorskip("safetensors")
+    paths = write_layouts(tmp_path)
+    script = """
+import json, sys
+from safetensors.torch import load_file
+out = {}
+for what, path in json.loads(sys.argv[1]).items():
+    try:
+        load_file(path)
+        out[what] = True
+    except Exception:
+        out[what] = False
+print(json.dumps(out))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, json.dumps({k: str(v) for k, v in paths.items()})],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    verdicts = json.loads(proc.stdout.splitlines()[-1])
+    assert {what for what, ok in verdicts.items() if ok} == ACCEPTED
+
+
+def _peak_allocated(path: Path) -> int:
+    """The most bytes Python held at once (tracemalloc) while read_weights read `path`."""
+    tracemalloc.start()
+    try:
+        read_weights(path)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_stays_a_small_multiple_of_the_header(tmp_path: Path) -> None:
+    """A 3 MB tensor name of CJK characters (per-character escaping of the name took 30x)
+    and 100k zero-size tensors (valid for load_file: they all sit at [0, 0]; the JSON tree of
+    their entries took 13x): each read within 10x the file's size (measured: 4x and 8x)."""
+    name = "\u4e00" * 1_000_000
+    text = json.dumps(
+        {name: {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, ensure_ascii=False
+    ).encode()
+    wide = tmp_path / "wide.safetensors"
+    wide.write_bytes(struct.pack("<Q", len(text)) + text + bytes(16))
+    entries = ",".join(
+        f'"t{i}":{{"dtype":"F32","shape":[{i}, 0],"data_offsets":[0,0]}}' for i in range(100_000)
+    )
+    many = tmp_path / "many.safetensors"
+    many.write_bytes(struct.pack("<Q", len(entries) + 2) + b"{" + entries.encode() + b"}")
+    for path in (wide, many):
+        assert _peak_allocated(path) < 10 * path.stat().st_size, path.name
+
+
+def test_a_torch_save_record_larger_than_its_storage_is_refused(tmp_path: Path) -> None:
+    """torch.load (no mmap) refuses a storage member whose size is not the record's
+    numel x itemsize, larger as well as smaller (measured in tests/runner/test_weights_real.py)."""
+    path = tmp_path / "w.pt"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr("w/data.pkl", _state_dict_pickle())
+        zf.writestr("w/data/0", bytes(16 * 8 * 4 + 64))
+        zf.writestr("w/version", "3\n")
+    with pytest.raises(UsageError, match="has 576 bytes, but 128 x float32 needs 512, exactly"):
+        read_weights(path)

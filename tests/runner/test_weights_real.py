@@ -15,6 +15,7 @@ import pytest
 
 from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
+from aotipre.pt2.reader import read_package, with_reference_values
 from aotipre.runner.stages import DynamicOptions
 from tests.building import build
 
@@ -211,6 +212,62 @@ def test_inlined_small_tensors_are_not_swappable(built: Path) -> None:
     assert stage.status is StageStatus.FAILED
 
 
+DEPLOYED = """
+import json, sys, torch
+from torch._inductor.package import load_package
+pkg, update, full, inputs, ep = sys.argv[1:6]
+x = torch.load(inputs)[0]
+m = load_package(pkg)
+m.load_constants(torch.load(update), check_full_update=True)
+mod = torch.export.load(ep).module()
+mod.load_state_dict(torch.load(full))
+print(json.dumps({"max_abs_diff": (m(x) - mod(x)).abs().max().item(),
+                  "constants": sorted(m.get_constant_fqns())}))
+"""
+
+
+def test_an_inlined_parameter_is_named_as_inlined_not_as_a_typo(built: Path) -> None:
+    """Linear(8, 16) then Linear(16, 4): inductor inlined fc2.bias (4 values), so plain torch
+    refuses the full state_dict of the same architecture; aotipre names it as inlined (AOT066),
+    not as a renamed 'fc1.bias' (AOT061), and inspect lists it."""
+    plain, _ = plain_torch(built, "two", "two_new.pt")
+    assert plain["error"] == "RuntimeError: Constant not found: fc2.bias"
+    stage, found = run_check(built, "two", "two_new.pt")
+    assert "AOT061" not in found, found
+    assert "'fc2.bias'" in found["AOT066"] and "inlined" in found["AOT066"]
+    assert stage.status is StageStatus.FAILED
+    both = read_package(str(built / "two.pt2")).models[0]
+    assert both.lifted_without_constant == 1
+    ep = read_package(str(built / "two_ep.pt2")).models[0]
+    assert [t.fqn for t in with_reference_values(both, ep).baked_state] == ["fc2.bias"]
+
+
+def test_an_update_that_leaves_the_inlined_parameter_stale_is_not_a_pass(built: Path) -> None:
+    """The file without fc2.bias: torch accepts it, and the deployment then computes with the
+    compiled bias, not what eager computes with the new weights; the check must not pass."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DEPLOYED,
+            *(str(built / n) for n in ("two.pt2", "two_new_no_fc2_bias.pt", "two_new.pt")),
+            *(str(built / n) for n in ("inputs.pt", "two_ep.pt2")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    deployed = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "fc2.bias" not in deployed["constants"]
+    assert deployed["max_abs_diff"] > 1e-3  # the stale bias shows in every output row
+    stage, found = run_check(built, "two", "two_new_no_fc2_bias.pt")
+    assert "'fc2.bias'" in found["AOT066"] and "compiled value" in found["AOT066"]
+    assert stage.status is StageStatus.FAILED, stage.detail
+    assert "leaves 'fc2.bias' at the compiled value" in stage.detail
+
+
 def test_a_swapped_folded_constant_is_silently_ignored(built: Path) -> None:
     plain, _ = plain_torch(built, "fold", "fold_folded.pt", ep=False)
     assert plain == {"error": None, "changed": False}
@@ -234,3 +291,87 @@ def test_without_weights_the_stage_is_skipped(built: Path) -> None:
 
 
 _ = struct  # the safetensors layout is written in the subprocess above
+
+
+HOSTILE = """
+import json, struct, sys, torch, zipfile
+d = sys.argv[1]
+sd = torch.load(f"{d}/lin_new.pt")
+# two tensors over the same bytes: safetensors refuses it; a reader that follows the offsets
+# reads the span once per tensor (330 x 4 MB from a 4 MB file)
+w = sd["fc.weight"].contiguous().numpy().tobytes()
+h = {k: {"dtype": "F32", "shape": list(v.shape), "data_offsets": [0, 4 * v.numel()]}
+     for k, v in sd.items() if v.numel() == 16}
+h["fc.weight"] = {"dtype": "F32", "shape": [16, 8], "data_offsets": [0, len(w)]}
+t = json.dumps(h).encode()
+open(f"{d}/overlap.safetensors", "wb").write(struct.pack("<Q", len(t)) + t + w)
+# a storage record 64 bytes longer than its tensor's numel x itemsize
+with zipfile.ZipFile(f"{d}/lin_new.pt") as zin, zipfile.ZipFile(f"{d}/bigrec.pt", "w") as zout:
+    for info in zin.infolist():
+        data = zin.read(info)
+        zout.writestr(info.filename, data + bytes(64) if info.filename.endswith("data/0") else data)
+out = {}
+from safetensors.torch import load_file
+for name, load in (("overlap.safetensors", load_file), ("bigrec.pt", torch.load)):
+    try:
+        load(f"{d}/{name}")
+        out[name] = None
+    except Exception as e:
+        out[name] = str(e).splitlines()[0]
+print(json.dumps(out))
+"""
+
+
+def test_files_the_loaders_refuse_are_refused_with_one_line(built: Path) -> None:
+    """Plain safetensors.torch.load_file and torch.load refuse overlapping offsets and an
+    oversized storage record; aotipre says so in one line and checks nothing (exit 2)."""
+    pytest.importorskip("safetensors")
+    proc = subprocess.run(
+        [sys.executable, "-c", HOSTILE, str(built)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    plain = json.loads(proc.stdout.splitlines()[-1])
+    assert "invalid offset" in plain["overlap.safetensors"]
+    assert "does not match expected size" in plain["bigrec.pt"]
+    for name, expected in (
+        ("overlap.safetensors", "it overlaps them"),
+        ("bigrec.pt", "torch.load refuses the file"),
+    ):
+        report = check(
+            str(built / "lin.pt2"),
+            CheckOptions(
+                inputs=str(built / "inputs.pt"),
+                dynamic=DynamicOptions(perf=None, probe=False),
+                canary=False,
+                weights=str(built / name),
+            ),
+        )
+        assert report.error is not None and expected in report.error, (name, report.error)
+        assert "\n" not in report.error
+
+
+def test_the_worker_reads_a_safetensors_file_by_the_loaders_rules(built: Path) -> None:
+    """The worker checks the layout again (the file may change after the static check): an
+    overlapping file is one StepError, never a read per tensor of the same bytes."""
+    pytest.importorskip("safetensors")
+    if not (built / "overlap.safetensors").exists():  # written by the test above
+        subprocess.run([sys.executable, "-c", HOSTILE, str(built)], check=True, timeout=300)
+    script = """
+import sys
+from aotipre.runner.worker.loading import read_weights_file
+from aotipre.runner.worker.protocol import StepError
+try:
+    read_weights_file(sys.argv[1], "safetensors", "cpu")
+    print("read")
+except StepError as e:
+    print("refused:", e)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(built / "overlap.safetensors")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "refused:" in proc.stdout and "safetensors refuses the file" in proc.stdout, (
+        proc.stdout + proc.stderr[-2000:]
+    )

@@ -1,8 +1,9 @@
 """Builds the weight-swap test packages through the public API (run in a subprocess by
 tests/runner/test_weights_real.py): `lin` (Linear(8, 16) and a 16-element buffer: every
 tensor a constant), `small` (Linear(4, 3): its 3-element bias and buffer are inlined into the
-kernels), `fold` (runtime constant folding: a FoldedConstant), each with its ExportedProgram,
-the sample inputs, and state_dicts of the same and of new weights."""
+kernels), `fold` (runtime constant folding: a FoldedConstant), `two` (Linear(8, 16) then
+Linear(16, 4): only the second bias, 4 values, is inlined), each with its ExportedProgram, the
+sample inputs, and state_dicts of the same and of new weights."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ class Lin(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(x) * self.scale
+
+
+class Two(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x)))
 
 
 class Fold(torch.nn.Module):
@@ -48,6 +59,7 @@ def main(out: Path) -> None:
     build(out, "lin", Lin(8, 16).eval(), x)
     build(out, "small", Lin(4, 3).eval(), x[:, :4].contiguous())
     build(out, "fold", Fold().eval(), x, **{"aot_inductor.use_runtime_constant_folding": True})
+    build(out, "two", Two().eval(), x)
     torch.manual_seed(1)
     new = Lin(8, 16)
     new.scale.fill_(2.0)
@@ -55,6 +67,9 @@ def main(out: Path) -> None:
     small = Lin(4, 3)
     small.scale.fill_(3.0)
     torch.save(small.state_dict(), out / "small_new.pt")
+    two = Two().state_dict()
+    torch.save(two, out / "two_new.pt")
+    torch.save({k: v for k, v in two.items() if k != "fc2.bias"}, out / "two_new_no_fc2_bias.pt")
 
 
 if __name__ == "__main__":

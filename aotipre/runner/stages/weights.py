@@ -3,7 +3,9 @@ applied to a fresh copy of the compiled model the way torch does it (load_consta
 state_dict names, check_full_update=True), then run on the inputs; the outputs are compared
 with the ExportedProgram run with the same weights when there is one, else reported, and
 outputs identical to the unswapped run after swapping in different weights are a finding
-(the swap was silently ignored). Without --weights it plans nothing and costs nothing."""
+(the swap was silently ignored), and so is a match that holds only because the swap left
+tensors of the program's state_dict at their compiled values (inlined ones: AOT066). Without
+--weights it plans nothing and costs nothing."""
 
 from __future__ import annotations
 
@@ -114,6 +116,9 @@ def _judge(s: Session, entry: dict[str, Any], label: str, recs: list[Any]) -> St
             return s.stage(
                 "weights", StageStatus.FAILED, f"the swapped outputs differ from {ref}", recs
             )
+        stale = [str(n) for n in entry.get("reference_missing") or []] if differing else []
+        if stale:
+            return _left_stale(s, stale, differing, label, recs)
         extra = entry.get("reference_unexpected") or []
         note = f" (the ExportedProgram has no {_names(extra)})" if extra else ""
         return s.stage(
@@ -133,6 +138,38 @@ def _judge(s: Session, entry: dict[str, Any], label: str, recs: list[Any]) -> St
         StageStatus.PASSED,
         f"swapped and ran, not compared ({why}): outputs {outs}, which {moved} the unswapped "
         f"run's; {len(differing)} tensor(s) differ from the compiled values",
+        recs,
+    )
+
+
+def _left_stale(
+    s: Session, stale: list[str], differing: list[str], label: str, recs: list[Any]
+) -> StageResult:
+    """The swap changed some tensors and left state_dict tensors of the program at their
+    compiled values (the file lacks them; had the package constants for them, load_constants
+    with check_full_update=True would have refused): the outputs match the program given the
+    same file only because both keep those values, not the model the file's weights come from.
+    AOT066 for each one the static check could not name (an inlined tensor it knew of is
+    already reported there)."""
+    known = {t.fqn for t in s.model.baked_state if t.inlinable}
+    for name in stale:
+        if name not in known:
+            s.add(
+                "AOT066",
+                f"after swapping in {label} ({len(differing)} tensor(s) changed), '{name}' (a "
+                f"state_dict tensor of {s.reference.label}) keeps its compiled value: {label} "
+                "lacks it and the "
+                "package has no constant for it (inlined into the kernels, or folded), so no "
+                "weight update can change it",
+                "weights",
+                input=name,
+            )
+    return s.stage(
+        "weights",
+        StageStatus.FAILED,
+        f"the swap changes {len(differing)} tensor(s) but leaves {_names(stale)} at the "
+        f"compiled value (AOT066): the outputs match {s.reference.label} given {label} only "
+        "because both keep that value",
         recs,
     )
 

@@ -11,6 +11,7 @@ import importlib.abc
 import importlib.util
 import inspect
 import json
+import math
 import os
 import shutil
 import struct
@@ -298,6 +299,8 @@ SAFETENSORS_TORCH_DTYPES = {
     "F8_E8M0": "float8_e8m0fnu",
 }
 """safetensors dtype tags (aotipre/inputs/weights.py checked the header before any worker)."""
+SAFETENSORS_MAX_HEADER = 100_000_000
+"""The safetensors library's limit on the header (its `MAX_HEADER_SIZE`)."""
 
 
 def read_weights_file(path: str, fmt: str, device: str) -> dict[str, Any]:
@@ -310,13 +313,37 @@ def read_weights_file(path: str, fmt: str, device: str) -> dict[str, Any]:
         return {str(k): v for k, v in obj.items() if isinstance(v, torch.Tensor)}
     out: dict[str, Any] = {}
     with open(path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
+        size = os.fstat(f.fileno()).st_size
+        (n,) = struct.unpack("<Q", f.read(8).ljust(8, b"\xff"))
+        if n > SAFETENSORS_MAX_HEADER or 8 + n > size:
+            raise StepError(f"{path}: its safetensors header declares {n} bytes of {size}")
         header = json.loads(f.read(n))
         base = 8 + n
-        for name, spec in header.items():
-            if name == "__metadata__":
-                continue
-            begin, end = spec["data_offsets"]
+        # safetensors' own layout rules (aotipre/inputs/weights.py checked them before any
+        # worker; checked again for a file changed since): in the order of their offsets the
+        # tensors tile the data section, each span its bytes, so at most the file is read
+        ordered = sorted(
+            (
+                (spec["data_offsets"], name, spec)
+                for name, spec in header.items()
+                if name != "__metadata__"
+            ),
+            key=lambda item: item[0],
+        )
+        start = 0
+        for (begin, end), name, spec in ordered:
+            dtype = getattr(torch, SAFETENSORS_TORCH_DTYPES[spec["dtype"]])
+            numel = math.prod(spec["shape"])
+            if begin != start or end - begin != numel * dtype.itemsize:
+                raise StepError(
+                    f"{path}: tensor {name[:200]!r} at data_offsets [{begin}, {end}] does not "
+                    f"follow the one before it (ending at {start}) or is not {numel} x {dtype}: "
+                    "safetensors refuses the file"
+                )
+            start = end
+        if base + start != size:
+            raise StepError(f"{path}: its tensors do not end at the end of the file")
+        for (begin, end), name, spec in ordered:
             f.seek(base + begin)
             data = bytearray(f.read(end - begin))
             dtype = getattr(torch, SAFETENSORS_TORCH_DTYPES[spec["dtype"]])
