@@ -67,12 +67,12 @@ def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
     """Console-script entry point: the exit code of one command (0 pass, 1 gate failed, 2 cannot
     check, 3 internal error, 130 interrupted, 128+N terminated by signal N: SIGTERM, SIGHUP,
     SIGQUIT)."""
-    global _terminated
-    _terminated = None
+    global _first_signal
+    _first_signal = None
     safeio.ensure_std_fds()  # a closed stdout/stderr must not become the next file opened
     if threading.current_thread() is threading.main_thread():
-        for signum in _TERMINATING:
-            signal.signal(signum, _on_terminate)
+        for signum in (signal.SIGINT, *_TERMINATING):
+            signal.signal(signum, _on_signal)
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         command = _fast_lane(args) if fast_lane else None
@@ -297,22 +297,26 @@ _TERMINATING = tuple(
 )
 """Signals that end aotipre the way Ctrl-C does: a closed terminal or SSH session (SIGHUP), a
 CI runner's stop (SIGTERM), Ctrl-\\ (SIGQUIT)."""
-_terminated: int | None = None
+_first_signal: int | None = None
+"""The SIGINT or terminating signal this command is ending for; None: none came."""
 
 
-def _on_terminate(signum: int, frame: object) -> None:
-    """Unwind like Ctrl-C (workers killed, temp dirs removed), then exit 128 + signum."""
-    global _terminated
-    if _terminated is None:
-        _terminated = signum
+def _on_signal(signum: int, frame: object) -> None:
+    """The first SIGINT or terminating signal unwinds like Ctrl-C (workers stopped, temporary
+    folders removed), then the command exits 130, or 128 + signum. Any later one (Ctrl-C twice,
+    a SIGTERM after a SIGINT) is ignored: raised in the middle of that clean-up, it cut it short
+    and left workers' folders behind, and it does not change what the first one said."""
+    global _first_signal
+    if _first_signal is None:
+        _first_signal = signum
         raise KeyboardInterrupt
 
 
 def _interrupted() -> int:
-    if _terminated is not None:
-        name = signal.Signals(_terminated).name
+    if _first_signal is not None and _first_signal != signal.SIGINT:
+        name = signal.Signals(_first_signal).name
         safeio.write_stderr(f"aotipre: terminated ({name})\n")
-        return 128 + _terminated
+        return 128 + _first_signal
     safeio.write_stderr("aotipre: interrupted\n")
     return 130
 

@@ -73,8 +73,9 @@ class Owner:
 def make_dir(prefix: str = PREFIX, dir: str | None = None) -> str:
     """`tempfile.mkdtemp(prefix=prefix, dir=dir)` with this process's owner record inside (none
     where /proc cannot name this process; a record that cannot be written is left out: such a
-    folder is then swept only after UNOWNED_AGE_S)."""
-    folder = tempfile.mkdtemp(prefix=prefix, dir=dir)
+    folder is then swept only after UNOWNED_AGE_S). UsageError when `dir` (default: the temp
+    dir) is not safe to make it in (`require_safe`)."""
+    folder = tempfile.mkdtemp(prefix=prefix, dir=require_safe(dir))
     _write_record(folder)
     return folder
 
@@ -82,10 +83,31 @@ def make_dir(prefix: str = PREFIX, dir: str | None = None) -> str:
 @contextlib.contextmanager
 def temporary_dir(prefix: str = PREFIX, dir: str | None = None) -> Iterator[str]:
     """`tempfile.TemporaryDirectory(prefix=prefix, dir=dir)` (removed as it removes it) with
-    this process's owner record inside."""
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=dir) as folder:
+    this process's owner record inside. UsageError as make_dir."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=require_safe(dir)) as folder:
         _write_record(folder)
         yield folder
+
+
+def require_safe(directory: str | None = None) -> str:
+    """`directory` (default: the temp dir, from TMPDIR), checked as a cache folder is
+    (runner/cache.py root_problem): owned by this user or root, and not writable by group or
+    others unless sticky. Anywhere else another user could rename aotipre's folder away and put
+    one of their own in its place, whose job file a worker would run as this user: UsageError
+    naming the folder, never a fall-back to a folder the user did not choose."""
+    from aotipre.errors import UsageError
+    from aotipre.runner.cache import root_problem
+
+    folder = directory if directory is not None else tempfile.gettempdir()
+    why = root_problem(folder)
+    if why is None:
+        return folder
+    raise UsageError(
+        f"the temporary folder {folder} is not safe for aotipre's work files: {why}, so another "
+        "user could replace them and run code as you",
+        "set TMPDIR to a folder only you can write to, e.g. `mkdir -m 700 ~/tmp; "
+        "export TMPDIR=~/tmp`",
+    )
 
 
 def sweep(

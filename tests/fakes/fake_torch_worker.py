@@ -9,7 +9,9 @@
 - `hang`: true -> sleeps until the per-step watchdog (real faulthandler) or the parent kills it;
 - `hang_hard`: true -> sleeps with no watchdog, so only the parent's backstop timeout ends it;
 - `exit`: N -> exits with N mid-step;
-- `once`: true -> the crash/hang/exit happens only in the first worker that reaches the step.
+- `once`: true -> the crash/hang/exit happens only in the first worker that reaches the step;
+- `unrecorded`: true -> the step runs, but the result file never gets its record (a worker
+  that says it is done without having reported every step).
 Three script keys are not steps: `__stop_after__` (a step id: the worker stops after it, as the
 real one does on CUDA after an error), `__teardown__` (a signal the worker dies by after
 writing its final result, as a CUDA teardown can) and `__perf_scale__` (see _scaled).
@@ -188,6 +190,9 @@ def main(argv: list[str]) -> int:
                 entry.update(status="error", error=behaviour["error"])
             else:
                 entry["status"] = "ok"
+        if behaviour.get("unrecorded"):
+            result.data["steps"].pop(sid, None)
+            result.write()
         if entry["status"] == "error" and op in ("compile", "load"):
             break
         if script.get("__stop_after__") == sid:

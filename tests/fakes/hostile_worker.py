@@ -11,7 +11,9 @@
   does when it extracts a package (left behind if the worker is killed);
 - `stdout_bytes`: N -> writes N bytes to stdout (in 1 MiB lines) before anything else;
 - `no_result`: true -> exits 0 at once, without writing a result file;
-- `garbage_result`: true -> writes a result file that is not JSON, then exits 0.
+- `garbage_result`: true -> writes a result file that is not JSON, then exits 0;
+- `ignore_term`: true -> ignores SIGTERM (kept across the exec), as a process that cleans up
+  for a while does: only the SIGKILL after the grace period ends it.
 Then it execs fake_torch_worker.py (same pid, same process group), scripted as usual by
 `$AOTIPRE_FAKE_SCRIPT`. Standard library only.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 
@@ -67,6 +70,8 @@ def main(argv: list[str]) -> int:
         with open(os.environ["AOTIPRE_RESULT_PATH"], "w") as f:
             f.write('{"protocol": 1, "steps": {"load": ')
         return 0
+    if config.get("ignore_term"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.execv(sys.executable, [sys.executable, FAKE, *argv[1:]])
     return 70  # not reached
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.findings import Finding, Report, StageResult, StageStatus, Verdict
 from aotipre.runner import launch
 from aotipre.runner.proc import DEFAULT_MAX_CAPTURE_BYTES, ProcessOutcome, run_process
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
@@ -222,6 +222,67 @@ def test_exit_0_without_a_usable_result_is_an_error_not_a_pass(faulty: Faulty, h
     assert why in res["load"].detail
 
 
+def test_exit_0_mid_step_is_an_error_that_says_so_not_a_pass(faulty: Faulty) -> None:
+    # os._exit(0) in code the model calls: status 0, a result file that stops at the step
+    res, findings = faulty.run({"run": {"exit": 0}})
+    assert res["load"].status is StageStatus.PASSED
+    assert res["run"].status is StageStatus.ERROR
+    assert "exited with code 0" in res["run"].detail
+    assert "before step 'run' finished" in res["run"].detail
+    report = Report("pkg.pt2", stages=list(res.values()), findings=findings)
+    assert report.verdict is Verdict.ERROR and report.exit_code == 2
+
+
+def test_a_stage_no_worker_reported_on_is_an_error_not_a_skip(faulty: Faulty) -> None:
+    # every worker says it is done, none records the run step: the run could not be checked
+    res, findings = faulty.run({"run": {"unrecorded": True}}, probe=False)
+    assert res["run"].status is StageStatus.ERROR, res["run"]
+    assert res["run"].detail.startswith("could not run: no worker reported on step(s) run")
+    report = Report("pkg.pt2", stages=list(res.values()), findings=findings)
+    assert report.verdict is Verdict.ERROR
+
+
+def _check_importing(
+    tmp_path: Path, pkg: Callable[[str], Path], module: str
+) -> tuple[int, dict[str, Any], Path]:
+    """The real CLI and worker: `aotipre check aoti.pt2 --import user_ops` (the module's text
+    `module`, in a folder of its own, with bytecode writing on as Python has it by default);
+    (exit code, JSON report, the module's folder)."""
+    mods, tmp = tmp_path / "mods", tmp_path / "tmp"
+    mods.mkdir()
+    tmp.mkdir()
+    (mods / "user_ops.py").write_text(module)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=os.pathsep.join([str(mods), *sys.path]), TMPDIR=str(tmp))
+    proc = subprocess.run(
+        [sys.executable, "-m", "aotipre", "check", str(pkg("aoti")), "--inputs",
+         str(pkg("aoti_inputs")), "--import", "user_ops", "--no-config", "--no-probe",
+         "--no-perf", "--no-progress", "-f", "json"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.stdout, proc.stderr[-3000:]
+    return proc.returncode, json.loads(proc.stdout), mods
+
+
+def test_an_import_that_exits_0_fails_the_check_naming_what_happened(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    rc, report, _ = _check_importing(tmp_path, pkg, "import os\nos._exit(0)\n")
+    assert rc == 1 and report["verdict"] == "fail"
+    stages = {s["name"]: s for s in report["stages"]}
+    assert stages["load"]["status"] == "error"
+    (finding,) = [f for f in report["findings"] if f["code"] == "AOT123"]
+    assert "exited with code 0" in finding["message"], finding
+
+
+def test_an_imported_module_gets_no_bytecode_written_beside_it(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    rc, report, mods = _check_importing(tmp_path, pkg, "IMPORTED = True\n")
+    assert rc == 0, report
+    assert sorted(p.name for p in mods.iterdir()) == ["user_ops.py"]
+
+
 def test_nonzero_exit_mid_step_is_an_error(faulty: Faulty) -> None:
     res, findings = faulty.run({"run": {"exit": 3, "log": "bye\n"}})
     assert res["run"].status is StageStatus.ERROR
@@ -275,14 +336,20 @@ def _interrupt(
     script: dict[str, Any],
     workers: int,
     sig: int = signal.SIGINT,
+    then: int | None = None,
+    hostile: dict[str, Any] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Start `aotipre check ARGS` with hanging hostile workers, SIGINT it once `workers` workers
-    run, and check it exits promptly with 130 and one line, leaving nothing behind."""
-    proc, pids, tmp = _start_cli(tmp_path, args, script, {"grandchild": True})
+    run (and `then` 50 ms later, while it cleans up), and check it exits promptly with 130 and
+    one line, leaving nothing behind."""
+    proc, pids, tmp = _start_cli(tmp_path, args, script, {"grandchild": True, **(hostile or {})})
     try:
         _wait_for(proc, pids, "grandchild-*", workers)
         sent = time.monotonic()
         proc.send_signal(sig)
+        if then is not None:
+            time.sleep(0.05)
+            proc.send_signal(then)
         out, err = proc.communicate(timeout=10)
         took = time.monotonic() - sent
     finally:
@@ -315,6 +382,19 @@ def test_terminating_signals_stop_the_hung_worker_and_clean_up(
     # SIGHUP: the terminal or SSH session closed; SIGQUIT: Ctrl-\; SIGTERM: a CI runner's stop
     args = [str(pkg("aoti")), "--inputs", str(pkg("aoti_inputs"))]
     _interrupt(tmp_path, args, {"run": {"hang_hard": True}}, workers=1, sig=sig)
+
+
+def test_a_sigterm_after_a_ctrl_c_changes_nothing(
+    tmp_path: Path, pkg: Callable[[str], Path]
+) -> None:
+    # a CI runner's SIGTERM 50 ms after its SIGINT, while aotipre waits for the worker to end
+    # (it takes the grace period, as a compiler removing its files does): the clean-up goes on
+    # and the command ends as the first signal said (130, `interrupted`)
+    cache = tmp_path / "cache"
+    args = [str(pkg("ep_only")), "--cache-dir", str(cache), "--compile-at-deploy"]
+    script = {"compile": {"hang_hard": True}}
+    hostile = {"ignore_term": True}
+    _interrupt(tmp_path, args, script, workers=1, then=signal.SIGTERM, hostile=hostile)
 
 
 def test_sigkill_of_aotipre_takes_its_worker_down(
@@ -355,12 +435,17 @@ def test_ctrl_c_during_a_compile_leaves_no_half_written_cache_entry(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "then", [None, signal.SIGINT, signal.SIGTERM], ids=["once", "twice", "then_sigterm"]
+)
 def test_ctrl_c_during_a_real_compile_leaves_no_compiler_temporary_file(
-    tmp_path: Path, pkg: Callable[[str], Path]
+    tmp_path: Path, pkg: Callable[[str], Path], then: int | None
 ) -> None:
     # A compile runs with the user's TMPDIR, where g++ keeps its temporary files (cc*.s, cc*.o);
     # g++ removes them on SIGTERM, not on SIGKILL: an interrupted check SIGKILLed the group and
     # left them behind (found by a sweep). The real worker and g++, interrupted mid-compile.
+    # `then`: a second signal 50 ms later (Ctrl-C twice, SIGINT then SIGTERM), which cut the
+    # clean-up short: the first worker's folder, the worker's TMPDIR and g++'s files stayed.
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     # an inductor cache of this pytest process (importing torch._inductor.codecache in an
@@ -379,6 +464,9 @@ def test_ctrl_c_during_a_real_compile_leaves_no_compiler_temporary_file(
             assert time.monotonic() < deadline, "no compile started"
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
+        if then is not None:
+            time.sleep(0.05)
+            proc.send_signal(then)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:

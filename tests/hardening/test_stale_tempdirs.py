@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from aotipre import tempdirs
+from aotipre.errors import UsageError
 
 ME = tempdirs._this_process()
 pytestmark = pytest.mark.skipif(ME is None, reason="needs Linux's /proc")
@@ -334,3 +335,50 @@ def test_a_killed_checks_folders_are_swept_by_the_next_command(
     assert done.returncode == 0, done.stderr[-3000:]
     assert [p for p in left if os.path.lexists(p)] == []
     assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("aotipre-")) == [live.name]
+
+
+# --- a temp dir other users can write to (issue #46, item 6) ----------------------------------
+
+
+def test_a_temp_dir_others_can_write_to_is_refused_unless_sticky(root: Path) -> None:
+    # another user could rename aotipre's folder away and put their own, with a job file that a
+    # worker runs as this user, in its place: refused, as a cache folder would be
+    root.chmod(0o777)
+    with pytest.raises(UsageError, match="writable by group or others") as refused:
+        tempdirs.make_dir("aotipre-")
+    assert str(root) in refused.value.message and "TMPDIR" in refused.value.hint
+    with pytest.raises(UsageError), tempdirs.temporary_dir("aotipre-"):
+        pass
+    assert list(root.iterdir()) == []
+    root.chmod(0o1777)  # sticky, as /tmp: nobody may rename another user's entries
+    assert Path(tempdirs.make_dir("aotipre-")).parent == root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user needs root")
+def test_a_temp_dir_of_another_user_is_refused(root: Path) -> None:
+    import pwd
+
+    root.chmod(0o1777)
+    os.chown(root, pwd.getpwnam("nobody").pw_uid, -1)  # its owner may rename anything in it
+    with pytest.raises(UsageError, match="owned by uid"):
+        tempdirs.make_dir("aotipre-")
+    assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("first_worker", ["1", "0"])
+def test_a_check_in_an_unsafe_temp_dir_says_so_in_one_line(
+    tmp_path: Path, pkg: Pkg, first_worker: str
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o777)
+    done = subprocess.run(
+        [sys.executable, "-m", "aotipre", "check", str(pkg("aoti")), "--inputs",
+         str(pkg("aoti_inputs")), "--no-config", "--no-progress"],
+        env={**os.environ, "TMPDIR": str(tmp), "AOTIPRE_PREWARM_FIRST": first_worker},
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith(f"aotipre: error: the temporary folder {tmp} is not safe")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert list(tmp.iterdir()) == []

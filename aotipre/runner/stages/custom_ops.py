@@ -62,7 +62,9 @@ class CustomOpsStage(Stage):
                 self._replace(s, r, "AOT123", f"{message} (the {r.id} step did not run)")
                 return s.stage(self.name, StageStatus.FAILED, message, [])
             if r.entry.get("phase") == CUSTOM_OPS_PHASE:  # the worker died registering them
-                what = "timed out" if r.status == "timeout" else "killed the worker"
+                what = {"timeout": "timed out", "crash": "killed the worker"}.get(
+                    r.status, "ended the worker"
+                )
                 message = (
                     f"registering custom operators ({self.registration.how()}) {what}: {r.detail}"
                 )

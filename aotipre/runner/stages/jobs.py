@@ -121,9 +121,11 @@ def absorb(
             )
         )
     finished = bool(result.get("done") or result.get("stopped"))
-    if not outcome.ok and not (finished and current is None):
-        # (a death after the worker finished or stopped, e.g. in a CUDA teardown, belongs
-        # to no step: the steps it did not reach stay pending for a fresh worker)
+    if not finished or (not outcome.ok and current is not None):
+        # A worker that ended before saying it finished or stopped died in a step, even with
+        # exit status 0 (os._exit(0) in an --import module or in code the model calls). A
+        # death after it finished or stopped, e.g. in a CUDA teardown, belongs to no step:
+        # the steps it did not reach stay pending for a fresh worker.
         victim = _victim(steps, seen, current)
         if victim is not None:
             seen.add(victim.id)
@@ -189,6 +191,11 @@ def died(
     detail = outcome.summary
     if outcome.result_error and not outcome.result:
         detail = f"{detail}; {outcome.result_error}"
+    elif outcome.ok:
+        detail += (
+            f" before step {step.id!r} finished, without an error: something in the worker "
+            "ended it (os._exit() or sys.exit() in an --import module or in code the step ran)"
+        )
     tail = outcome.stderr_tail.strip().splitlines()[-3:]
     if tail:
         detail += " | " + " | ".join(line.strip() for line in tail)

@@ -120,6 +120,8 @@ class Session:
         self.opts = options
         self.progress = progress
         self.on_run_crash: Callable[[RunCrash], None] | None = None
+        self.on_mismatch: Callable[[Any], None] | None = None
+        """Called by the compare stage with a mismatch.OutputMismatch (accuracy triage)."""
         self.on_perf: Callable[[PerfRecord, PerfRecord | None], None] | None = None
         """Called by the perf stage with the model's record (and the --against baseline's)."""
         self.device = options.device or model.device_type or "cpu"
@@ -133,6 +135,9 @@ class Session:
         self.aoti_package: str | None = None
         """The package the workers load: the archive, a compile-cache entry or a fresh compile."""
         self.aoti_model = model.name
+        self.direct_load = True
+        """The load stage may load with the C++ loader alone when the host's record allows it
+        (False: an --against side that must be loaded by load_package, like the other side)."""
         self.need_compile = False
         """The ExportedProgram is compiled for this device (set by the compile stage's plan)."""
         self.compile_rerun: StepRecord | None = None
@@ -278,7 +283,29 @@ class Session:
         self.lines.launch(steps)
         self._loop(steps)
         self.lines.close()
-        return [stage.result(self) for stage in self.stages], self.findings
+        results = [stage.result(self) for stage in self.stages]
+        return self._unreported(planned, results), self.findings
+
+    def _unreported(
+        self, planned: list[tuple[Stage, list[PlannedStep]]], results: list[StageResult]
+    ) -> list[StageResult]:
+        """`results`, with each skipped stage that could not run turned into an error: one of
+        its steps has no record though nothing it needs failed (no worker reported on it, e.g.
+        the workers ran out). A stage that did not run is never a pass, nor a plain skip."""
+        unrun = [s for _, mine in planned for s in mine if s.id not in self.records]
+        missing = {s.id for s in self._still_sensible(unrun)}
+        out = []
+        for (_, mine), result in zip(planned, results, strict=True):
+            lost = [s.id for s in mine if s.id in missing]
+            if lost and result.status is StageStatus.SKIPPED:
+                result = replace(
+                    result,
+                    status=StageStatus.ERROR,
+                    detail=f"could not run: no worker reported on step(s) {', '.join(lost)} "
+                    f"({self.jobs} worker(s) ran)",
+                )
+            out.append(result)
+        return out
 
     def _pickle_refusal(self) -> str | None:
         """Why no worker may load anything: the package, or the --exported-program reference
