@@ -1902,7 +1902,9 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "Loading (torch's CPU-ISA probe aside: it is the host's) is slower than the baseline "
         "package's (--against), beyond the tolerance.",
-        "both were measured in the same run on this machine; the JSON report has both breakdowns",
+        "the JSON report has both breakdowns (extraction, dlopen and constants): a bigger .so or more "
+        "constants load slower; if the change is intended, raise --perf-tolerance or make the new "
+        "package the baseline",
         example="loading (without torch's CPU-ISA probe, the host's cost) is 1.42 s, the baseline "
         "package's 0.61 s (+133%, tolerance 20%)",
     ),
@@ -1911,11 +1913,15 @@ ALL_CODES: tuple[Code, ...] = (
         "latency-regression",
         E,
         C.PERFORMANCE,
-        "The median call, and the fastest, are slower than the baseline package's (--against), "
-        "beyond the tolerance.",
-        "both were measured in the same run with the same inputs",
+        "The median call is slower than the baseline package's (--against) beyond the "
+        "tolerance, over calls of the two interleaved in one worker whose 95% intervals do not "
+        "overlap.",
+        "the calls of both packages were interleaved in one worker with the same inputs: compare how "
+        "the two were compiled (torch version, inductor configs such as max_autotune, dynamic dims) "
+        "and profile the new one; if the change is intended, raise --perf-tolerance",
         example="the median call is 4.812 ms, the baseline package's 2.106 ms (+128%, tolerance "
-        "20%)",
+        "20%); medians of 40 against 40 sample(s), 95% intervals 4.701-4.950 and 2.088-2.131 ms, "
+        "which do not overlap",
     ),
     Code(
         "AOT652",
@@ -1924,7 +1930,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "The peak host memory is higher than the baseline package's (--against), beyond the "
         "tolerance.",
-        "both were measured in the same run with the same inputs",
+        "both were loaded the same way in fresh workers with the same inputs: compare their constants "
+        "(aotipre inspect) and how they were compiled; if intended, raise --perf-tolerance",
         example="the peak host memory (RSS) is 912 MB, the baseline package's 455 MB (+100%, "
         "tolerance 20%)",
     ),
@@ -1935,7 +1942,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PERFORMANCE,
         "The model takes more GPU memory than the baseline package (--against), beyond the "
         "tolerance.",
-        "both were measured in the same run with the same inputs",
+        "both were loaded the same way in fresh workers with the same inputs: compare their constants "
+        "(aotipre inspect) and how they were compiled; if intended, raise --perf-tolerance",
         example="the GPU memory the model takes is 2210 MB, the baseline package's 1104 MB (+100%, "
         "tolerance 20%)",
     ),
@@ -1952,6 +1960,23 @@ ALL_CODES: tuple[Code, ...] = (
         "--allow-pickle if you trust it)",
         example="the baseline package deployed.pt2 has no model 'model' (it holds: encoder, "
         "decoder)",
+    ),
+    Code(
+        "AOT655",
+        "comparison-inconclusive",
+        W,
+        C.PERFORMANCE,
+        "A measure of the package is worse than the baseline package's (--against) beyond the "
+        "tolerance by its median, but the samples cannot show it: fewer than 3 of each side, or "
+        "their 95% intervals overlap (a busy or noisy host). Not a regression; re-measuring "
+        "stopped at its budget.",
+        "run the comparison on a quiet machine (no other jobs on its cores, or pinned ones: "
+        "taskset) or raise --perf-runs for more interleaved calls; a real regression shows as "
+        "AOT650-AOT653 once the intervals separate",
+        example="inconclusive (noisy host): the median call is 0.095 ms, the baseline package's "
+        "0.077 ms (+23%, tolerance 20%), but over 40 against 40 sample(s), 95% intervals "
+        "0.071-0.410 and 0.069-0.388 ms the intervals overlap, so this run cannot tell a "
+        "regression from the host's noise",
     ),
     # 7: accuracy and NaN
     Code(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -366,75 +366,182 @@ def _load_parts(cold: ColdStart) -> str:
 REGRESSION_TOLERANCE = 0.2
 """Default: a measure is a regression when it is worse than the baseline's by more than 20%..."""
 REGRESSION_FLOORS = {"load_s": 0.25, "p50_ms": 0.05, "host_mb": 32.0, "gpu_mb": 32.0}
-"""...and by more than these absolute amounts (noise of a shared machine)."""
+"""...and by more than these absolute amounts (noise of a shared machine)..."""
+MIN_SAMPLES = 3
+"""...and only from this many samples of each side, whose intervals do not overlap."""
+CONFIDENCE = 0.95
+"""Of the interval around each side's median (order statistics: no assumption about how a
+busy host's noise is distributed)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measure's median over repeated samples, with a distribution-free interval around it:
+    the order statistics that hold the true median with probability CONFIDENCE (fewer than 6
+    samples: the smallest and the largest, which hold it with 1 - 2**(1-n))."""
+
+    median: float
+    low: float
+    high: float
+    samples: int
+
+
+def estimate(samples: Sequence[float]) -> Estimate | None:
+    """The Estimate of `samples` (values that are not finite are dropped), or None."""
+    values = sorted(float(v) for v in samples if math.isfinite(v))
+    n = len(values)
+    if n == 0:
+        return None
+    mid = n // 2
+    median = values[mid] if n % 2 else (values[mid - 1] + values[mid]) / 2.0
+    cut = _interval_cut(n)
+    return Estimate(median, values[cut], values[n - 1 - cut], n)
+
+
+def _interval_cut(n: int) -> int:
+    """How many order statistics the interval leaves out at each end: the most for which
+    2 * P(Binomial(n, 1/2) <= cut) stays within 1 - CONFIDENCE."""
+    cut, below = 0, 0.0
+    for i in range(n // 2):
+        below += math.comb(n, i) / 2**n
+        if 2.0 * below > 1.0 - CONFIDENCE:
+            break
+        cut = i
+    return cut
+
+
+REGRESSION = "regression"
+INCONCLUSIVE = "inconclusive"
+
+
+def verdict(
+    new: Sequence[float], old: Sequence[float], tolerance: float, floor: float
+) -> str | None:
+    """REGRESSION when the new side's median is worse than the baseline's by more than the
+    tolerance and the floor AND, over at least MIN_SAMPLES of each, the two intervals do not
+    overlap; INCONCLUSIVE when the medians are that far apart but the samples cannot say so
+    (too few, or the intervals overlap: a noisy host); None otherwise (lower is better)."""
+    a, b = estimate(new), estimate(old)
+    if a is None or b is None or not _worse(a.median, b.median, tolerance, floor):
+        return None
+    if min(a.samples, b.samples) >= MIN_SAMPLES and a.low > b.high:
+        return REGRESSION
+    return INCONCLUSIVE
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of an `--against` comparison: the records of the fresh workers that measured
+    it (each round loads it by the same route as the other side's) and its call latencies, each
+    taken right beside a call of the other side (interleaved in one worker)."""
+
+    records: tuple[PerfRecord, ...]
+    latency_ms: tuple[float, ...] = ()
+
+    def load_s(self) -> list[float]:
+        return [r.cold.package_s for r in self.records if r.cold is not None]
+
+    def host_mb(self) -> list[float]:
+        return [r.memory.host_peak / MB for r in self.records if r.memory.host_peak]
+
+    def gpu_mb(self) -> list[float]:
+        return [r.memory.gpu_peak / MB for r in self.records if r.memory.gpu_peak is not None]
+
+    def starts(self) -> set[bool]:
+        return {r.cold.fresh_process for r in self.records if r.cold is not None}
+
+
+COMPARED = (
+    ("AOT650", "loading (without torch's CPU-ISA probe, the host's cost)", "load_s", "s", ".2f"),
+    ("AOT651", "the median call", "p50_ms", "ms", ".3f"),
+    ("AOT652", "the peak host memory (RSS)", "host_mb", "MB", ".0f"),
+    ("AOT653", "the GPU memory the model takes", "gpu_mb", "MB", ".0f"),
+)
+"""The measures `--against` compares: (code, what, floor key, unit, number format)."""
+
+
+def compared_samples(new: Side, old: Side) -> dict[str, tuple[list[float], list[float]]]:
+    """Each measure's samples of both sides, by floor key; loads only between the same kind of
+    start (all cold, or all in a worker that had compiled or loaded before)."""
+    out = {
+        "p50_ms": (list(new.latency_ms), list(old.latency_ms)),
+        "host_mb": (new.host_mb(), old.host_mb()),
+        "gpu_mb": (new.gpu_mb(), old.gpu_mb()),
+    }
+    if len(new.starts() | old.starts()) == 1:
+        out["load_s"] = (new.load_s(), old.load_s())
+    return out
+
+
+def undecided(new: Side, old: Side, tolerance: float) -> bool:
+    """Whether more rounds could decide a measure that is now INCONCLUSIVE."""
+    return any(
+        verdict(a, b, tolerance, REGRESSION_FLOORS[key]) == INCONCLUSIVE
+        for key, (a, b) in compared_samples(new, old).items()
+    )
+
+
+def against_judgements(
+    new: Side, old: Side, tolerance: float = REGRESSION_TOLERANCE
+) -> list[Judgement]:
+    """The new package against the baseline package, both measured in the same run: a
+    regression (AOT650-AOT653) where the verdict is one, AOT655 (inconclusive, a noisy host)
+    where the medians differ beyond the tolerance but the samples cannot show it."""
+    samples = compared_samples(new, old)
+    out: list[Judgement] = []
+    for code, what, key, unit, fmt in COMPARED:
+        if key not in samples:
+            continue
+        a, b = samples[key]
+        found = verdict(a, b, tolerance, REGRESSION_FLOORS[key])
+        if found is None:
+            continue
+        ea, eb = estimate(a), estimate(b)
+        assert ea is not None and eb is not None
+        pct = (ea.median / eb.median - 1.0) * 100.0 if eb.median > 0 else math.inf
+        said = (
+            f"{what} is {ea.median:{fmt}} {unit}, the baseline package's {eb.median:{fmt}} "
+            f"{unit} (+{pct:.0f}%, tolerance {tolerance * 100:.0f}%)"
+        )
+        spread = (
+            f"{ea.samples} against {eb.samples} sample(s), {CONFIDENCE * 100:.0f}% intervals "
+            f"{ea.low:{fmt}}-{ea.high:{fmt}} and {eb.low:{fmt}}-{eb.high:{fmt}} {unit}"
+        )
+        fields: dict[str, Any] = {"expected": round(eb.median, 4), "actual": round(ea.median, 4)}
+        if found == REGRESSION:
+            out.append((code, f"{said}; medians of {spread}, which do not overlap", fields))
+        else:
+            why = (
+                "the intervals overlap"
+                if min(ea.samples, eb.samples) >= MIN_SAMPLES
+                else f"fewer than {MIN_SAMPLES} samples of each side were taken"
+            )
+            out.append(
+                (
+                    "AOT655",
+                    f"inconclusive (noisy host): {said}, but over {spread} {why}, so this "
+                    "run cannot tell a regression from the host's noise",
+                    fields,
+                )
+            )
+    return out
 
 
 def regression_judgements(
     new: PerfRecord, old: PerfRecord, tolerance: float = REGRESSION_TOLERANCE
 ) -> list[Judgement]:
-    """`new` against the baseline package's record, measured in the same run."""
-    out: list[Judgement] = []
-
-    def worse(
-        code: str, what: str, key: str, a: float | None, b: float | None, unit: str, fmt: str
-    ) -> None:
-        if a is None or b is None:
-            return
-        if _worse(a, b, tolerance, key):
-            pct = (a / b - 1.0) * 100.0 if b > 0 else math.inf
-            out.append(
-                (
-                    code,
-                    f"{what} is {a:{fmt}} {unit}, the baseline package's {b:{fmt}} {unit} "
-                    f"(+{pct:.0f}%, tolerance {tolerance * 100:.0f}%)",
-                    {"expected": round(b, 4), "actual": round(a, 4)},
-                )
-            )
-
-    if (
-        new.cold is not None
-        and old.cold is not None
-        and new.cold.fresh_process == old.cold.fresh_process
-    ):
-        worse(
-            "AOT650",
-            "loading (without torch's CPU-ISA probe, the host's cost)",
-            "load_s",
-            new.cold.package_s,
-            old.cold.package_s,
-            "s",
-            ".2f",
-        )
-    nl, ol = new.latency, old.latency
-    # the median and the fastest call both: a shared machine's scheduling can move a small
-    # model's median by milliseconds from one run to the next, its fastest call far less
-    if nl is not None and ol is not None and _worse(nl.min_ms, ol.min_ms, tolerance, "p50_ms"):
-        worse("AOT651", "the median call", "p50_ms", nl.p50_ms, ol.p50_ms, "ms", ".3f")
-    nh, oh = new.memory.host_peak, old.memory.host_peak
-    worse(
-        "AOT652",
-        "the peak host memory (RSS)",
-        "host_mb",
-        nh / MB if nh else None,
-        oh / MB if oh else None,
-        "MB",
-        ".0f",
-    )
-    ng, og = new.memory.gpu_peak, old.memory.gpu_peak
-    worse(
-        "AOT653",
-        "the GPU memory the model takes",
-        "gpu_mb",
-        ng / MB if ng is not None else None,
-        og / MB if og is not None else None,
-        "MB",
-        ".0f",
-    )
-    return out
+    """`against_judgements` on one record of each side (its median call as the one latency
+    sample): a single sample shows no spread, so what differs beyond the tolerance is
+    inconclusive (AOT655), never a regression."""
+    return against_judgements(_one(new), _one(old), tolerance)
 
 
-def _worse(a: float, b: float, tolerance: float, key: str) -> bool:
-    return a > b * (1.0 + tolerance) and a - b > REGRESSION_FLOORS[key]
+def _one(rec: PerfRecord) -> Side:
+    return Side((rec,), (rec.latency.p50_ms,) if rec.latency is not None else ())
+
+
+def _worse(a: float, b: float, tolerance: float, floor: float) -> bool:
+    return a > b * (1.0 + tolerance) and a - b > floor
 
 
 LEAK_MIN_RUNS = 5

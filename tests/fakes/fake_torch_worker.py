@@ -179,9 +179,18 @@ def main(argv: list[str]) -> int:
                     time.sleep(1000)
             entry.update(_default_entry(op, step))
             entry.update(behaviour.get("entry", {}))
-            scale = script.get("__perf_scale__", {}).get(os.path.basename(job["package"] or ""))
+            scales = script.get("__perf_scale__", {})
+            scale = scales.get(os.path.basename(job["package"] or ""))
             if scale and "perf" in entry:
                 entry["perf"] = _scaled(entry["perf"], float(scale))
+            if op == "latency" and isinstance(step.get("paired"), dict):
+                # interleaved calls: the other package's (a_ms) and this one's (b_ms), scaled
+                other = scales.get(os.path.basename(step["paired"]["package"]), 1.0)
+                n = max(2, int(step["paired"].get("runs", 5)))
+                entry["perf"]["paired"] = {
+                    "a_ms": [float(other)] * n,
+                    "b_ms": [float(scale or 1.0)] * n,
+                }
             for key in ("package", "source_package"):
                 if op == "load" and job.get(key) and not os.path.isabs(job[key]):
                     # the real worker runs in its own cwd: a relative path would not open

@@ -20,7 +20,7 @@ class LoadStage(Stage):
     def plan(self, s: Session) -> list[PlannedStep]:
         with_ep = s.model.has_exported_program and not s.need_compile
         body = {"with_ep": with_ep, "measure": s.opts.perf is not None}
-        if not with_ep and s.device == "cpu" and s.load_cost_recorded():
+        if s.direct_load and not with_ep and s.device == "cpu" and s.load_cost_recorded():
             # the worker loads with the C++ loader alone when load_package would do nothing
             # else with this package (worker.loading.same_as_load_package)
             body["as_load_package"] = True

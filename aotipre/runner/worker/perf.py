@@ -14,6 +14,7 @@ import torch
 
 from .core import WorkerCore
 from .loading import (
+    DirectModel,
     _so_names,
     device_index,
     load_direct,
@@ -477,6 +478,74 @@ def latency_runs(call: Any, device: str, warmup: int, runs: int, budget_s: float
     return out
 
 
+PAIRED_MAX = 5000
+"""Interleaved pairs at most, whatever the budget."""
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """(median, low, high) of `values`: the order statistics that hold the median with 95%
+    probability (the smallest and largest below 6 values); runner/perf.py `estimate` is the
+    parent's copy of this rule."""
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+    cut, below = 0, 0.0
+    for i in range(n // 2):
+        below += math.comb(n, i) / 2**n
+        if 2.0 * below > 0.05:
+            break
+        cut = i
+    return median, ordered[cut], ordered[n - 1 - cut]
+
+
+def _stable(values: list[float], precision: float) -> bool:
+    median, low, high = median_interval(values)
+    return median > 0 and (high - low) / 2.0 <= precision * median
+
+
+def paired_latency(
+    call_a: Any, call_b: Any, device: str, runs: int, budget_s: float, precision: float
+) -> dict[str, Any]:
+    """Calls of two models interleaved in the order A B B A (so neither always goes first),
+    each to the end of its GPU work: whatever else the host runs at a moment slows both alike.
+    One warm-up call each, at least `runs` pairs (at least 2), then more until each side's
+    median is known to within `precision` of itself (the half-width of its 95% interval) or
+    `budget_s` seconds have passed (PAIRED_MAX pairs at most). Returns both series in ms."""
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+    def timed(call: Any) -> float:
+        started = time.perf_counter()
+        call()
+        sync()
+        return (time.perf_counter() - started) * 1000.0
+
+    started = time.perf_counter()
+    timed(call_a)
+    timed(call_b)
+    a_ms: list[float] = []
+    b_ms: list[float] = []
+    deadline = started + budget_s
+    while len(a_ms) < PAIRED_MAX:
+        if len(a_ms) >= max(2, runs) and (
+            time.perf_counter() >= deadline
+            or (_stable(a_ms, precision) and _stable(b_ms, precision))
+        ):
+            break
+        if len(a_ms) % 2:
+            b_ms.append(timed(call_b))
+            a_ms.append(timed(call_a))
+        else:
+            a_ms.append(timed(call_a))
+            b_ms.append(timed(call_b))
+    return {
+        "a_ms": a_ms,
+        "b_ms": b_ms,
+        "stable": _stable(a_ms, precision) and _stable(b_ms, precision),
+        "seconds": time.perf_counter() - started,
+    }
+
+
 class PerfOps(WorkerCore):
     """Step `latency` (the load's and the run's measurements are their steps' `measure`)."""
 
@@ -490,4 +559,33 @@ class PerfOps(WorkerCore):
             warmup=int(step.get("warmup", 3)),
             runs=int(step.get("runs", 20)),
             budget_s=float(step.get("budget_s", 5.0)),
+        )
+        paired = step.get("paired")
+        if isinstance(paired, dict):
+            self.phase(entry, "interleaved calls")
+            try:
+                entry["perf"]["paired"] = self._paired(paired, args, kwargs)
+            except Exception as exc:  # the comparison falls back on each side's own calls
+                entry["perf"]["paired_error"] = f"{type(exc).__name__}: {exc}"[:500]
+
+    def _paired(
+        self, paired: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The other package of an --against comparison, loaded by the route this worker's
+        model was (the C++ loader alone, or torch's load_package), its calls interleaved with
+        this model's (paired_latency): `a_ms` the other's, `b_ms` this model's."""
+        if self.runner is None:
+            raise RuntimeError("the model is not loaded")
+        package, model = str(paired["package"]), str(paired["model"])
+        if isinstance(self.runner, DirectModel):
+            other = load_direct(package, model, self.index)
+        else:
+            other = load_package_like_torch(package, model, self.index, False)[0]
+        return paired_latency(
+            lambda: other(*args, **kwargs),
+            lambda: self.call_aoti(args, kwargs),
+            self.device,
+            runs=int(paired.get("runs", 20)),
+            budget_s=float(paired.get("budget_s", 2.0)),
+            precision=float(paired.get("precision", 0.05)),
         )
