@@ -1526,10 +1526,19 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.CRASH,
         "Concurrent runs on one loader with num_runners > 1 crashed, raised, hung or returned "
-        "outputs that differ from a single run.",
+        "outputs that differ from a single run (for a model that mutates buffers: outputs that "
+        "the same number of calls made one after another on a fresh loader do not return, in "
+        "any order).",
         "serialize runs, or run with num_runners=1 per loader",
         example="C++ concurrency, one loader with num_runners=2, 4 threads x 3 runs at once: "
         "returned outputs that differ between threads or runs (largest absolute difference 0.25)",
+        overrides=(
+            (
+                W,
+                "the model mutates buffers and the concurrent calls raced on them, which the "
+                "runners of one loader share without a lock; whether calls overlap is timing",
+            ),
+        ),
     ),
     Code(
         "AOT528",
@@ -2074,6 +2083,81 @@ ALL_CODES: tuple[Code, ...] = (
         "[0.5, 0.5, 0.5, 0.5], [1, 1, 1, 1], [1.5, 1.5, 1.5, 1.5]; no ExportedProgram to tell "
         "whether eager returns the same sequence (the archive holds AOTI code only (no "
         "ExportedProgram))",
+        overrides=(
+            (
+                W,
+                "a buffer the compiled code writes holds the same value after every call with "
+                "the same inputs, what a dropped or folded update looks like: torch #185077",
+            ),
+        ),
+    ),
+    Code(
+        "AOT708",
+        "divergent-kernel",
+        I,
+        C.ACCURACY,
+        "Accuracy triage (after AOT701/AOT702, with an ExportedProgram) rebuilt the program with "
+        "the intermediate value printer and provenance tracking and named the first kernel, in "
+        "execution order, whose outputs differ from their FX nodes run eagerly while its inputs "
+        "agree (for NaN/Inf: the first kernel producing NaN/Inf the eager node does not), with "
+        "the FX nodes it fuses, the model's source line and the error per kernel (the JSON "
+        "report's `accuracy`).",
+        "read the kernel's FX nodes and source line; AOT709 or AOT710 says whether a rebuild "
+        "proved a cause",
+        example="accuracy triage (AOT701): divergence starts in kernel "
+        "cpp_fused__softmax_add_mul_sub_0 (FX nodes add, sub, mul, softmax) at model.py:9 z = "
+        "(y + 100.0) - 100.0: max abs error 0.194 there, 0.194 at the outputs; its inputs agree "
+        "with eager; error per kernel: aoti_torch_cpu_addmm_out 0, "
+        "cpp_fused__softmax_add_mul_sub_0 0.194",
+    ),
+    Code(
+        "AOT709",
+        "accuracy-cause-proven",
+        I,
+        C.ACCURACY,
+        "A rebuild of the ExportedProgram with one inductor config matches eager within the "
+        "tolerance: that config's class (precision-cast elision, Inductor's RNG, Inductor's "
+        "lowering of reductions or decompositions) is the cause of the difference, proven by "
+        "the rebuild. The message gives the RMSE of both sides against an fp64 run.",
+        "compile with the config named if the deployment needs eager's numbers; else accept "
+        "the difference (when the compiled side is closer to fp64 it is the more accurate one) "
+        "and loosen --rtol/--atol",
+        example="the difference in cpp_fused__softmax_add_mul_sub_0 is precision-cast elision: "
+        "the fused bf16/fp16 chain keeps fp32 intermediates that eager rounds (expected Inductor "
+        "behaviour): rebuilding the ExportedProgram with emulate_precision_casts=True matches "
+        "eager (max abs error 0); RMSE vs fp64: compiled 0.000109, eager 0.0359 (compiled "
+        "closer)",
+    ),
+    Code(
+        "AOT710",
+        "accuracy-cause-unproven",
+        W,
+        C.ACCURACY,
+        "No single-config rebuild that could explain the divergent kernel matches eager (or "
+        "none applies to its ops): no cause is proven, and the kernel is a compiler bug "
+        "candidate. Each rebuild tried is listed with its outcome; one that failed is "
+        "inconclusive, and a config this torch lacks is not testable, never ruled out.",
+        "report the kernel and its FX nodes to PyTorch with the ExportedProgram and inputs; "
+        "meanwhile keep the model's ops out of the compiled code or pin another torch",
+        example="no rebuild explains the difference in cpp_fused_add_relu_0: no knob applies "
+        "(its nodes hold none of: bf16/fp16 values, an RNG op, a reduction); no cause is "
+        "proven: a compiler bug candidate; RMSE vs fp64: compiled 1.68, eager 0 (eager closer)",
+    ),
+    Code(
+        "AOT711",
+        "accuracy-needs-exported-program",
+        I,
+        C.ACCURACY,
+        "The compiled outputs differ (AOT701/AOT702) but the package holds AOTI code only: "
+        "accuracy triage rebuilds the ExportedProgram to capture each kernel's outputs and "
+        "cannot localize the difference without it. The output-level finding stands.",
+        "pass --exported-program FILE, or bundle the program into the package with `aotipre "
+        "bundle PACKAGE -o OUT --exported-program FILE`",
+        example="accuracy triage cannot localize the difference (AOT701): the archive holds AOTI "
+        "code only (no ExportedProgram); it rebuilds the ExportedProgram to capture each "
+        "kernel's outputs: pass --exported-program FILE (the ExportedProgram this package was "
+        "compiled from, saved with torch.export.save), or put it in the package with `aotipre "
+        "bundle PACKAGE -o OUT --exported-program FILE`",
     ),
     # 8: crash triage (the escalation ladder after a crashed run; aotipre.triage)
     Code(

@@ -7,7 +7,7 @@
 //
 //   aotipre_harness --package P [--model M] [--device-index I] --inputs IN [--outputs OUT]
 //                   [--library SO]... [--mode run|loaders|runners] [--threads N]
-//                   [--runners N] [--iterations K] [--serial-construct]
+//                   [--runners N] [--iterations K] [--serial-construct] [--stateful]
 //
 // IN is a torch.save of a list of tensors (the flat inputs, as AOTICompiledModel passes them
 // to the loader); OUT is written with torch::pickle_save (a list of CPU tensors; Python reads
@@ -28,6 +28,11 @@
 //            server can apply), then run at the same moment.
 //   runners  one loader with num_runners=R; a reference run, then N threads run K times each,
 //            at the same moment, on the one loader.
+//            --stateful (the model mutates buffers, so each call's outputs depend on the calls
+//            before it): first a fresh loader (num_runners=R) is called 1 + N*K times in
+//            sequence on one thread; then the outputs of the shared loader's reference run and
+//            of the concurrent runs must be those of the sequence in some order, each call's
+//            once (the runners of one loader share its buffers: equal state, any order).
 
 #include <ATen/ATen.h>
 #include <c10/core/Device.h>
@@ -71,6 +76,7 @@ struct Options {
   int runners = 2;
   int iterations = 3;
   bool serial_construct = false;
+  bool stateful = false;
 };
 
 std::string json_escape(const std::string& text) {
@@ -268,12 +274,45 @@ class Barrier {
   int left_;
 };
 
+// A stateful model's calls made one after another on one fresh loader (--stateful).
+struct Sequence {
+  std::vector<std::vector<at::Tensor>> calls;
+  // for each call, the first call whose outputs are identical to its own
+  std::vector<size_t> first_identical;
+  bool empty() const { return calls.empty(); }
+};
+
+// Which call of `seq` returned `got`: the first identical one (its first_identical), or none
+// (-1) with the smallest largest-absolute-difference to any call.
+struct SequenceMatch {
+  long index = -1;
+  double max_abs = 0.0;
+};
+
+SequenceMatch match_sequence(const Sequence& seq, const std::vector<at::Tensor>& got) {
+  SequenceMatch m;
+  bool first = true;
+  for (size_t j = 0; j < seq.calls.size(); ++j) {
+    Difference d = difference(seq.calls[j], got);
+    if (d.identical) {
+      m.index = static_cast<long>(seq.first_identical[j]);
+      m.max_abs = 0.0;
+      return m;
+    }
+    double distance = d.structure ? 1.0 : d.max_abs;
+    m.max_abs = first ? distance : std::min(m.max_abs, distance);
+    first = false;
+  }
+  return m;
+}
+
 struct ThreadResult {
   double construct_s = 0.0;
   double run_s = 0.0;
   Failure failure;
   std::vector<at::Tensor> outputs;
   Difference diff;
+  std::vector<long> sequence_matches;  // --stateful: match_sequence's index of each run
 };
 
 std::string threads_json(const std::vector<ThreadResult>& results) {
@@ -315,6 +354,7 @@ int parse_args(int argc, char** argv, Options& o, std::string& error) {
       else if (arg == "--runners") o.runners = std::stoi(value());
       else if (arg == "--iterations") o.iterations = std::stoi(value());
       else if (arg == "--serial-construct") o.serial_construct = true;
+      else if (arg == "--stateful") o.stateful = true;
       else throw std::invalid_argument("unknown argument " + arg);
     } catch (const std::exception& e) {
       error = e.what();
@@ -398,6 +438,30 @@ int main(int argc, char** argv) {
   std::vector<at::Tensor> reference;
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> shared;
   double reference_s = 0.0;
+  const bool stateful = o.stateful && o.mode == "runners";
+  Sequence sequence;
+  long reference_match = -1;
+  if (stateful) {
+    phase("sequential_run");
+    size_t calls = 1 + static_cast<size_t>(o.threads) * static_cast<size_t>(o.iterations);
+    bool ok = guarded("sequential_run", failure, [&] {
+      torch::inductor::AOTIModelPackageLoader fresh(
+          o.package, o.model, false, static_cast<size_t>(o.runners),
+          static_cast<c10::DeviceIndex>(o.device_index));
+      for (size_t i = 0; i < calls; ++i) {
+        std::vector<at::Tensor> out =
+            fresh.run(on_device(inputs, package_device(fresh, o.device_index)));
+        for (at::Tensor& t : out) t = t.detach().to(at::kCPU);
+        size_t same = i;
+        for (size_t j = 0; j < i && same == i; ++j) {
+          if (difference(sequence.calls[j], out).identical) same = sequence.first_identical[j];
+        }
+        sequence.calls.push_back(std::move(out));
+        sequence.first_identical.push_back(same);
+      }
+    });
+    if (!ok) return finish(head.str() + ",\"ok\":false," + failure.json(), kExitException);
+  }
   if (o.mode == "runners") {
     phase("construct");
     bool ok = guarded("construct", failure, [&] {
@@ -413,6 +477,7 @@ int main(int argc, char** argv) {
         for (at::Tensor& t : reference) t = t.detach().to(at::kCPU);
       });
       reference_s = seconds_since(start);
+      if (ok && stateful) reference_match = match_sequence(sequence, reference).index;
     }
     if (!ok) return finish(head.str() + ",\"ok\":false," + failure.json(), kExitException);
   }
@@ -447,7 +512,13 @@ int main(int argc, char** argv) {
           std::vector<at::Tensor> out =
               loader->run(on_device(inputs, package_device(*loader, o.device_index)));
           for (at::Tensor& t : out) t = t.detach().to(at::kCPU);
-          if (k == 0) {
+          if (stateful) {  // a call of the sequence, in some order: which one
+            SequenceMatch m = match_sequence(sequence, out);
+            r.sequence_matches.push_back(m.index);
+            r.diff.identical = r.diff.identical && m.index >= 0;
+            r.diff.max_abs = std::max(r.diff.max_abs, m.max_abs);
+            if (k == 0) r.outputs = out;
+          } else if (k == 0) {
             r.outputs = out;
           } else {
             Difference d = difference(r.outputs, out);  // a later run of the same thread
@@ -464,12 +535,35 @@ int main(int argc, char** argv) {
   phase("compare");
   bool all_ok = true;
   bool all_identical = true;
+  // --stateful: how often each call of the sequence was returned (by its first_identical),
+  // how many outputs no call returned, and how many repeat a call more often than the
+  // sequence holds it (two calls that read the same state)
+  std::vector<size_t> returned(sequence.calls.size(), 0);
+  size_t unmatched = 0;
+  size_t repeated = 0;
+  if (stateful) {
+    std::vector<long> matches{reference_match};
+    for (const ThreadResult& r : results) {
+      matches.insert(matches.end(), r.sequence_matches.begin(), r.sequence_matches.end());
+    }
+    for (long m : matches) {
+      if (m < 0) ++unmatched;
+      else ++returned[static_cast<size_t>(m)];
+    }
+    std::vector<size_t> held(sequence.calls.size(), 0);
+    for (size_t f : sequence.first_identical) ++held[f];
+    for (size_t j = 0; j < returned.size(); ++j) {
+      if (returned[j] > held[j]) repeated += returned[j] - held[j];
+    }
+    all_identical = unmatched == 0 && repeated == 0;
+  }
   for (ThreadResult& r : results) {
     if (r.failure.set()) {
       all_ok = false;
       if (!failure.set()) failure = r.failure;
       continue;
     }
+    if (stateful) continue;  // judged against the sequence above
     if (reference.empty()) reference = r.outputs;  // loaders: the first loader that ran
     bool repeat_identical = r.diff.identical;
     double repeat_max_abs = r.diff.max_abs;
@@ -487,7 +581,9 @@ int main(int argc, char** argv) {
        << ",\"threads\":" << o.threads << ",\"runners\":" << (shared ? o.runners : 1)
        << ",\"iterations\":" << (shared ? o.iterations : 1)
        << ",\"serial_construct\":" << (o.serial_construct ? "true" : "false")
-       << ",\"reference_s\":" << reference_s
+       << ",\"reference_s\":" << reference_s << ",\"stateful\":" << (stateful ? "true" : "false")
+       << ",\"sequence_calls\":" << sequence.calls.size() << ",\"unmatched\":" << unmatched
+       << ",\"repeated\":" << repeated
        << ",\"identical\":" << (all_identical ? "true" : "false")
        << ",\"outputs\":" << describe(reference) << ",\"per_thread\":" << threads_json(results)
        << "," << failure.json();

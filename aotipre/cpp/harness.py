@@ -210,8 +210,11 @@ def run_step(
     iterations: int = 3,
     timeout_s: float | None = None,
     unset_env: tuple[str, ...] = (),
+    stateful: bool = False,
 ) -> dict[str, Any]:
-    """A `cpp_run` step; its binary is the one the `cpp_build` step of the same job made."""
+    """A `cpp_run` step; its binary is the one the `cpp_build` step of the same job made.
+    `stateful` (mode runners): the model mutates buffers, so the runs are judged against the
+    same number of calls made one after another on a fresh loader (harness.cpp --stateful)."""
     if mode not in MODES:
         raise ValueError(f"unknown harness mode {mode!r}")
     step: dict[str, Any] = {
@@ -230,6 +233,8 @@ def run_step(
     }
     if mode != "run":
         step.update(threads=threads, runners=runners, iterations=iterations)
+    if stateful and mode == "runners":
+        step["stateful"] = True
     if timeout_s is not None:
         step["timeout_s"] = timeout_s
     return step
@@ -316,6 +321,12 @@ class HarnessRun:
         return (self.result or {}).get("error_phase") or self.phase
 
     @property
+    def stateful(self) -> bool:
+        """Mode runners on a model that mutates buffers: its runs were judged against calls
+        made one after another on a fresh loader (`--stateful`)."""
+        return self.mode == "runners" and "--stateful" in self.argv
+
+    @property
     def differs(self) -> bool:
         """Concurrency modes: outputs of threads or loaders were not identical."""
         return self.returncode == 4 or (self.result or {}).get("identical") is False
@@ -327,6 +338,7 @@ class HarnessRun:
             "load_library": "loading the --library files",
             "read_inputs": "reading the inputs",
             "construct": "constructing the loader",
+            "sequential_run": "the calls made one after another on a fresh loader",
             "reference_run": "the reference run",
             "concurrent_construct": "constructing the loaders concurrently",
             "concurrent_run": "the concurrent runs",
@@ -367,11 +379,30 @@ def describe_mode(run: HarnessRun) -> str:
     if run.mode == "loaders":
         return f"{r.get('threads', '?')} loaders constructed at once on {r.get('threads', '?')} threads"
     if run.mode == "runners":
-        return (
+        text = (
             f"one loader with num_runners={r.get('runners', '?')}, {r.get('threads', '?')} "
             f"threads x {r.get('iterations', '?')} runs at once"
         )
+        if run.stateful:
+            text += (
+                f" (the model mutates buffers: judged against {_sequence_calls(run)} calls made "
+                "one after another on a fresh loader)"
+            )
+        return text
     return "one loader, one run"
+
+
+def _sequence_calls(run: HarnessRun) -> str:
+    """How many calls the stateful runs were judged against: the reference run and every
+    concurrent one."""
+    calls = (run.result or {}).get("sequence_calls")
+    if isinstance(calls, int) and calls > 0:
+        return str(calls)
+    counts = _argv_counts(run.argv)
+    try:
+        return str(1 + int(str(counts["threads"])) * int(str(counts["iterations"])))
+    except ValueError:
+        return "the same number of"
 
 
 def _argv_counts(argv: tuple[str, ...]) -> dict[str, object]:
@@ -409,6 +440,19 @@ def harness_findings(
             how = f"crashed with {run.signal} during {run.where()}"
         elif run.error:
             how = f"raised during {run.where()}: {_first_line(run.error)}"
+        elif run.differs and run.stateful:
+            # the runners of one loader share its buffers and run() takes no lock around them
+            # (aoti_runtime/model_container.h): calls that overlap can read and write the
+            # state at once. Whether this run's calls overlapped is timing: a warning
+            return [
+                codes.get("AOT527").finding(
+                    f"C++ concurrency, {what}: {_stateful_mismatch(run)}: calls that ran at "
+                    "the same time raced on the buffers the runners share; serialize calls "
+                    "to this model (a mutex around run), or give each thread its own loader",
+                    severity=Severity.WARNING,
+                    **fields,
+                )
+            ]
         elif run.differs:
             how = f"returned outputs that differ between threads or runs ({_max_abs(run)})"
         else:
@@ -491,6 +535,23 @@ def _first_line(error: dict[str, Any]) -> str:
 
 def _exit(run: HarnessRun) -> str:
     return f"exit status {run.returncode}" if run.returncode is not None else "no exit status"
+
+
+def _stateful_mismatch(run: HarnessRun) -> str:
+    """How a stateful model's concurrent outputs differ from its sequential calls, in words."""
+    result = run.result or {}
+    parts = []
+    unmatched = int(result.get("unmatched") or 0)
+    repeated = int(result.get("repeated") or 0)
+    if unmatched:
+        parts.append(
+            f"{unmatched} output(s) that no call of the sequence returned ({_max_abs(run)})"
+        )
+    if repeated:
+        parts.append(
+            f"{repeated} output(s) that repeat a call's outputs (two calls read the same state)"
+        )
+    return "returned " + ("; ".join(parts) or "outputs unlike the sequence's")
 
 
 def _max_abs(run: HarnessRun) -> str:

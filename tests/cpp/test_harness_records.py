@@ -280,10 +280,16 @@ def test_the_concurrent_runs_are_planned_only_if_the_single_run_passed() -> None
         package=SimpleNamespace(path="/p.pt2"),
         workdir="/w",
         device_index=-1,
+        model=SimpleNamespace(mutated_buffers=()),
+        reference=SimpleNamespace(path=None, model=None),
     )
     planned = ConcurrencyStage().plan(session)  # type: ignore[arg-type]
     assert [p.id for p in planned] == ["cpp_loaders", "cpp_loaders_serial", "cpp_runners"]
     assert all(p.body["only_if_passed"] == "cpp_run" for p in planned)
+    assert not any(p.body.get("stateful") for p in planned)
+    session.model = SimpleNamespace(mutated_buffers=("mean",))  # a model that mutates a buffer
+    runners = ConcurrencyStage().plan(session)[-1]  # type: ignore[arg-type]
+    assert runners.id == "cpp_runners" and runners.body["stateful"] is True
 
 
 def test_a_hang_says_the_time_the_harness_had() -> None:
@@ -299,3 +305,45 @@ def test_a_hang_says_the_time_the_harness_had() -> None:
         assert older is not None
         (g,) = cpp.harness_findings(older, model="m", stage="cpp-load", timeout_s=15)
         assert "within 15 s (" in g.message and "step's" not in g.message
+
+
+def test_a_stateful_models_runs_unlike_its_sequence_are_a_race_warning() -> None:
+    """Runs of a model that mutates buffers (--stateful) are judged against its calls made one
+    after another: outputs no call returned, or one call's returned twice, are a race on the
+    runners' shared buffers (a warning: whether calls overlap is timing); the same record of a
+    stateless model is an error."""
+    result = {
+        "mode": "runners",
+        "ok": False,
+        "identical": False,
+        "threads": 4,
+        "runners": 2,
+        "iterations": 3,
+        "stateful": True,
+        "sequence_calls": 13,
+        "unmatched": 2,
+        "repeated": 1,
+        "per_thread": [{"thread": 0, "max_abs": 0.125}],
+        "error": None,
+    }
+    argv = ["h", "--mode", "runners", "--threads", "4", "--iterations", "3"]
+    stateful = _record(result, 4, argv=[*argv, "--stateful"])
+    assert stateful.stateful
+    (f,) = cpp.harness_findings(stateful, model="m", stage="concurrency", timeout_s=9)
+    assert f.code == "AOT527" and f.severity is Severity.WARNING
+    assert "judged against 13 calls made one after another on a fresh loader" in f.message
+    assert "2 output(s) that no call of the sequence returned" in f.message
+    assert "largest absolute difference 0.125" in f.message
+    assert "1 output(s) that repeat a call's outputs" in f.message
+    assert "raced on the buffers the runners share" in f.message
+
+    stateless = _record(result, 4, argv=argv)
+    assert not stateless.stateful
+    (f,) = cpp.harness_findings(stateless, model="m", stage="concurrency", timeout_s=9)
+    assert f.code == "AOT527" and f.severity is Severity.ERROR
+    assert "differ between threads or runs" in f.message
+
+    step = cpp.run_step("x", mode="runners", package="p", model="m", inputs="i", stateful=True)
+    assert step["stateful"] is True
+    step = cpp.run_step("x", mode="loaders", package="p", model="m", inputs="i", stateful=True)
+    assert "stateful" not in step  # each loader runs once from its own fresh state

@@ -10,7 +10,7 @@ import pytest
 
 from aotipre import api
 from aotipre.checks.custom_ops import Registration
-from aotipre.findings import Report
+from aotipre.findings import Report, Severity
 from aotipre.runner.stages import DynamicOptions
 
 pytestmark = pytest.mark.slow
@@ -143,3 +143,62 @@ def test_a_failing_import_is_its_own_finding(built: Path, cache_dir: str) -> Non
     assert codes(report) == ["AOT123"]
     (f,) = [f for f in report.findings if f.code == "AOT123"]
     assert "--import aotipre_no_such_module: ModuleNotFoundError" in f.message
+
+
+SEQUENTIAL = """
+import json, sys, torch
+pkg, n = sys.argv[1], int(sys.argv[2])
+x = torch.ones(4)
+runs = []
+for _ in range(2):  # two fresh copies: equal state, each called n times on one thread
+    m = torch._inductor.aoti_load_package(pkg)
+    runs.append([m(x).tolist() for _ in range(n)])
+print(json.dumps(runs))
+"""
+
+
+@pytest.fixture(scope="module")
+def state_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/runner/state_models.py's packages: `running.pt2` updates a running mean in place."""
+    from tests.building import build
+
+    out = tmp_path_factory.mktemp("cpp-state")
+    return build(Path(__file__).resolve().parents[1] / "runner" / "state_models.py", out)
+
+
+def test_a_stateful_model_is_judged_against_its_sequential_calls(
+    state_built: Path, cache_dir: str
+) -> None:
+    """A model that updates a running mean returns other outputs at every call; the runners'
+    concurrent calls are judged against as many calls made one after another on a fresh
+    loader, not against one run. Plain torch first: one copy called 13 times in sequence
+    changes its outputs at every call, and two fresh copies return the same sequence."""
+    import json
+    import subprocess
+    import sys
+
+    from aotipre.runner.stages.concurrency import ITERATIONS, THREADS
+
+    calls = 1 + THREADS * ITERATIONS
+    proc = subprocess.run(
+        [sys.executable, "-c", SEQUENTIAL, str(state_built / "running.pt2"), str(calls)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    first, second = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(a != b for a, b in zip(first, first[1:]))  # every call changes the outputs
+    assert first == second  # equal state, the same sequence
+
+    report = check(state_built, cache_dir, "running.pt2", cpp=True)
+    status, detail = stages(report)["concurrency"]
+    assert status == "passed", (detail, report.findings)
+    assert f"judged against {calls} calls made one after another on a fresh loader" in detail
+    raced = [f for f in report.findings if f.code == "AOT527"]
+    for f in raced:  # overlapping calls really race on the shared buffers: timing, a warning
+        assert f.severity is Severity.WARNING and "raced on the buffers" in f.message, f.message
+    if not raced:
+        assert "the outputs of the sequential calls, each once" in detail
+    assert not [f for f in report.findings if f.severity is Severity.ERROR], report.findings

@@ -106,6 +106,34 @@ def test_without_a_reference_the_calls_are_reported_not_judged(built: Path) -> N
     assert not [f for f in report.findings if f.code == "AOT706"]
 
 
+def test_without_a_reference_a_written_buffer_that_never_changes_is_a_warning(
+    built: Path,
+) -> None:
+    """Without an ExportedProgram the calls are not compared, but a buffer the compiled code
+    writes and that holds the same value after every call with the same inputs is the symptom
+    of a dropped update: plain torch shows the counter package drift from eager from call 2
+    on, and the running mean's carried."""
+    counter = plain_torch(built, "counter")
+    assert counter["compiled"][0] == counter["eager"][0]
+    assert counter["compiled"][1] != counter["eager"][1]
+    running = plain_torch(built, "running")
+    assert [v for c in running["compiled"] for v in c] == pytest.approx(
+        [v for c in running["eager"] for v in c]
+    )
+
+    report = run_check(built, "counter", reference=False)
+    (found,) = [f for f in report.findings if f.code == "AOT707"]
+    assert found.severity.value == "warning" and found.input == "calls"
+    assert "writes 'calls' but it holds the same value after every call" in found.message
+    assert "'acc'" not in found.message  # the accumulator changes at every call
+    assert "the same value of 'calls' after every call" in stage(report, "state").detail
+    assert report.exit_code == 0  # a warning: a cache overwritten by its inputs looks the same
+
+    carried = run_check(built, "running", reference=False)
+    (info,) = [f for f in carried.findings if f.code == "AOT707"]
+    assert info.severity.value == "info" and "holds the same value" not in info.message
+
+
 def test_state_that_is_carried_passes(built: Path) -> None:
     plain = plain_torch(built, "running")
     flat = [v for call in plain["compiled"] for v in call]

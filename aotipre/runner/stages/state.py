@@ -4,13 +4,16 @@ call's outputs and buffers are compared with the ExportedProgram's own sequence 
 
 One call compared with eager does not show state that the compiled code drops (torch #185077:
 an int64 counter's update folded at compile time returned 2, 3, 4 where eager returns 2, 4, 6).
-Models that mutate nothing plan no step and pay nothing."""
+Without an ExportedProgram there is no eager sequence, but the symptom shows in the buffers: one
+that the compiled code writes and that holds the same bytes after every call with the same inputs
+(the folded counter: 1, 1, 1) is a warning (AOT707). Models that mutate nothing plan no step and
+pay nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aotipre.findings import StageResult, StageStatus
+from aotipre.findings import Severity, StageResult, StageStatus
 from aotipre.pt2.reader import read_package
 from aotipre.runner.classify import classify_run_failure
 from aotipre.runner.stages.base import PlannedStep, failure_of, ok
@@ -67,11 +70,36 @@ class StateStage(Stage):
         calls = r.entry.get("calls") or []
         n = len(calls)
         if not any("compare" in c for c in calls):
+            stuck = _unchanged_buffers(calls)
+            seen = (
+                f"model '{s.model.name}' mutates {shown}; {n} calls of one copy with the same "
+                f"inputs: {_sequence(calls, r.entry)}"
+            )
+            if stuck:
+                named = ", ".join(f"'{b}'" for b in stuck)
+                s.add(
+                    "AOT707",
+                    f"{seen}; the compiled code writes {named} but {_held(stuck)} the same value "
+                    f"after every call: a counter or running statistic whose update the "
+                    f"compiled code dropped or folded (torch #185077) looks like this, though so "
+                    f"does a buffer overwritten from the inputs alone (a cache of the last "
+                    f"input); no ExportedProgram to tell ({s.reference.label})",
+                    "state",
+                    severity=Severity.WARNING,
+                    input=stuck[0],
+                    actual=[_call_values(c) for c in calls],
+                )
+                return s.stage(
+                    "state",
+                    StageStatus.PASSED,
+                    f"{n} calls, not compared: the same value of {named} after every call "
+                    f"(AOT707, a warning); {s.reference.label}",
+                    [r],
+                )
             s.add(
                 "AOT707",
-                f"model '{s.model.name}' mutates {shown}; {n} calls of one copy with the same "
-                f"inputs: {_sequence(calls, r.entry)}; no ExportedProgram to tell whether eager "
-                f"returns the same sequence ({s.reference.label})",
+                f"{seen}; no ExportedProgram to tell whether eager returns the same sequence "
+                f"({s.reference.label})",
                 "state",
                 actual=[_call_values(c) for c in calls],
             )
@@ -126,6 +154,20 @@ def mutated_buffers(s: Session) -> tuple[str, ...]:
         if other is not None:
             names += other.mutated_buffers
     return tuple(dict.fromkeys(names))
+
+
+def _unchanged_buffers(calls: list[dict[str, Any]]) -> list[str]:
+    """The buffers whose bytes every call after the first left as the call before did (the
+    worker's `buffers_unchanged`); none with fewer than two calls or unreadable buffers."""
+    later = calls[1:]
+    if not later or any(not isinstance(c.get("buffers_unchanged"), list) for c in later):
+        return []
+    names = [str(b) for b in (calls[0].get("buffers") or {})]
+    return [b for b in names if all(b in c["buffers_unchanged"] for c in later)]
+
+
+def _held(names: list[str]) -> str:
+    return "it holds" if len(names) == 1 else "they hold"
 
 
 def _first_divergence(

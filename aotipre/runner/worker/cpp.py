@@ -233,6 +233,8 @@ def run_harness(step: dict[str, Any], timeout_s: float) -> dict[str, Any]:
             argv += [f"--{key}", str(step[key])]
     if step.get("serial_construct"):
         argv.append("--serial-construct")
+    if step.get("stateful"):
+        argv.append("--stateful")
     rec: dict[str, Any] = {"argv": argv, "timed_out": False, "returncode": None, "signal": None}
     rec["limit_s"] = timeout_s
     env = dict(os.environ)

@@ -198,6 +198,11 @@ class RunOps(WorkerCore):
             }
             for i, (out, state) in enumerate(aoti)
         ]
+        for i in range(1, len(aoti)):  # buffers bitwise equal to the call before's
+            before, after = aoti[i - 1][1], aoti[i][1]
+            calls[i]["buffers_unchanged"] = [
+                k for k, v in after.items() if k in before and _bitwise_equal(before[k], v)
+            ]
         entry["calls"] = calls
         if not step.get("reference"):
             return
@@ -281,3 +286,16 @@ class RunOps(WorkerCore):
             torch.cuda.synchronize()
         eager = [t for t in pytree.tree_leaves(_detached(out)) if isinstance(t, torch.Tensor)]
         entry["compare"] = compare_outputs(mine, eager, self.job.get("rtol"), self.job.get("atol"))
+
+
+def _bitwise_equal(a: Any, b: Any) -> bool:
+    """Whether two CPU tensors hold the same bytes (NaN included) with the same dtype and shape."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    try:
+        return torch.equal(
+            a.contiguous().reshape(-1).view(torch.uint8),
+            b.contiguous().reshape(-1).view(torch.uint8),
+        )
+    except (RuntimeError, TypeError):  # a dtype without a byte view
+        return bool(torch.equal(a, b))
