@@ -433,16 +433,13 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.DYNAMIC_RANGE,
         "max_batch_size does not fit the package's batch dim: larger than the exported "
-        "maximum, or batching on a first dim that is static or not shared by every input.",
+        "maximum, or batching on a first dim that is static or not shared by every input. "
+        "A refused batch of 1 is AOT082; the backend's batching caveat is AOT083.",
         "set max_batch_size to at most the batch dim's max, or 0 (no batching) with the batch "
         "dim in dims as -1",
         example="models/mlp/config.pbtxt max_batch_size: 64, but the package's batch dim "
         "(input_ids (args[0]) dim 0, s43) is exported with max 32: batches of 33 to 64 are "
         "refused by the package",
-        overrides=(
-            (W, "the package refuses a batch of 1 (a lone request)"),
-            (I, "the backend's README: batching above 1 is not completed for AOTI models"),
-        ),
     ),
     Code(
         "AOT048",
@@ -653,7 +650,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.PACKAGE,
         "The ExportedProgram given with --exported-program is not the program the package's "
         "AOTI code was compiled from: its tensor inputs (count, dtype, rank) or its output count "
-        "differ from what the compiled code takes and returns. Its dynamic ranges, specialized "
+        "differ from what the compiled code takes and returns, or a parameter or buffer the "
+        "compiled code holds has another shape or dtype in it. Its dynamic ranges, specialized "
         "values and eager outputs would be compared with another model's.",
         "pass the torch.export.save of the model the package was compiled from",
         example="the ExportedProgram of --exported-program mlp.pt2 is not the program model "
@@ -696,6 +694,32 @@ ALL_CODES: tuple[Code, ...] = (
         "aoti_load_package) unpickles them with torch.load(weights_only=False), which runs any "
         "code a pickle names; aotipre did not unpickle them; the dynamic stages do not load "
         "the package without --allow-pickle",
+    ),
+    Code(
+        "AOT082",
+        "serving-lone-request-refused",
+        W,
+        C.DYNAMIC_RANGE,
+        "The config batches (max_batch_size > 0), so Triton may send a batch of 1 (a lone "
+        "request, or what the dynamic batcher gathered in its delay), but the package's batch "
+        "dim takes at least 2: such a request fails. AOTInductor compiles a Dim(min=1) batch as "
+        "min 2 unless exported size-oblivious.",
+        "export under torch.fx.experimental._config.patch(backed_size_oblivious=True) so the "
+        "package takes a batch of 1, or serve with max_batch_size: 0",
+        example="models/mlp/config.pbtxt max_batch_size: 64 lets Triton send a batch of 1 (a "
+        "lone request), but the package's batch dim (args[0] dim 0, s77) takes 2 to 64: such a "
+        "request is refused",
+    ),
+    Code(
+        "AOT083",
+        "serving-batching-beta",
+        I,
+        C.STRUCTURE,
+        "The config batches above 1; the backend's README says batch sizes above 1 are not "
+        "completed for AOT Inductor packages (Triton 26.03+, beta).",
+        "try the batched config on the Triton release you deploy",
+        example="models/mlp/config.pbtxt max_batch_size: 32: the backend's README says batch "
+        "sizes above 1 are not completed for AOT Inductor packages (Triton 26.03+, beta)",
     ),
     # 1: call structure
     Code(
@@ -2021,8 +2045,9 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.ACCURACY,
         "The compiled model returns a different number, shape or dtype of outputs than the "
-        "ExportedProgram.",
-        "the AOTI part was compiled from another program; recompile it from this one",
+        "ExportedProgram, or than the expected outputs of --expected (or a bundle's).",
+        "the AOTI part was compiled from another program; recompile it from this one (against "
+        "expected outputs: save the outputs of the inputs you check)",
         example="output 0: the compiled model returns bfloat16[2, 16], the ExportedProgram "
         "float32[2, 16] (compared with the ExportedProgram in the archive run eagerly)",
     ),

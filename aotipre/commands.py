@@ -349,12 +349,23 @@ def serving_config(
     output: Path | None = None,
     model: str | None = None,
 ) -> int:
-    """`aotipre serving-config`: a Triton config.pbtxt that serves the package."""
+    """`aotipre serving-config`: a Triton config.pbtxt that serves the package; what `aotipre
+    check` would warn of in it (no config avoids it) goes to stderr, one line per finding."""
     from aotipre.serving.triton import write_serving_config
 
     safeio.ReadPaths().add(package).refuse([("--output", output)])
-    text = write_serving_config(str(package), max_batch_size=max_batch_size, name=name, model=model)
-    emit(text, output)
+    written = write_serving_config(
+        str(package),
+        max_batch_size=max_batch_size,
+        name=name,
+        model=model,
+        source=str(output) if output is not None else "the config",
+    )
+    emit(written.text, output)
+    for note in written.notes:
+        safeio.write_stderr(
+            f"aotipre: {note.severity.value}: {note.code} {clean(note.message)}\n"
+        )
     return 0
 
 

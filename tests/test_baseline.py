@@ -45,6 +45,12 @@ def test_round_trip_only_new_findings_fail(
 
     rc, data = check(capsys, "aoti_inputs_out_of_range", "--write-baseline", "ci/baseline.json")
     assert rc == 0 and data["findings"] == []  # reported as the new baseline sees it
+    # the error it accepted (AOT304) is said, not accepted silently
+    (stage,) = [s for s in data["stages"] if s["name"] == "baseline"]
+    assert stage["detail"] == (
+        "3 known finding(s) accepted (baseline.json); 1 of them an error, which no longer fails "
+        "the gate"
+    )
     written = json.loads((project / "ci" / "baseline.json").read_text())
     assert written["schema_version"] == 1
     assert [(e["package"], e["code"]) for e in written["findings"]] == [
@@ -57,7 +63,9 @@ def test_round_trip_only_new_findings_fail(
     assert rc == 0 and data["findings"] == []
     stages = {s["name"]: s for s in data["stages"]}
     assert stages["static"]["status"] == "passed"  # it failed only on accepted findings
-    assert stages["baseline"]["detail"] == "3 known finding(s) accepted (baseline.json)"
+    assert stages["baseline"]["detail"].startswith(
+        "3 known finding(s) accepted (baseline.json); 1 of them an error"
+    )
 
     rc, data = check(capsys, "aoti_inputs_bad_dtype", "--baseline", "ci/baseline.json")
     assert rc == 1 and [f["code"] for f in data["findings"]] == ["AOT201"]  # only the new one

@@ -142,6 +142,58 @@ def test_bad_combinations_are_one_line(pkg: Pkg, tmp_path: Path) -> None:
     assert fifo.is_fifo()
 
 
+WIDER_PROGRAM = """
+import sys, torch
+from torch import nn
+from fixtures.models import VOCAB
+
+class Wider(nn.Module):  # TokenModel's inputs and output, a 16-wide embedding in place of 8
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 16)
+        self.proj = nn.Linear(16, 4)
+
+    def forward(self, input_ids, attention_mask):
+        return self.proj(self.embed(input_ids) * attention_mask.unsqueeze(-1)).sum(dim=1)
+
+package, inputs, out = sys.argv[1:4]
+(ids, mask), _ = torch.load(inputs)
+ep = torch.export.export(Wider().eval(), (ids, mask))
+torch.export.save(ep, out)
+compiled = torch._inductor.aoti_load_package(package)(ids, mask)
+eager = torch.export.load(out).module()(ids, mask)
+print(tuple(compiled.shape) == tuple(eager.shape), torch.allclose(compiled, eager))
+"""
+
+
+def test_another_models_program_with_the_same_signature_is_refused(
+    pkg: Pkg, tmp_path: Path
+) -> None:
+    """The ExportedProgram of a model with TokenModel's inputs and output but other weight
+    shapes (embed.weight [VOCAB, 16] where aoti.pt2 holds [VOCAB, 8]): plain torch runs both on
+    the same inputs to outputs of one shape and other values, so a bundle of the pair fails its
+    comparison as if miscompiled. bundle refuses it, and check says AOT070, by one judgement."""
+    wider = tmp_path / "wider.pt2"
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", WIDER_PROGRAM, str(pkg("aoti")), str(pkg("aoti_inputs")),
+         str(wider)],
+        capture_output=True, text=True, timeout=600, cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-2:] == ["True", "False"]  # same shape, other values
+    out = tmp_path / "b.pt2"
+    with pytest.raises(UsageError) as err:
+        write_bundle(str(pkg("aoti")), str(out), exported_program=str(wider))
+    assert "not the program model 'model' was compiled from" in str(err.value)
+    assert "parameter 'embed.weight' is [" in str(err.value) and ", 16], the AOTI" in str(err.value)
+    assert not out.exists()
+    report = check(pkg("aoti"), CheckOptions(exported_program=str(wider), static_only=True))
+    (f,) = [f for f in report.findings if f.code == "AOT070"]
+    assert f.severity.value == "error" and "embed.weight" in f.message
+
+
 def test_the_bundle_keeps_every_member_and_adds_the_references(pkg: Pkg, tmp_path: Path) -> None:
     out = tmp_path / "b.pt2"
     write_bundle(str(pkg("aoti")), str(out), exported_program=str(pkg("both")))

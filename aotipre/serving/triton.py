@@ -699,12 +699,11 @@ def _batch(config: Any, slots: list[Slot], src: str, model: ModelInfo, out: list
     if lo > 1:
         out.append(
             _finding(
-                "AOT047",
+                "AOT082",
                 f"{src} max_batch_size: {limit} lets Triton send a batch of 1 (a lone request), "
                 f"but the package's batch dim ({slot.label} dim 0, {dim}) takes {lo} to "
                 f"{hi if hi is not None else 'inf'}: such a request is refused",
                 model,
-                severity=Severity.WARNING,
                 input=slot.label,
                 position=slot.index,
                 dim=0,
@@ -717,11 +716,10 @@ def _batch(config: Any, slots: list[Slot], src: str, model: ModelInfo, out: list
     if limit > 1:
         out.append(
             _finding(
-                "AOT047",
+                "AOT083",
                 f"{src} max_batch_size: {limit}: the backend's README says batch sizes above 1 "
                 "are not completed for AOT Inductor packages (Triton 26.03+, beta)",
                 model,
-                severity=Severity.INFO,
                 actual=limit,
                 hint="try the batched config on the Triton release you deploy",
             )
@@ -789,12 +787,30 @@ def _entry(entry: Any, slot: Slot, max_batch_size: int) -> None:
         entry.reshape.SetInParent()
 
 
+@dataclass(frozen=True)
+class WrittenConfig:
+    """A config.pbtxt `aotipre serving-config` writes, with what `aotipre check` says of it."""
+
+    text: str
+    """The config.pbtxt text (protobuf's text format writer)."""
+    notes: tuple[Finding, ...]
+    """The warnings and infos check_config gives this config against its package (a batch of
+    1 the package refuses, the backend's batching caveat): no config avoids them for this
+    package and max_batch_size, so the writer says them instead of writing them away."""
+
+
 def write_serving_config(
-    path: str, *, max_batch_size: int = 0, name: str | None = None, model: str | None = None
-) -> str:
-    """The config.pbtxt text (protobuf's text format writer) that serves the package at `path`;
-    no `name` unless given (Triton then takes the model folder's). UsageError, one line, when
-    the package cannot be served by the backend or read."""
+    path: str,
+    *,
+    max_batch_size: int = 0,
+    name: str | None = None,
+    model: str | None = None,
+    source: str = "config.pbtxt",
+) -> WrittenConfig:
+    """The config that serves the package at `path`, checked by check_config as `aotipre
+    check` would check it (`source` names it in the notes); no `name` unless given (Triton
+    then takes the model folder's). UsageError, one line, when the package cannot be served by
+    the backend or read, or when the check would refuse the config (an error finding)."""
     from aotipre.errors import UsageError
     from aotipre.pt2.reader import open_package
 
@@ -813,8 +829,12 @@ def write_serving_config(
         if not found.has_aoti:
             raise UsageError(f"{path}: model '{found.name}' holds no AOTI code to serve")
         served = with_wrapper_outputs(found, opened.archive)
-    try:
-        config = config_for(served, name=name or "", max_batch_size=max_batch_size)
-    except ValueError as exc:
-        raise UsageError(f"{path}: {exc}") from None
-    return pbtxt.format_config(config)
+        try:
+            config = config_for(served, name=name or "", max_batch_size=max_batch_size)
+        except ValueError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+        said = check_config(ServingConfig(config, source), package, [found], opened.archive)
+    refused = [f for f in said if f.severity == Severity.ERROR]
+    if refused:
+        raise UsageError(f"{path}: aotipre check would refuse the config: {refused[0].message}")
+    return WrittenConfig(pbtxt.format_config(config), tuple(said))

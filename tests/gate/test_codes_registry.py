@@ -143,6 +143,8 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT070": ("tests/test_new_user.py::test_the_cli_reports_the_mismatch",),
     "AOT080": ("tests/pt2/test_layouts_2_13_to_2_15.py::test_opaque_objects_are_flagged_and_never_unpickled",),
     "AOT081": ("tests/hardening/test_pickle_members.py::test_a_pickled_weight_is_an_error_and_never_unpickled",),
+    "AOT082": ("tests/serving/test_triton_real.py::test_aot047_max_batch_size_above_the_exported_max",),
+    "AOT083": ("tests/serving/test_triton_real.py::test_aot047_max_batch_size_above_the_exported_max",),
     "AOT107": (f"{RS}::test_exported_program_archive",),
     "AOT108": (f"{RS}::test_aoti_only_specialized_scalars_are_named_as_ignored",),
     "AOT109": (f"{RS}::test_state_dict_as_inputs_is_one_clear_finding",),

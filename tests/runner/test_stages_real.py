@@ -190,6 +190,37 @@ def test_an_aoti_only_package_against_an_exported_program_file_and_golden_output
     assert res["compare"].status is StageStatus.FAILED
 
 
+PLAIN_TORCH_OTHER_BATCH = """
+import sys, torch
+(ids, mask), kwargs = torch.load(sys.argv[2])
+ids, mask = torch.cat([ids, ids]), torch.cat([mask, mask])  # twice the batch
+out = torch._inductor.aoti_load_package(sys.argv[1])(ids, mask, **kwargs)
+torch.save(out, sys.argv[3])
+print(tuple(out.shape))
+"""
+
+
+def test_expected_outputs_of_other_inputs_are_not_a_recompile(
+    check: Check, pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """--expected outputs that plain torch computed for other inputs (the same package, twice
+    the batch): AOT703 names the expected outputs and says to save the outputs of the inputs
+    checked; recompiling, the hint against an ExportedProgram, would change nothing."""
+    other = tmp_path / "other_batch.pt"
+    proc = subprocess.run(
+        [sys.executable, "-c", PLAIN_TORCH_OTHER_BATCH, str(pkg("aoti")), str(pkg("aoti_inputs")),
+         str(other)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "(6, 4)" in proc.stdout, proc.stderr[-2000:]
+    res, findings = check("aoti", "aoti_inputs", expected=str(other), probe=False)
+    (f,) = [f for f in findings if f.code == "AOT703"]
+    assert "the expected outputs float32[6, 4]" in f.message and "float32[3, 4]" in f.message
+    assert f.hint is not None and "recompile" not in f.hint
+    assert "outputs saved for other inputs" in f.hint
+    assert res["compare"].status is StageStatus.FAILED
+
+
 def test_accuracy_mismatch_between_ep_and_aoti(check: Check) -> None:
     res, findings = check("mismatch", "aoti_inputs", probe=False)
     assert [f.code for f in findings] == ["AOT701"]

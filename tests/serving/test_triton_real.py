@@ -37,7 +37,7 @@ def _serving(built: Path, package: str, config: str) -> list:  # type: ignore[ty
     opts = CheckOptions(static_only=True, serving_config=load_serving_config(str(DATA / config)))
     report = check(str(built / package), opts)
     assert report.error is None, report.error
-    return [f for f in report.findings if f.code.startswith("AOT04")]
+    return [f for f in report.findings if f.code in _SERVING]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,24 @@ def test_aot047_max_batch_size_above_the_exported_max(built: Path) -> None:
     assert "max_batch_size: 64" in errors[0].message and "max 32" in errors[0].message
     # the compiled code refuses a batch of 1 (AOTInductor's min 2): a lone request fails
     lone = [f for f in found if f.severity.value == "warning"]
-    assert lone and lone[0].code == "AOT047" and "batch of 1" in lone[0].message
+    assert [f.code for f in lone] == ["AOT082"] and "batch of 1" in lone[0].message
+    assert [f.code for f in found if f.severity.value == "info"] == ["AOT083"]
+
+
+def test_each_batching_problem_is_ignored_on_its_own(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One code, one problem: ignoring the lone-request warning and the batching caveat leaves
+    the max_batch_size error (exit 1), and ignoring that error leaves the warning."""
+    config = str(DATA / "mlp_bad_batch64.pbtxt")
+    base = ["check", str(built / "mlp.pt2"), "--serving-config", config, "--static-only"]
+    capsys.readouterr()
+    assert main([*base, "--ignore", "AOT082,AOT083", "--format", "json"]) == 1
+    left = {f["code"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "AOT047" in left and not left & {"AOT082", "AOT083"}
+    assert main([*base, "--ignore", "AOT047", "--format", "json"]) == 0
+    left = {f["code"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert "AOT047" not in left and {"AOT082", "AOT083"} <= left
 
 
 def test_aot043_aot044_two_inputs_where_the_package_takes_three(built: Path) -> None:
@@ -154,20 +171,30 @@ def test_serving_config_round_trips_through_the_check(
     assert main(["check", str(repo), "--static-only", "--format", "json"]) == 0
     reports = json.loads(capsys.readouterr().out)["reports"]
     assert len(reports) == 2
-    assert not [f for r in reports for f in r["findings"] if f["code"].startswith("AOT04")]
+    assert not [f for r in reports for f in r["findings"] if f["code"] in _SERVING]
 
 
 def test_serving_config_with_batching_round_trips(
     built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo = _repo(built, tmp_path, batch=32)
-    assert "dims: [8]" in (repo / "mlp" / "config.pbtxt").read_text()
+    """The writer says, when it writes the config, every finding the check then gives it:
+    the package's compiled batch min of 2 (AOTInductor's Dim(min=1)) refuses a lone request
+    whatever the config says, so the writer cannot write it away."""
     capsys.readouterr()
+    repo = _repo(built, tmp_path, batch=32)
+    said = capsys.readouterr().err
+    assert "dims: [8]" in (repo / "mlp" / "config.pbtxt").read_text()
     assert main(["check", str(repo / "mlp"), "--static-only", "--format", "json"]) == 0
     found = [f for f in json.loads(capsys.readouterr().out)["findings"]]
-    serving = {(f["code"], f["severity"]) for f in found if f["code"].startswith("AOT04")}
+    serving = {(f["code"], f["severity"]) for f in found if f["code"] in _SERVING}
     # the lone-request warning and the README's batching caveat, nothing else
-    assert serving == {("AOT047", "warning"), ("AOT047", "info")}
+    assert serving == {("AOT082", "warning"), ("AOT083", "info")}
+    for code, severity in serving:
+        assert f"aotipre: {severity}: {code} " in said
+    assert said.count("aotipre: warning: AOT082 ") == 2  # once per model written
+
+
+_SERVING = {f"AOT04{i}" for i in range(10)} | {"AOT082", "AOT083"}
 
 
 def test_serving_config_refuses_a_batch_above_the_max_and_its_input(

@@ -72,8 +72,8 @@ def test_generated_config_passes_and_names_inputs_by_position() -> None:
     assert text.count('name: "INPUT__') == 3 and "KIND_GPU" in text and "dims: [8]" in text
     found = _findings(text, model)
     assert {(f.code, f.severity.value) for f in found} == {
-        ("AOT047", "warning"),  # the compiled min 2: a lone request is refused
-        ("AOT047", "info"),
+        ("AOT082", "warning"),  # the compiled min 2: a lone request is refused
+        ("AOT083", "info"),
     }
 
 

@@ -173,6 +173,14 @@ def eager_note(s: Session) -> str:
     return "the ExportedProgram could not be run eagerly"
 
 
+EXPECTED_STRUCTURE_HINT = (
+    "the --expected file holds outputs of another count, shape or dtype: outputs saved for "
+    "other inputs (another batch or sequence length) or by another model; save the outputs of "
+    "these inputs (torch.save(model(*args, **kwargs), path)) with the inputs you check"
+)
+"""AOT703's hint against expected outputs: recompiling (the code's hint) changes nothing there."""
+
+
 def compare_findings(
     s: Session,
     entry: dict[str, Any],
@@ -192,11 +200,13 @@ def compare_findings(
     if probe is not None and probe.dims:
         spec = tensor_input(s.model, probe.dims[0][0])
         extra = {"input": spec.name if spec else None, "dim": probe.dims[0][1]}
+    # against --expected the file is what differs, not how the package was compiled
+    structure_hint = {"hint": EXPECTED_STRUCTURE_HINT} if word == "expected" else {}
     if entry.get("structure"):
         what = str(entry["structure"])
         if word == "expected":
             what = what.replace("the ExportedProgram", "the expected outputs")
-        s.add("AOT703", f"{what}{at}{ref}", stage, **extra)
+        s.add("AOT703", f"{what}{at}{ref}", stage, **extra, **structure_hint)
         return what + ref
     summaries = []
     other = "the ExportedProgram" if word == "eager" else "the expected outputs"
@@ -215,6 +225,7 @@ def compare_findings(
                 expected=f"{o.get('eager_dtype')}{o.get('eager_shape')}",
                 actual=f"{o.get('dtype')}{o.get('shape')}",
                 **extra,
+                **structure_hint,
             )
             summaries.append(msg + ref)
             continue
