@@ -8,6 +8,7 @@ the logic each command runs is in commands.py, and none of it is here."""
 from __future__ import annotations
 
 from enum import Enum
+from inspect import cleandoc
 from pathlib import Path
 
 import typer
@@ -809,3 +810,17 @@ def doctor(
 def version() -> None:
     """Print aotipre's version."""
     raise typer.Exit(commands.version())
+
+
+def _reflowed(doc: str | None) -> str | None:
+    """A docstring as help text: each paragraph one line, so that the help renderer wraps it
+    to the terminal (it keeps a docstring's own line breaks, cutting summaries mid-sentence)."""
+    if not doc:
+        return doc
+    paragraphs = cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+for _command in app.registered_commands:
+    if _command.callback is not None:
+        _command.callback.__doc__ = _reflowed(_command.callback.__doc__)

@@ -176,3 +176,24 @@ def test_static_path_never_imports_torch(pkg: Pkg) -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_help_summaries_are_whole_sentences_that_wrap_to_the_terminal() -> None:
+    """`aotipre --help` on a wide terminal shows each command's summary (its docstring's first
+    paragraph) on one line: the docstrings' own line breaks never reach the renderer."""
+    import os
+    import subprocess
+    import sys
+
+    from aotipre.app import app
+
+    out = subprocess.run(
+        [sys.executable, "-m", "aotipre", "--help"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "COLUMNS": "400", "TERMINAL_WIDTH": "400"},
+    ).stdout  # fmt: skip
+    for command in app.registered_commands:
+        assert command.callback is not None and command.callback.__doc__
+        summary = command.callback.__doc__.split("\n\n")[0]
+        assert "\n" not in summary, command.name
+        assert any(summary in line for line in out.splitlines()), (summary, out)
