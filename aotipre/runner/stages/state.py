@@ -11,6 +11,7 @@ pay nothing."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aotipre.findings import Severity, StageResult, StageStatus
@@ -146,7 +147,8 @@ def mutated_buffers(s: Session) -> tuple[str, ...]:
     """The buffers the model (or its --exported-program reference) mutates."""
     names = list(s.model.mutated_buffers)
     ref = s.reference
-    if ref.path is not None and ref.model is not None and ref.path != s.package.path:
+    same = ref.path is not None and os.path.abspath(ref.path) == os.path.abspath(s.package.path)
+    if ref.path is not None and ref.model is not None and not same:
         try:
             other = read_package(ref.path).model(ref.model)
         except Exception:  # the compare stage reports an unreadable reference
