@@ -165,7 +165,7 @@ TARGETS: tuple[Target, ...] = (
         ("tests/runner/test_perf.py", "tests/gate/test_mutants_perf.py"),
     ),
     # ---- session 11: every module that decides a verdict, a severity, an exit code or what
-    # an option does (RELIABILITY.md, "Extended in session 11")
+    # an option does (RELIABILITY.md, "Mutation testing")
     # the deployment-target checks
     Target(
         "aotipre/checks/target.py",

@@ -13,13 +13,13 @@ them (`stop`: SIGKILL to the group).
 It does not start CUDA: a context would take GPU memory the perf stage reads as the model's,
 and on a healthy check it would hold a GPU for nothing. What a healthy check pays for them is
 two more interpreters importing torch on idle cores while the model's worker does the same
-(BENCHMARKS.md, session 17).
+(BENCHMARKS.md, "Triage speed").
 
 A one-package `aotipre check` starts its first worker the same way, before it has read its own
 options (`first_worker`, from cli.py): it imports torch only, and the session's first job takes
 it (`take_first`) when that job's argv and environment are the ones it started with; anything
 else stops it. Its time limit becomes the job's at the hand-over, and an interrupt during the
-hand-over ends it as run_process ends its own child (BENCHMARKS.md, session 19).
+hand-over ends it as run_process ends its own child (BENCHMARKS.md, "Cost of a check").
 """
 
 from __future__ import annotations
