@@ -83,6 +83,10 @@ class CheckOptions:
     allow_pickle: bool = False
     """The user accepts members that loading the package unpickles without restriction
     (--allow-pickle): AOT081 is a warning, not an error, and the dynamic stages load it."""
+    deployment_checks_inputs: bool = False
+    """The serving process sets AOTI_RUNTIME_CHECK_INPUTS (--deployment-checks-inputs, also
+    DynamicOptions.deployment_checks_inputs): a sample laid out otherwise than compiled is an
+    AOT307 error, which the deployment's check refuses, even with --static-only."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -270,6 +274,7 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         compile_at_deploy=opts.compile_at_deploy,
         allow_pickle=opts.allow_pickle,
         archive=archive,
+        deployment_checks_inputs=_deployment_checks_inputs(opts, hosts),
     )
     findings += check_custom_ops(
         package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
@@ -393,6 +398,17 @@ _SERVING_CODES = "AOT04"
 package's own dynamic stages still run."""
 
 
+def _deployment_checks_inputs(opts: CheckOptions, hosts: list[HostInfo]) -> bool:
+    """The deployment sets AOTI_RUNTIME_CHECK_INPUTS: --deployment-checks-inputs, or every
+    --target says `checks-inputs=yes`."""
+    if opts.deployment_checks_inputs or (
+        opts.dynamic is not None and opts.dynamic.deployment_checks_inputs
+    ):
+        return True
+    targets = [h for h in hosts if h.is_target]
+    return bool(targets) and all(h.checks_inputs for h in targets)
+
+
 def _with_target_checks(opts: CheckOptions, hosts: list[HostInfo]) -> CheckOptions:
     """--target deployments that say `checks-inputs=yes`: when every target does, the probe
     judges as for --deployment-checks-inputs; when only some do, AOT613 names the others."""
@@ -495,6 +511,7 @@ def _dynamic(
         weights=weights,
     )
     report.stages.extend(stages)
+    _settle(report, findings)
     report.findings.extend(findings)
     for escalation in escalations:
         report.stages.extend(escalation.stages)
@@ -503,6 +520,25 @@ def _dynamic(
             report.diagnosis.append(escalation.diagnosis)
     if opts.canary:
         _host_canary(report, model, opts)
+
+
+_SETTLED_BY_RUNS = {"AOT307": "probe"}
+"""Static codes that only say what may happen, and the dynamic stage whose finding of the same
+code, model and input settles them: a sample laid out otherwise than compiled may compute wrong
+results; the probe runs it as a default deployment does and says whether it does."""
+
+
+def _settle(report: Report, dynamic: list[Finding]) -> None:
+    """Drop the static findings that `dynamic` settles (_SETTLED_BY_RUNS)."""
+    settled = {
+        (f.code, f.model, f.input) for f in dynamic if _SETTLED_BY_RUNS.get(f.code) == f.stage
+    }
+    if settled:
+        report.findings[:] = [
+            f
+            for f in report.findings
+            if f.stage != "static" or (f.code, f.model, f.input) not in settled
+        ]
 
 
 def _host_canary(report: Report, model: ModelInfo, opts: CheckOptions) -> None:

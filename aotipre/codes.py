@@ -966,10 +966,24 @@ ALL_CODES: tuple[Code, ...] = (
         "stride-mismatch",
         E,
         C.STRIDE,
-        "An input's stride differs from the static stride the package was compiled for.",
+        "An input's stride differs from the stride the package was compiled for. A default "
+        "deployment (AOTI_RUNTIME_CHECK_INPUTS unset) runs it unchecked, and whether the outputs "
+        "are right depends on the model's code; the runtime check, where it is set, refuses it. "
+        "The probe runs the sample as given without the check and compares its outputs with "
+        "its values laid out as compiled: an error when they differ or the run fails.",
         "pass a contiguous tensor (x.contiguous()) or the exported layout",
+        overrides=(
+            (
+                W,
+                "the deployment does not set AOTI_RUNTIME_CHECK_INPUTS (no "
+                "--deployment-checks-inputs) and no run showed wrong outputs: statically (the "
+                "probe settles it), or when the sample as given returned its compiled layout's "
+                "outputs",
+            ),
+        ),
         example="input 'attention_mask' has stride 16 at dim 0, the package was compiled for 10 "
-        "(contiguous layout; the input's strides are [16, 1])",
+        "(contiguous layout; the input's strides are [16, 1]); the deployment sets "
+        "AOTI_RUNTIME_CHECK_INPUTS (--deployment-checks-inputs), whose check refuses it",
     ),
     Code(
         "AOT308",

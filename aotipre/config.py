@@ -227,6 +227,7 @@ class Settings:
             exported_program=self.exported_program,
             weights=self.weights,
             allow_pickle=self.allow_pickle,
+            deployment_checks_inputs=self.deployment_checks_inputs,
         )
 
 

@@ -54,10 +54,12 @@ def run_static_checks(
     compile_at_deploy: bool = False,
     allow_pickle: bool = False,
     archive: Archive | None = None,
+    deployment_checks_inputs: bool = False,
 ) -> tuple[list[Finding], list[TargetRow]]:
     """Package checks, then how a deployment loads it, then compatibility with each target,
     then each model's call contract and sample inputs, in that order. `allow_pickle`
-    (--allow-pickle): pickled members are warnings."""
+    (--allow-pickle): pickled members are warnings; `deployment_checks_inputs` (the deployment
+    sets AOTI_RUNTIME_CHECK_INPUTS): a sample laid out otherwise than compiled is an error."""
     findings = check_package(package, models, allow_pickle=allow_pickle)
     findings.extend(check_loading(package, models, compile_at_deploy=compile_at_deploy))
     target_findings, rows = check_targets(package, models, hosts, soft=soft_host, archive=archive)
@@ -73,6 +75,8 @@ def run_static_checks(
         findings.extend(check_data_ranges(model))
         findings.extend(check_unplaced_specialized(model, sample))
         if sample is not None and model.contract_source != "none":
-            findings.extend(check_inputs(model, sample))
+            findings.extend(
+                check_inputs(model, sample, deployment_checks_inputs=deployment_checks_inputs)
+            )
             findings.extend(check_index_values(package, model, sample, archive))
     return findings, rows

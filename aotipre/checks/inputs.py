@@ -24,6 +24,8 @@ class _Ctx:
     findings: list[Finding] = field(default_factory=list)
     bindings: dict[str, tuple[int, InputSpec, int]] = field(default_factory=dict)
     """symbol -> (value, the input that bound it, its dim)."""
+    deployment_checks_inputs: bool = False
+    """The deployment sets AOTI_RUNTIME_CHECK_INPUTS, whose check refuses another layout."""
 
     def add(self, code: str, message: str, spec: InputSpec | None = None, **kw: Any) -> None:
         if spec is not None:
@@ -34,18 +36,90 @@ class _Ctx:
         )
 
 
-def check_inputs(model: ModelInfo, sample: SampleInputs) -> list[Finding]:
-    """Every static finding about `sample` for `model` (empty list: the inputs fit the contract)."""
-    ctx = _Ctx(model)
-    leaves = _match_structure(ctx, sample)
-    if leaves is None:
-        return ctx.findings
-    deferred: list[tuple[InputSpec, TensorMeta]] = []
-    for spec, value in leaves:
-        _check_leaf(ctx, spec, value, deferred)
+def check_inputs(
+    model: ModelInfo, sample: SampleInputs, *, deployment_checks_inputs: bool = False
+) -> list[Finding]:
+    """Every static finding about `sample` for `model` (empty list: the inputs fit the contract).
+    `deployment_checks_inputs`: the deployment sets AOTI_RUNTIME_CHECK_INPUTS, so an input laid
+    out otherwise than compiled is refused there (AOT307 is an error, else a warning)."""
+    ctx = _Ctx(model, deployment_checks_inputs=deployment_checks_inputs)
+    deferred = _checked_leaves(ctx, sample)
     for spec, meta in deferred:
         _check_derived(ctx, spec, meta)
     return ctx.findings
+
+
+@dataclass(frozen=True)
+class CompiledLayout:
+    """A sample tensor laid out otherwise than the package was compiled for: the checked runs
+    get its values in the compiled layout, and it runs once as given without the runtime check
+    (runner/stages/probe.py)."""
+
+    leaf: int
+    """Its position among the sample's tensors, in the order the sample holds them (args, then
+    kwargs, each flattened in order)."""
+    input: str
+    """The contract input's name."""
+    position: int | None
+    """The contract input's position."""
+    dim: int
+    """The first dim whose stride differs."""
+    strides: tuple[int, ...]
+    """The strides the compiled code reads it with, for the sample's sizes."""
+    actual: tuple[int, ...]
+    """The sample's strides."""
+
+
+def compiled_layouts(model: ModelInfo, sample: SampleInputs) -> list[CompiledLayout]:
+    """The sample tensors whose strides differ, in any dim (a size-1 dim too: the runtime check
+    compares every stride), from the dense layout the package was compiled for, evaluated with
+    the sample's sizes. Inputs whose compiled strides are unknown or not dense are left out."""
+    ctx = _Ctx(model)
+    deferred = _checked_leaves(ctx, sample)
+    env = {sym: v for sym, (v, _, _) in ctx.bindings.items()}
+    flat = [
+        m for m in _flatten([*sample.args, *sample.kwargs.values()]) if isinstance(m, TensorMeta)
+    ]
+    leaf_of = {id(m): i for i, m in enumerate(flat)}
+    out = []
+    for spec, meta in deferred:
+        t = spec.tensor
+        if t is None or t.strides is None or len(t.strides) != len(meta.shape):
+            continue
+        strides = [d.value if d.is_static else _evaluate(d.expr or "", env) for d in t.strides]
+        if None in strides or id(meta) not in leaf_of:
+            continue
+        compiled = tuple(int(s) for s in strides)  # type: ignore[arg-type]  # no None left
+        if compiled == tuple(meta.strides) or not _dense(meta.shape, compiled):
+            continue
+        dim = next(d for d, (a, b) in enumerate(zip(compiled, meta.strides)) if a != b)
+        out.append(
+            CompiledLayout(
+                leaf_of[id(meta)], spec.name, spec.position, dim, compiled, tuple(meta.strides)
+            )
+        )
+    return out
+
+
+def _dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether `strides` lay out `shape` densely (a permutation of a contiguous layout: no
+    gaps, no overlap), so that a tensor of that layout holds exactly numel elements."""
+    expected = 1
+    for size, stride in sorted(zip(shape, strides), key=lambda p: (p[1], p[0])):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _checked_leaves(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, TensorMeta]]:
+    """Pair the sample with the contract and check each leaf (binding the dynamic dims in
+    `ctx`); returns the tensors whose derived dims and strides are checked once all are bound."""
+    leaves = _match_structure(ctx, sample)
+    deferred: list[tuple[InputSpec, TensorMeta]] = []
+    for spec, value in leaves or ():
+        _check_leaf(ctx, spec, value, deferred)
+    return deferred
 
 
 def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, Any]] | None:
@@ -466,12 +540,13 @@ def _check_derived(ctx: _Ctx, spec: InputSpec, meta: TensorMeta) -> None:
             _check_range(ctx, spec, dim, expr, got, ctx.model.symbol(expr), bound)
     if t.strides is None or len(t.strides) != len(meta.strides):
         return
-    if meta.is_contiguous and _contiguous_strides(t, env):
+    checked = _checked_size_one_strides(ctx, t, meta)
+    if meta.is_contiguous and _contiguous_strides(t, env) and not checked:
         # Both contiguous: a stride that differs follows from a size that differs, which the
         # shape checks report; `.contiguous()` would change nothing.
         return
     for dim, (want, got) in enumerate(zip(t.strides, meta.strides)):
-        if meta.shape[dim] <= 1:
+        if meta.shape[dim] <= 1 and dim not in checked:
             continue  # the stride of a size-0/1 dim does not change the layout
         expected = want.value if want.is_static else _evaluate(want.expr or "", env)
         if expected is None or expected == got:
@@ -480,13 +555,44 @@ def _check_derived(ctx: _Ctx, spec: InputSpec, meta: TensorMeta) -> None:
         ctx.add(
             "AOT307",
             f"input '{spec.name}' has stride {got} at dim {dim}, the package was compiled for "
-            f"{expected} ({layout} layout; the input's strides are {list(meta.strides)})",
+            f"{expected} ({layout} layout; the input's strides are {list(meta.strides)}); "
+            + (LAYOUT_REFUSED if ctx.deployment_checks_inputs else LAYOUT_UNSETTLED),
             spec,
             dim=dim,
             expected=expected,
             actual=got,
+            severity=Severity.ERROR if ctx.deployment_checks_inputs else Severity.WARNING,
         )
         return  # one stride finding per input is enough
+
+
+def _checked_size_one_strides(ctx: _Ctx, t: Any, meta: TensorMeta) -> set[int]:
+    """The size-1 dims whose static compiled stride the sample's differs from, when the
+    deployment sets AOTI_RUNTIME_CHECK_INPUTS: its check compares every static stride, a size-1
+    dim's too, although the layout is the same. Only where the sample has the compiled static
+    sizes (a stride that follows from a wrong size is the shape checks' finding)."""
+    if not ctx.deployment_checks_inputs or any(
+        d.is_static and d.value != size for d, size in zip(t.shape, meta.shape)
+    ):
+        return set()
+    return {
+        dim
+        for dim, (want, got) in enumerate(zip(t.strides, meta.strides))
+        if meta.shape[dim] == 1 and want.is_static and want.value != got
+    }
+
+
+LAYOUT_REFUSED = (
+    "the deployment sets AOTI_RUNTIME_CHECK_INPUTS (--deployment-checks-inputs), whose check "
+    "refuses it"
+)
+"""AOT307's clause when the deployment checks its inputs: an error."""
+LAYOUT_UNSETTLED = (
+    "a default deployment (AOTI_RUNTIME_CHECK_INPUTS unset) runs it unchecked, and whether its "
+    "outputs are right depends on the model's code: it may compute wrong results; the dynamic "
+    "stages settle it (they run it as given and compare with its values laid out as compiled)"
+)
+"""AOT307's clause when only the run can tell: a warning until the dynamic stages settle it."""
 
 
 def _contiguous_strides(t: Any, env: dict[str, int]) -> bool:

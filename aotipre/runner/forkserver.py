@@ -37,7 +37,17 @@ from aotipre.runner.proc import ProcessOutcome, run_process, stop_child
 
 CLIENT_PATH = os.path.join(os.path.dirname(launch.WORKER_PATH), "forkclient.py")
 SERVED_OPS = frozenset(
-    {"load", "run", "latency", "probe", "index_run", "disk_weights_run", "state", "weights"}
+    {
+        "load",
+        "run",
+        "latency",
+        "probe",
+        "sample_layout",
+        "index_run",
+        "disk_weights_run",
+        "state",
+        "weights",
+    }
 )
 """Steps a forked worker may run: loading and calling a compiled package, nothing that compiles
 or starts other tools."""

@@ -7,7 +7,10 @@ size-1 dim, checked two ways against plain torch in a fresh process:
   input, and aotipre's run stage agrees (no finding, or the dim's AOT303/AOT304);
 - the static check says the same before anything runs (test_boundaries_static.py holds the
   exact findings; here: error or not), except where the ExportedProgram alone cannot know the
-  compiled code's bounds (ep_only.pt2: the export allows batch 1, its compiled code does not).
+  compiled code's bounds (ep_only.pt2: the export allows batch 1, its compiled code does not);
+- a sample laid out otherwise than compiled: plain torch without the variable (as a default
+  deployment) returns wrong or the same outputs, and AOT307 from the step that runs the sample
+  as given is an error or a warning accordingly (the checked runs get the compiled layout).
 """
 
 from __future__ import annotations
@@ -165,57 +168,101 @@ def test_derived_dims_at_their_edges(
     assert sorted({f.code for f in findings}) == codes
 
 
-def test_sliced_input_reads_wrong_values_unless_refused(dynamic: Dynamic, gate: Gate) -> None:
-    # input_ids[::2]: strides (20, 1) where the code reads (s53, 1). AOTI's input check does not
-    # cover symbolic strides; plain torch without AOTI_RUNTIME_CHECK_INPUTS runs and returns
-    # other numbers than for the same ids made contiguous. Static: AOT307 (both.pt2 and the
-    # AOTI-only aoti.pt2); run stage: torch 2.13's compiled size/stride guard refuses it
-    # (AOT601), torch 2.11 compiles none (plain torch runs it); both.pt2's eager comparison
-    # would differ.
-    wrong = plain_torch(
-        "import json, sys, torch\n"
-        "m = torch._inductor.aoti_load_package(sys.argv[1])\n"
-        "(ids, mask), _ = torch.load(sys.argv[2])\n"
-        "print(json.dumps(torch.equal(m(ids, mask), m(ids.contiguous(), mask))))\n",
-        str(gate("aoti.pt2")),
-        str(gate("token_sliced_ids")),
-    )
-    assert wrong is False
-    static = check(
-        gate("both.pt2"), CheckOptions(inputs=str(gate("token_sliced_ids")), static_only=True)
-    )
-    assert [f.code for f in static.findings if f.severity is Severity.ERROR] == ["AOT307"]
-    static = check(
-        gate("aoti.pt2"), CheckOptions(inputs=str(gate("token_sliced_ids")), static_only=True)
-    )
-    assert [f.code for f in static.findings if f.severity is Severity.ERROR] == ["AOT307"]
-    sliced = str(gate("token_sliced_ids"))
-    refused = plain_outcomes(str(gate("aoti.pt2")), sliced)[sliced] != "ok"
-    _, findings = dynamic("aoti", "token_sliced_ids", probe=False)
-    assert [f.code for f in findings] == (["AOT601"] if refused else [])
+UNCHECKED = """
+import json, sys, torch
+m = torch._inductor.aoti_load_package(sys.argv[1])
+args, kwargs = torch.load(sys.argv[2])
+fresh = torch.contiguous_format  # fresh strides: .contiguous() keeps (8, 1, 1) of [4, 1, 8]
+dense = [a.clone(memory_format=fresh) if isinstance(a, torch.Tensor) else a for a in args]
+try:
+    out = m(*args, **kwargs)
+except Exception:
+    print(json.dumps("refused"))
+else:
+    print(json.dumps(torch.equal(out, m(*dense, **kwargs))))
+"""
+"""Plain torch as a default deployment runs it (AOTI_RUNTIME_CHECK_INPUTS=0 is off): whether the
+package refuses the inputs as given, else whether its outputs equal those for the same values
+laid out contiguously, with every stride fresh (the layout these packages were compiled for)."""
+
+
+def unchecked_outcome(package: Path, inputs: Path) -> str | bool:
+    return plain_torch(UNCHECKED, str(package), str(inputs), env={"AOTI_RUNTIME_CHECK_INPUTS": "0"})
+
+
+@pytest.mark.parametrize(
+    "inputs, position", [("token_sliced_ids", 0), ("token_padded_mask", 1)]
+)  # input_ids, attention_mask (aoti.pt2 knows them as args[0], args[1])
+def test_sliced_input_reads_wrong_values_unless_refused(
+    dynamic: Dynamic, gate: Gate, inputs: str, position: int
+) -> None:
+    # input_ids[::2] (strides (20, 1)) and attention_mask[:, :10] of [3, 16] (strides (16, 1))
+    # where the code reads (s53, 1). Plain torch without AOTI_RUNTIME_CHECK_INPUTS runs them and
+    # returns other numbers than for the same values made contiguous; with it, torch 2.13's
+    # compiled size/stride guard refuses them, torch 2.11 compiles none. Static: an AOT307
+    # warning (both.pt2 and the AOTI-only aoti.pt2), an error for a deployment that checks its
+    # inputs. Dynamic: the checked run gets the compiled layout and passes; the sample-layout
+    # step runs the sample as given, as a default deployment does, and AOT307 says what it did.
+    unchecked = unchecked_outcome(gate("aoti.pt2"), gate(inputs))
+    # the ground truth this case is about: wrong outputs (torch 2.13) or a refusal
+    assert unchecked in (False, "refused"), unchecked
+    for pt2 in ("both.pt2", "aoti.pt2"):
+        for checks in (False, True):
+            static = check(
+                gate(pt2),
+                CheckOptions(
+                    inputs=str(gate(inputs)), static_only=True, deployment_checks_inputs=checks
+                ),
+            )
+            found = [(f.code, f.position, f.dim) for f in static.findings if f.code == "AOT307"]
+            assert found == [("AOT307", position, 0)], pt2
+            errors = [f.code for f in static.findings if f.severity is Severity.ERROR]
+            assert errors == (["AOT307"] if checks else []), pt2
+    res, findings = dynamic("aoti", inputs, probe=False)
+    # what a default deployment does with it is wrong: an error, whatever the runtime check does
+    assert [(f.code, f.stage, f.severity, f.position, f.dim) for f in findings] == [
+        ("AOT307", "probe", Severity.ERROR, position, 0)
+    ]
+    assert res["run"].status is StageStatus.PASSED and "laid out as compiled" in res["run"].detail
+    assert res["probe"].status is StageStatus.FAILED
 
 
 def test_size_one_dim_with_an_unusual_stride(dynamic: Dynamic, gate_compiled: Gate) -> None:
     # unit.pt2: x [4, 1, 8] static, compiled strides (8, 8, 1); the sample has (8, 1, 1), which
     # torch calls contiguous. Plain torch without AOTI_RUNTIME_CHECK_INPUTS runs it with the
     # same result as the contiguous copy (a size-1 dim's stride is never used): the static check
-    # does not flag it. With the variable set, AOTI's input check compares every static stride
-    # and refuses it, and aotipre's run stage (which sets it) reports what it says.
-    same = plain_torch(
-        "import json, sys, torch\n"
-        "m = torch._inductor.aoti_load_package(sys.argv[1])\n"
-        "(x,), _ = torch.load(sys.argv[2])\n"
-        "print(json.dumps([x.is_contiguous(), torch.equal(m(x), m(x.contiguous()))]))\n",
-        str(gate_compiled("unit.pt2")),
-        str(gate_compiled("unit_inputs_size1_stride")),
+    # does not flag it, and the sample-layout step (the sample as given, unchecked) finds the
+    # same outputs: an AOT307 warning. With the variable set, AOTI's input check compares every
+    # static stride and refuses it: with --deployment-checks-inputs the static lane and the
+    # same step say error.
+    unit, sample = gate_compiled("unit.pt2"), gate_compiled("unit_inputs_size1_stride")
+    contiguous = plain_torch(
+        "import json, sys, torch\n(x,), _ = torch.load(sys.argv[1])\n"
+        "print(json.dumps(x.is_contiguous()))\n",
+        str(sample),
     )
-    assert same == [True, True]
-    inputs = str(gate_compiled("unit_inputs_size1_stride"))
-    static = check(gate_compiled("unit.pt2"), CheckOptions(inputs=inputs, static_only=True))
+    unchecked = unchecked_outcome(unit, sample)
+    refused = plain_outcomes(str(unit), str(sample))[str(sample)] != "ok"
+    assert [contiguous, unchecked, refused] == [True, True, True]  # the ground truth
+    static = check(unit, CheckOptions(inputs=str(sample), static_only=True))
     assert without_facts(static.findings) == []
-    _, findings = dynamic("unit", "unit_inputs_size1_stride", probe=False)
-    assert [(f.code, f.stage, f.dim, f.expected, f.actual) for f in findings] == [
-        ("AOT307", "run", 1, 8, 1)
+    # a deployment that checks its inputs refuses it: the static lane says so before any run
+    static = check(
+        unit, CheckOptions(inputs=str(sample), static_only=True, deployment_checks_inputs=True)
+    )
+    found = [
+        (f.code, f.severity, f.dim, f.expected, f.actual) for f in without_facts(static.findings)
     ]
+    assert found == [("AOT307", Severity.ERROR, 1, 8, 1)]
+    for checks in (False, True):
+        res, findings = dynamic(
+            "unit", "unit_inputs_size1_stride", probe=False, deployment_checks_inputs=checks
+        )
+        # the same outputs unchecked: harmless unless the deployment's check refuses it
+        severity = Severity.ERROR if checks and refused else Severity.WARNING
+        assert [(f.code, f.stage, f.severity, f.dim, f.expected, f.actual) for f in findings] == [
+            ("AOT307", "probe", severity, 1, 8, 1)
+        ]
+        assert res["run"].status is StageStatus.PASSED
     _, findings = dynamic("unit", "unit_inputs", probe=False)
     assert findings == []

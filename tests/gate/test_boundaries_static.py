@@ -19,8 +19,13 @@ from pathlib import Path
 import pytest
 
 from aotipre.checks import run_static_checks
-from aotipre.checks.inputs import check_inputs
-from aotipre.findings import Finding
+from aotipre.checks.inputs import (
+    LAYOUT_REFUSED,
+    LAYOUT_UNSETTLED,
+    check_inputs,
+    compiled_layouts,
+)
+from aotipre.findings import Finding, Severity
 from aotipre.host import parse_target
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.reader import read_package
@@ -301,8 +306,21 @@ def test_the_stride_message_says_whether_the_package_wants_a_contiguous_layout(p
     (f,) = check_inputs(model(pkg, "strides"), SampleInputs((t("float32", 4, 8, strides=(1, 4)),)))
     assert f.message == (
         "input 'args[0]' has stride 1 at dim 0, the package was compiled for 8 (contiguous "
-        "layout; the input's strides are [1, 4])"
+        "layout; the input's strides are [1, 4]); " + LAYOUT_UNSETTLED
     )
+    assert f.severity is Severity.WARNING  # only a run tells whether the outputs are wrong
+    (f,) = check_inputs(
+        model(pkg, "strides"),
+        SampleInputs((t("float32", 4, 8, strides=(1, 4)),)),
+        deployment_checks_inputs=True,
+    )
+    assert f.severity is Severity.ERROR and f.message.endswith(LAYOUT_REFUSED)
+    # the checked runs get it laid out as compiled: every dim compared, a size-1 dim's too
+    (x,) = compiled_layouts(
+        model(pkg, "strides"), SampleInputs((t("float32", 4, 8, strides=(1, 4)),))
+    )
+    assert (x.leaf, x.dim, x.strides, x.actual) == (0, 0, (8, 1), (1, 4))
+    assert compiled_layouts(model(pkg, "strides"), SampleInputs((t("float32", 4, 8),))) == []
     # a package compiled for a transposed (column-major) [4, 8] input
     m = model(pkg, "strides")
     (x,) = m.inputs

@@ -28,6 +28,7 @@ TGT = "tests/binaries/test_targets.py"
 CPP = "tests/cpp/test_stages_real.py"
 CPPC = "tests/cpp/test_codes_cpp_real.py"
 PERF = "tests/gate/test_codes_perf_real.py"
+LAYOUTS = "tests/runner/test_sample_layout_real.py"
 
 REAL: dict[str, tuple[str, ...]] = {
     "AOT001": (f"{ARCH}::test_missing_file",),
@@ -67,7 +68,10 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT305": (f"{FIX}::test_shared_dim_disagrees",),
     "AOT306": (f"{FIX}::test_derived_dim",),
     "AOT307": (f"{FIX}::test_transposed_input_violates_static_strides",
-               f"{G}/test_boundaries_run.py::test_size_one_dim_with_an_unusual_stride"),
+               f"{G}/test_boundaries_run.py::test_size_one_dim_with_an_unusual_stride",
+               f"{G}/test_boundaries_run.py::test_sliced_input_reads_wrong_values_unless_refused",
+               f"{LAYOUTS}::test_a_deployment_that_checks_inputs_refuses_the_layout",
+               f"{LAYOUTS}::test_no_probe_still_runs_the_sample_as_given"),
     "AOT401": (f"{T211}::test_cuda_package_on_a_cpu_host",),
     "AOT402": (f"{T211}::test_cuda_target_compute_capability",),
     "AOT403": (f"{G}/test_static_package.py::test_cpu_package_on_hosts",),
@@ -87,7 +91,8 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT514": (f"{G}/test_codes_real.py::test_aot514_loading_crashes",),
     "AOT516": (f"{G}/test_codes_real.py::test_aot516_load_timeout",),
     "AOT517": (f"{G}/test_codes_real.py::test_aot517_exported_program_this_torch_cannot_load",),
-    "AOT601": (f"{G}/test_codes_real.py::test_aot601_size_stride_guard",),
+    "AOT601": (f"{G}/test_codes_real.py::test_aot601_size_stride_guard",
+               f"{G}/test_boundaries_run.py::test_derived_dims_at_their_edges"),
     "AOT602": (f"{REAL_STAGES}::test_out_of_range_index_names_the_cpp_kernel",),
     "AOT603": (f"{G}/test_codes_real.py::test_aot603_aot604_aot605_worker_dies_while_running",),
     "AOT604": (f"{G}/test_codes_real.py::test_aot603_aot604_aot605_worker_dies_while_running",

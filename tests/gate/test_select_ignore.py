@@ -92,11 +92,14 @@ def test_errors_keep_the_dynamic_stages_from_running(pkg: Pkg, tmp_path: Path) -
 
 
 def test_errors_of_the_package_block_too_and_are_listed_once(pkg: Pkg, tmp_path: Path) -> None:
-    report = run_fake(pkg, tmp_path, "aoti_inputs_transposed", target="cuda,cc=9.0")
+    report = run_fake(
+        pkg, tmp_path, "aoti_inputs_transposed", target="cuda,cc=9.0,checks-inputs=yes"
+    )
     dynamic = [s for s in report.stages if s.name in STAGES]
     assert all(s.status is StageStatus.SKIPPED for s in dynamic)
-    # AOT307 (the model's), AOT401 (this cpu package on a cuda-only target), sorted, once each
-    assert dynamic[0].detail.startswith("static checks found errors (AOT307")
+    # AOT307 (the model's: the target's runtime check refuses the layout), then the AOT40x of
+    # this cpu package on a cuda-only target, sorted, once each
+    assert dynamic[0].detail.startswith("static checks found errors (AOT307, AOT40")
 
 
 def test_ignored_errors_still_block_the_dynamic_stages(pkg: Pkg, tmp_path: Path) -> None:

@@ -158,5 +158,9 @@ def test_215_aoti_only_contract(built215: Path, tmp_path: Path) -> None:
                                               "strides_inputs_transposed.pt"))  # fmt: skip
     rc, doc = _aotipre(str(pkg), "--inputs", str(good), "--python", str(TORCH215), tmp=tmp_path)
     assert rc == 0, doc["findings"]
-    rc, doc = _aotipre(str(pkg), "--inputs", str(bad), "--static-only", tmp=tmp_path)
-    assert rc != 0 and any(f["code"] == "AOT307" for f in doc["findings"]), doc["findings"]
+    rc, doc = _aotipre(
+        str(pkg), "--inputs", str(bad), "--static-only", "--deployment-checks-inputs", tmp=tmp_path
+    )
+    assert rc != 0 and any(
+        f["code"] == "AOT307" and f["severity"] == "error" for f in doc["findings"]
+    ), doc["findings"]

@@ -1,5 +1,7 @@
 """Which inputs the workers get: the user's file, the sample inputs stored in the archive, or
-inputs synthesized from the contract (seeded); and their shapes, which the probes start from."""
+inputs synthesized from the contract (seeded); and their shapes, which the probes start from.
+A sample tensor laid out otherwise than compiled reaches the workers' checked runs in the
+compiled layout (the runtime check would refuse it as given); the probe runs it as given."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from aotipre.checks.inputs import CompiledLayout, compiled_layouts
 from aotipre.errors import InputsError
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
@@ -27,6 +30,21 @@ class WorkerInputs:
     note: str
     shapes_unknown: str = ""
     """Why the shapes are unknown although the inputs are (the probe stage says it)."""
+    relaid: tuple[CompiledLayout, ...] = ()
+    """The sample tensors laid out otherwise than compiled: the workers lay them out as
+    compiled (the spec's `compiled_strides`), except for the probe's run of the sample as given."""
+
+
+def _relaid(
+    spec: dict[str, Any], note: str, model: ModelInfo, sample: SampleInputs
+) -> tuple[dict[str, Any], str, tuple[CompiledLayout, ...]]:
+    """The spec and note of a sample whose tensors the workers lay out as compiled."""
+    relaid = tuple(compiled_layouts(model, sample))
+    if not relaid:
+        return spec, note, ()
+    spec = {**spec, "compiled_strides": [[r.leaf, list(r.strides)] for r in relaid]}
+    said = ", ".join(f"'{r.input}' with strides {r.strides} (given {r.actual})" for r in relaid)
+    return spec, f"{note}; laid out as compiled: {said}", relaid
 
 
 def plan_inputs(
@@ -51,7 +69,8 @@ def plan_inputs(
             shapes = sample_tensor_shapes(model, sample)
         except InputsError as exc:
             return WorkerInputs(spec, {}, note, f"input shapes unknown ({exc})")
-        return WorkerInputs(spec, shapes, note)
+        spec, note, relaid = _relaid(spec, note, model, sample)
+        return WorkerInputs(spec, shapes, note, relaid=relaid)
     if inputs_member is not None:
         spec = {"kind": "member", "member": inputs_member}
         note = f"inputs stored in the archive ({inputs_member})"
@@ -62,7 +81,8 @@ def plan_inputs(
             shapes = sample_tensor_shapes(model, sample)
         except Exception as exc:
             return WorkerInputs(spec, {}, note, f"input shapes unknown ({exc})")
-        return WorkerInputs(spec, shapes, note)
+        spec, note, relaid = _relaid(spec, note, model, sample)
+        return WorkerInputs(spec, shapes, note, relaid=relaid)
     try:
         opened: Archive | None = archive()
     except Exception:  # synthesize only wants index hints from it: it does without them

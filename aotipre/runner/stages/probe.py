@@ -6,6 +6,7 @@ setting the check itself (--deployment-checks-inputs)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from aotipre.findings import Severity, StageResult, StageStatus
@@ -34,6 +35,9 @@ _PROBE_WORDS = {
     "offset": "one element into its storage",
 }
 """How a probe case reads in the progress line (`probing s77 one past its max`)."""
+SAMPLE_LAYOUT = "sample-layout"
+"""The step that runs the sample as given, its tensors in layouts other than compiled, without
+the runtime check (a default deployment), compared with its values laid out as compiled."""
 UNCHECKED = ":unchecked"
 """A case's twin run the way a default deployment runs it: AOTI_RUNTIME_CHECK_INPUTS unset."""
 OPT_IN = "AOTI_RUNTIME_CHECK_INPUTS=1, which aotipre sets and a default deployment does not"
@@ -61,6 +65,8 @@ class ProbeStage(Stage):
         """Why no probe was planned."""
 
     def progress(self, s: Session, op: str, rest: str) -> str | None:
+        if op == SAMPLE_LAYOUT:
+            return "running the sample as given, without the runtime check"
         if op != "probe":
             return None
         symbol, _, kind = rest.partition(":")
@@ -70,8 +76,18 @@ class ProbeStage(Stage):
         return f"probing {symbol} {_PROBE_WORDS.get(kind, 'at ' + kind)}"
 
     def plan(self, s: Session) -> list[PlannedStep]:
-        if not s.opts.probe:
-            return []
+        # the sample as given runs even with --no-probe: no PASS may hide the wrong outputs a
+        # default deployment computes with its layout
+        steps = self._plan_probes(s) if s.opts.probe else []
+        if s.inputs.relaid:  # last: the worker releases its checked copy of the model for it
+            steps.append(
+                PlannedStep(
+                    SAMPLE_LAYOUT, "sample_layout", {"unchecked": True, "requires": ["run"]}
+                )
+            )
+        return steps
+
+    def _plan_probes(self, s: Session) -> list[PlannedStep]:
         m = s.model
         shapes = s.inputs.shapes
         self.why_not = s.inputs.shapes_unknown
@@ -131,8 +147,26 @@ class ProbeStage(Stage):
         return steps
 
     def result(self, s: Session) -> StageResult:
-        if not s.opts.probe:
-            return s.skipped("probe", "probing is off")
+        probed = self._probe_result(s) if s.opts.probe else s.skipped("probe", "probing is off")
+        given = sample_layout_findings(s)
+        if given is None:
+            return probed
+        part, rec, wrong = given
+        status = StageStatus.FAILED if wrong else StageStatus.PASSED
+        if rec.status == "worker_error":
+            status = StageStatus.ERROR
+        if probed.status is StageStatus.SKIPPED:
+            return s.stage("probe", status, f"{part} (no probe: {probed.detail})", [rec])
+        if probed.status is not StageStatus.PASSED and status is not StageStatus.FAILED:
+            status = probed.status
+        return replace(
+            probed,
+            status=status,
+            detail=f"{part}; {probed.detail}",
+            duration_s=probed.duration_s + rec.duration_s,
+        )
+
+    def _probe_result(self, s: Session) -> StageResult:
         plan = self.plan_
         if plan is None or not plan.cases:
             why = self.why_not or "; ".join(plan.notes if plan else ()) or "nothing to probe"
@@ -484,3 +518,64 @@ def unchecked_finding(s: Session, found: list[Any]) -> None:
             for c, _, what, _ in found
         ),
     )
+
+
+def sample_layout_findings(s: Session) -> tuple[str, StepRecord, bool] | None:
+    """What a default deployment does with the sample as given, its tensors laid out otherwise
+    than compiled (the sample-layout step): one AOT307 per such input, an error when it failed
+    or returned other outputs than the compiled layout (the deployment computes wrong results),
+    a warning when they match (harmless without AOTI_RUNTIME_CHECK_INPUTS; an error with
+    --deployment-checks-inputs, whose check refuses it). Returns the probe detail's clause, the
+    step's record and whether the outputs were wrong; None when the step did not run."""
+    r = s.records.get(SAMPLE_LAYOUT)
+    relaid = s.inputs.relaid
+    if r is None or r.status == "skipped" or not relaid:
+        return None
+    said = ", ".join(f"{x.input} with strides {x.actual}" for x in relaid)
+    if r.status == "worker_error":
+        return f"sample as given ({said}): not known ({r.detail})", r, False
+    checks = s.opts.deployment_checks_inputs
+    evidence: tuple[str, ...] = ()
+    if r.status == "ok":
+        wrong = layout_difference(r.entry.get("layout_compare"))
+        if wrong:
+            what = (
+                f"ran silently and returned {wrong.replace('contiguous input', 'compiled layout')}"
+                ": a default deployment computes wrong results with it"
+            )
+        else:
+            what = (
+                "ran and returned the same outputs as its values laid out as compiled: harmless "
+                "in a default deployment, "
+                + (
+                    "but the deployment sets AOTI_RUNTIME_CHECK_INPUTS "
+                    "(--deployment-checks-inputs), whose check refuses it"
+                    if checks
+                    else "refused wherever AOTI_RUNTIME_CHECK_INPUTS is set"
+                )
+            )
+        short = "outputs differ from the compiled layout's" if wrong else "same outputs"
+    else:
+        fail = failure_of(classify_run_failure, r, r.entry.get("aoti_error") or r.error)
+        wrong, evidence = fail.summary, fail.evidence
+        what = f"{_what_failed(r, fail.summary)}"
+        short = what
+    severity = Severity.ERROR if wrong or checks else Severity.WARNING
+    for x in relaid:
+        others = [o.input for o in relaid if o is not x]
+        s.add(
+            "AOT307",
+            f"input '{x.input}' has strides {x.actual}, the package was compiled for "
+            f"{x.strides}; the sample as given"
+            + (f" (with {', '.join(repr(o) for o in others)} as given too)" if others else "")
+            + f", run without AOTI_RUNTIME_CHECK_INPUTS as a default deployment runs it, {what}",
+            "probe",
+            severity=severity,
+            input=x.input,
+            position=x.position,
+            dim=x.dim,
+            expected=x.strides[x.dim],
+            actual=x.actual[x.dim],
+            evidence=evidence,
+        )
+    return f"sample as given ({said}) without the runtime check: {short}", r, bool(wrong)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from .inputs import load_inputs, to_device
+from .inputs import lay_out_as_compiled, load_inputs, to_device
 from .loading import (
     as_archive,
     device_index,
@@ -56,6 +56,9 @@ class WorkerCore:
         self.ep_module: Any = None
         self.ep_error: dict[str, Any] | None = None
         self.inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        """The inputs every step calls the model with (tensors laid out as compiled)."""
+        self.given: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        """The inputs as the sample holds them (its own layouts)."""
         self.outputs: dict[str, Any] = {}
         self.step_ids = {step["id"] for step in job["steps"]}
 
@@ -77,14 +80,28 @@ class WorkerCore:
             self.rec.flush()
 
     def get_inputs(self, entry: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The inputs on the device, each tensor the sample lays out otherwise than compiled
+        copied into the compiled layout (the spec's `compiled_strides`)."""
         if self.inputs is None:
-            self.phase(entry, "inputs")
+            given = self.inputs_as_given(entry)
             try:
-                args, kwargs = load_inputs(self.job["inputs"], self.job["source_package"])
-                self.inputs = to_device((args, kwargs), self.device)
+                self.inputs = lay_out_as_compiled(
+                    given, self.job["inputs"].get("compiled_strides") or []
+                )
             except Exception as exc:
                 raise InputsFailed(f"{type(exc).__name__}: {exc}") from exc
         return self.inputs
+
+    def inputs_as_given(self, entry: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The inputs on the device in the sample's own layouts."""
+        if self.given is None:
+            self.phase(entry, "inputs")
+            try:
+                args, kwargs = load_inputs(self.job["inputs"], self.job["source_package"])
+                self.given = to_device((args, kwargs), self.device)
+            except Exception as exc:
+                raise InputsFailed(f"{type(exc).__name__}: {exc}") from exc
+        return self.given
 
     def get_ep(self) -> Any:
         if self.ep is None:
@@ -211,7 +228,12 @@ class WorkerCore:
         self.rec.data["vec_isa_pinned"] = done
 
     def must_stop(self, step: dict[str, Any], entry: dict[str, Any]) -> bool:
-        if not self.device.startswith("cuda") or step["op"] not in ("run", "eager", "probe"):
+        if not self.device.startswith("cuda") or step["op"] not in (
+            "run",
+            "eager",
+            "probe",
+            "sample_layout",
+        ):
             return False
         text = json.dumps(entry.get("error")) + entry.get("log", "")
         return "input_handles[" not in text and "kwarg keyword mismatch" not in text

@@ -54,6 +54,29 @@ def load_inputs(spec: dict[str, Any], package: str) -> tuple[tuple[Any, ...], di
     return normalize_inputs(obj)
 
 
+def lay_out_as_compiled(
+    inputs: tuple[tuple[Any, ...], dict[str, Any]], compiled: list[Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`inputs` with each tensor named in `compiled` (`[[leaf, strides], ...]`: its position
+    among the tensors in the order the sample holds them, and the dense strides the package was
+    compiled for) copied into that layout: the same shape and values, the strides the compiled
+    code reads."""
+    leaves, spec = pytree.tree_flatten(inputs)
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    for leaf, strides in compiled:
+        if not 0 <= int(leaf) < len(tensors):
+            raise StepError(f"the inputs hold no tensor {leaf} to lay out as compiled")
+        t = leaves[tensors[int(leaf)]]
+        strides = tuple(int(s) for s in strides)
+        if len(strides) != t.dim():
+            raise StepError(f"compiled strides {strides} do not fit a tensor of rank {t.dim()}")
+        out = torch.empty_strided(t.shape, strides, dtype=t.dtype, device=t.device)
+        out.copy_(t)
+        leaves[tensors[int(leaf)]] = out
+    args, kwargs = pytree.tree_unflatten(leaves, spec)
+    return tuple(args), dict(kwargs)
+
+
 def synth_node(node: dict[str, Any], gen: torch.Generator) -> Any:
     kind = node["kind"]
     if kind == "tensor":

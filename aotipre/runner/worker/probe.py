@@ -42,7 +42,28 @@ def _check_plan_indices(indices: Any, tensors: list[int]) -> None:
 
 
 class ProbeOps(WorkerCore):
-    """Step `probe`."""
+    """Steps `probe` and `sample_layout`."""
+
+    def op_sample_layout(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """The sample as given (tensors in their own layouts) through the model as a default
+        deployment runs it, without the runtime check, compared with the same values laid out
+        as compiled through the same copy of the model."""
+        given = self.inputs_as_given(entry)
+        compiled = self.get_inputs(entry)
+        entry["inputs"] = [tensor_summary(t) for t in flat_tensors(given)]
+        self.phase(entry, "call")
+        try:
+            out = self.call_unchecked(*given)
+        except Exception as exc:
+            entry["aoti_error"] = exception_info(exc)
+            raise
+        entry["outputs"] = [tensor_summary(t) for t in flat_tensors(out)]
+        entry["outcome"] = "accepted"
+        self.phase(entry, "reference")
+        ref = self.call_unchecked(*compiled)
+        entry["layout_compare"] = compare_outputs(
+            out, ref, self.job.get("rtol"), self.job.get("atol")
+        )
 
     def op_probe(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         args, kwargs = self.get_inputs(entry)
