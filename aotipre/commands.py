@@ -363,9 +363,7 @@ def serving_config(
     )
     emit(written.text, output)
     for note in written.notes:
-        safeio.write_stderr(
-            f"aotipre: {note.severity.value}: {note.code} {clean(note.message)}\n"
-        )
+        safeio.write_stderr(f"aotipre: {note.severity.value}: {note.code} {clean(note.message)}\n")
     return 0
 
 

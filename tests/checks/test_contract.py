@@ -216,8 +216,12 @@ tl.device_assert(((0 <= tmp4) & (tmp4 < 100)) | ~(xmask), "index out of bounds: 
         (VECTOR_WRAP, True),
         (VECTOR_WRAP.replace("tmp0 + tmp3", "tmp0 * tmp3"), False),
         (TRITON_WRAP, True),
-        (TRITON_WRAP.replace("tmp4 = tl.where(tmp3, tmp2, tmp0)", "tmp4 = tl.where(tmp3, tmp0, tmp2)"),
-         False),
+        (
+            TRITON_WRAP.replace(
+                "tmp4 = tl.where(tmp3, tmp2, tmp0)", "tmp4 = tl.where(tmp3, tmp0, tmp2)"
+            ),
+            False,
+        ),
     ],
 )
 def test_index_chains(body: str, plain: bool) -> None:

@@ -15,7 +15,7 @@ from tests.building import build
 
 pytestmark = pytest.mark.slow
 
-BUILD = r'''
+BUILD = r"""
 import sys, torch
 out = sys.argv[1]
 class Gather(torch.nn.Module):  # table[ids]: fused with mul/add/sigmoid, vectorised on the ids
@@ -40,9 +40,9 @@ for name, model, args in (("gather", Gather(), (ids, x)), ("embed", Embed(), (id
         bad = args[0].clone()
         bad[1, 3] = value
         torch.save((bad, *args[1:]), f"{out}/{name}_{label}.pt")
-'''
+"""
 
-PLAIN = r'''
+PLAIN = r"""
 import json, sys, torch
 out = sys.argv[1]
 torch.manual_seed(0)
@@ -60,7 +60,7 @@ for name in ("gather", "embed"):
                             f"{out}/{name}_{label}.pt"], capture_output=True, text=True)
         facts[f"{name}_{label}"] = p.returncode == 0 and "ran" in p.stdout
 print(json.dumps(facts))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
