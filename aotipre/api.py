@@ -30,7 +30,7 @@ from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
 if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
     from aotipre.checks.target import TargetRow
-    from aotipre.runner.stages import DynamicOptions, RunCrash
+    from aotipre.runner.stages import DynamicOptions, OutputMismatch, RunCrash
     from aotipre.serving.triton import ServingConfig
     from aotipre.triage.escalate import TriageOptions
 
@@ -491,11 +491,21 @@ def _dynamic(
     # to the run either: the dynamic stages synthesize inputs instead (AOT020/AOT022 say why)
     member = model.sample_inputs_member if inputs_path is None and sample is not None else None
     escalations: list[Any] = []
+    accuracy: list[Any] = []
 
     def triage(crash: RunCrash) -> None:  # runs while the crashed session's files exist
         from aotipre.triage.escalate import escalate
 
         escalations.append(escalate(crash, opts.triage, opts.progress))
+
+    def triage_accuracy(case: OutputMismatch) -> None:  # while the session's files exist
+        from aotipre.triage.accuracy import AccuracyOptions
+        from aotipre.triage.accuracy import triage_accuracy as run_triage
+        from aotipre.triage.state import TriageOptions
+
+        triage_opts = opts.triage or TriageOptions()
+        accuracy_opts = AccuracyOptions(triage_opts.escalate, triage_opts.accuracy_budget_s)
+        accuracy.append(run_triage(case, accuracy_opts, opts.progress))
 
     stages, findings = run_dynamic_stages(
         opened.info,
@@ -505,6 +515,7 @@ def _dynamic(
         _dynamic_options(opts),
         opts.progress,
         on_run_crash=triage,
+        on_mismatch=triage_accuracy,
         on_perf=lambda rec, base: report.performance.append((rec, base)),
         archive=opened.archive,
         sample=sample,
@@ -518,6 +529,11 @@ def _dynamic(
         report.findings.extend(escalation.findings)
         if escalation.diagnosis is not None:
             report.diagnosis.append(escalation.diagnosis)
+    for checked in accuracy:
+        report.stages.extend(checked.stages)
+        report.findings.extend(checked.findings)
+        if checked.diagnosis is not None:
+            report.accuracy.append(checked.diagnosis)
     if opts.canary:
         _host_canary(report, model, opts)
 

@@ -343,7 +343,8 @@ def check(
         None,
         "--escalate/--no-escalate",
         help="After a crash inside the model, run the triage ladder to name the faulting "
-        "kernel. (default: escalate)",
+        "kernel; after outputs that differ from eager (AOT701/AOT702), name the first divergent "
+        "kernel and prove its cause by rebuild. (default: escalate)",
         show_default=False,
         rich_help_panel="Crash triage",
         metavar="",

@@ -2144,9 +2144,9 @@ ALL_CODES: tuple[Code, ...] = (
         "read the kernel's FX nodes and source line; AOT709 or AOT710 says whether a rebuild "
         "proved a cause",
         example="accuracy triage (AOT701): divergence starts in kernel "
-        "cpp_fused__softmax_add_mul_sub_0 (FX nodes add, sub, mul, softmax) at model.py:9 z = "
-        "(y + 100.0) - 100.0: max abs error 0.194 there, 0.194 at the outputs; its inputs agree "
-        "with eager; error per kernel: aoti_torch_cpu_addmm_out 0, "
+        "cpp_fused__softmax_add_mul_sub_0 (FX nodes add, sub, mul, softmax; model code "
+        "model.py:9 z = (y + 100.0) - 100.0): max abs error 0.194 there, 0.194 at the outputs; "
+        "its inputs agree with eager; error per kernel: aoti_torch_cpu_addmm_out 0, "
         "cpp_fused__softmax_add_mul_sub_0 0.194",
     ),
     Code(

@@ -11,6 +11,7 @@ from aotipre import jsonfields
 
 if TYPE_CHECKING:
     from aotipre.runner.perf import PerfRecord
+    from aotipre.triage.accuracy_diagnosis import AccuracyDiagnosis
     from aotipre.triage.diagnosis import Diagnosis
 
 
@@ -241,6 +242,8 @@ class Report:
     """The host (this machine or --target) the compatibility checks ran against."""
     diagnosis: list[Diagnosis] = field(default_factory=list)
     """Crash triage's conclusion, one per model whose run crashed and was escalated."""
+    accuracy: list[AccuracyDiagnosis] = field(default_factory=list)
+    """Accuracy triage's conclusion, one per model whose outputs differed and were escalated."""
     targets: list[dict[str, Any]] = field(default_factory=list)
     """One row per model and target: can it load there (aotipre.checks.target.TargetRow)."""
     config: str | None = None
@@ -296,6 +299,7 @@ class Report:
             "stages": [s.to_dict() for s in self.stages],
             "findings": [f.to_dict() for f in self.findings],
             "diagnosis": [d.to_dict() for d in self.diagnosis],
+            "accuracy": [a.to_dict() for a in self.accuracy],
             "performance": [
                 {**rec.to_dict(), "against": base.to_dict() if base is not None else None}
                 for rec, base in self.performance
@@ -313,6 +317,7 @@ class Report:
         is not read. ValueError naming the field for a value of the wrong type, or for a
         schema_version other than SCHEMA_VERSION."""
         from aotipre.runner.perf import PerfRecord
+        from aotipre.triage.accuracy_diagnosis import AccuracyDiagnosis
         from aotipre.triage.diagnosis import Diagnosis
 
         version = data.get("schema_version")
@@ -336,6 +341,7 @@ class Report:
             tool_version=jsonfields.text(jsonfields.mapping(data, "tool", {}), "version", ""),
             host=jsonfields.opt_mapping(data, "host"),
             diagnosis=[Diagnosis.from_dict(d) for d in jsonfields.objects(data, "diagnosis")],
+            accuracy=[AccuracyDiagnosis.from_dict(a) for a in jsonfields.objects(data, "accuracy")],
             targets=[dict(t) for t in jsonfields.objects(data, "targets")],
             config=jsonfields.opt_text(data, "config"),
             performance=performance,

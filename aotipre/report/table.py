@@ -168,6 +168,8 @@ def render_report(report: Report, label: str | None = None) -> str:
     for diagnosis in report.diagnosis:
         lines.extend(_diagnosis_lines(diagnosis))
         lines.append("")
+    for accuracy in report.accuracy:  # the per-kernel series is in the JSON report
+        lines.extend([f"accuracy ({accuracy.model}): {accuracy.summary}", ""])
     counts = report.counts()
     summary = ", ".join(f"{counts[s.value]} {s.value}" for s in reversed(list(Severity)))
     lines.append(

@@ -44,6 +44,8 @@ class TriageOptions:
     parallel: int | None = None
     """Most steps running at once; None: 3 (2 on a machine with fewer than 4 CPUs)."""
     minify_timeout_s: float = 1800.0
+    accuracy_budget_s: float = 900.0
+    """Seconds for accuracy triage of one model (its diagnostic rebuild and cause ladder)."""
 
 
 @dataclass

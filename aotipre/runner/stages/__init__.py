@@ -42,6 +42,7 @@ from aotipre.runner.stages.custom_ops import CustomOpsStage
 from aotipre.runner.stages.device_index import DeviceIndexStage
 from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
 from aotipre.runner.stages.load import LoadStage
+from aotipre.runner.stages.mismatch import OutputMismatch
 from aotipre.runner.stages.options import DynamicOptions, PerfOptions, parse_device
 from aotipre.runner.stages.perf import PerfStage
 from aotipre.runner.stages.probe import ProbeStage
@@ -57,6 +58,7 @@ __all__ = [
     "STARTUP_SLACK_S",
     "WORKER_PATH",
     "DynamicOptions",
+    "OutputMismatch",
     "PerfOptions",
     "RunCrash",
     "Stage",
@@ -95,6 +97,7 @@ def run_dynamic_stages(
     on_run_crash: Callable[[RunCrash], None] | None = None,
     *,
     on_perf: Callable[[PerfRecord, PerfRecord | None], None] | None = None,
+    on_mismatch: Callable[[OutputMismatch], None] | None = None,
     archive: Archive | None = None,
     sample: SampleInputs | None = None,
     weights: WeightsFile | None = None,
@@ -111,7 +114,8 @@ def run_dynamic_stages(
     raises UsageError for a bad `device`. `on_run_crash` is called with a RunCrash when the
     run step failed inside the model (not an input check or a timeout), while the session's
     files still exist (crash triage). `on_perf` gets the perf stage's record of the model (and
-    of the --against baseline).
+    of the --against baseline). `on_mismatch` gets an OutputMismatch when the compare stage
+    found AOT701/AOT702 on the sample inputs (accuracy triage), while the session runs.
     """
     session = Session(
         [stage() for stage in PIPELINE],
@@ -127,6 +131,7 @@ def run_dynamic_stages(
     )
     session.on_run_crash = on_run_crash
     session.on_perf = on_perf
+    session.on_mismatch = on_mismatch
     try:
         return session.execute()
     finally:

@@ -10,6 +10,7 @@ import os
 import sys
 
 from . import perf
+from .accuracy import AccuracyOps
 from .compiling import CompileOps
 from .cpp import CppOps, custom_ops_at_start
 from .host import PREWARM_ENV, HostOps, prewarm_and_wait, private_tempdir
@@ -20,7 +21,7 @@ from .running import RunOps
 from .triage import TriageOps
 
 
-class Worker(CompileOps, RunOps, ProbeOps, PerfOps, TriageOps, CppOps, HostOps):
+class Worker(CompileOps, RunOps, ProbeOps, PerfOps, TriageOps, AccuracyOps, CppOps, HostOps):
     """Runs a job's steps (WorkerCore.run), each by its op: `op_<op>` of one of the families."""
 
 

@@ -1,0 +1,287 @@
+"""Accuracy triage's worker step: run a package compiled with the intermediate value printer's
+save mode and provenance tracking, compare each kernel's saved outputs with the ExportedProgram's
+FX nodes run eagerly (torch.fx.Interpreter over `ep.module()`, the graph whose node names the
+provenance file holds), and measure both sides against an fp64 eager run."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import json
+import os
+import re
+import zipfile
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from . import kernelmap
+from .compare import compare_leaf, compare_outputs
+from .core import WorkerCore
+from .inputs import dtype_name
+from .loading import load_direct
+from .protocol import StepError
+
+RNG_OPS = re.compile(r"rand|bernoulli|dropout|normal|multinomial|uniform|exponential|poisson")
+"""Op names that draw random numbers (fallback_random's class)."""
+REDUCTION_OPS = re.compile(
+    r"softmax|sum|mean|var|std|norm|amax|amin|max|min|prod|cumsum|cumprod|logsumexp|argm"
+)
+"""Op names that reduce (reduction order, decompositions: the all-fallback rebuild's class)."""
+LOW_PRECISION = ("bfloat16", "float16")
+MAX_NODES_RECORDED = 4096
+"""Eager values kept at most (the nodes the provenance file names), so memory stays bounded."""
+
+
+def model_members(package: str, model: str) -> tuple[str, str, dict[str, Any]]:
+    """(wrapper.cpp text, the C++ kernels' text, kernel_information.json) of `model` in a
+    package aotipre compiled; StepError when the package lacks them."""
+    with zipfile.ZipFile(package) as zf:
+        names = zf.namelist()
+        folder = f"/data/aotinductor/{model}/"
+        mine = [n for n in names if folder in f"/{n}"]
+        wrapper = [n for n in mine if n.endswith(".wrapper.cpp")]
+        kernels = [n for n in mine if n.endswith(".kernel.cpp")]
+        info = [n for n in mine if n.endswith("kernel_information.json")]
+        if not wrapper or not info:
+            raise StepError(
+                "the diagnostic rebuild holds no wrapper.cpp or kernel_information.json "
+                f"(provenance tracking did not write it): {len(mine)} member(s) for {model!r}"
+            )
+        text = zf.read(wrapper[0]).decode("utf-8", "replace")
+        kernel_text = "\n".join(zf.read(n).decode("utf-8", "replace") for n in kernels)
+        provenance = json.loads(zf.read(info[0]))
+    return text, kernel_text, provenance if isinstance(provenance, dict) else {}
+
+
+@contextlib.contextmanager
+def stdout_to(path: str) -> Any:
+    """fd 1 (where the printer's C++ lines go) into `path` while the block runs."""
+    libc = ctypes.CDLL(None)
+    libc.fflush(None)
+    saved = os.dup(1)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 1)
+        yield
+    finally:
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(fd)
+
+
+def node_facts(nodes: list[Any]) -> dict[str, bool]:
+    """What decides the cause ladder's order, over FX nodes: bf16/fp16 values, RNG ops,
+    reductions."""
+    low = rng = red = False
+    for node in nodes:
+        name = str(getattr(node.target, "__name__", node.target))
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        for v in [*vals, *(getattr(a, "meta", {}).get("val") for a in node.all_input_nodes)]:
+            if isinstance(v, torch.Tensor) and dtype_name(v.dtype) in LOW_PRECISION:
+                low = True
+        rng = rng or bool(RNG_OPS.search(name))
+        red = red or bool(REDUCTION_OPS.search(name))
+    return {"low_precision": low, "rng": rng, "reduction": red}
+
+
+def rmse(a: Any, b: Any) -> float | None:
+    """Root-mean-square error of `a` against `b` over their floating leaves (None: none)."""
+    total, count = 0.0, 0
+    for x, y in zip(pytree.tree_flatten(a)[0], pytree.tree_flatten(b)[0]):
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+            continue
+        d = x.detach().cpu().double() - y.detach().cpu().double()
+        d = d[torch.isfinite(d)]
+        total += float((d * d).sum())
+        count += d.numel()
+    return (total / count) ** 0.5 if count else None
+
+
+def to_fp64(tree: Any) -> Any:
+    return pytree.tree_map(
+        lambda x: x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x, tree
+    )
+
+
+class AccuracyOps(WorkerCore):
+    """Steps `accuracy_trace` and `accuracy_compare`."""
+
+    def op_accuracy_trace(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Run the diagnostic package in `step["scratch"]` (where the printer saves), read its
+        manifest, and record per launch each output's error against its eager FX node."""
+        package, model, scratch = step["package"], step.get("model", "model"), step["scratch"]
+        os.makedirs(scratch, exist_ok=True)
+        args, kwargs = self.get_inputs(entry)
+        self.phase(entry, "load")
+        runner = load_direct(package, model, self.index)
+        self.phase(entry, "call")
+        manifest = os.path.join(scratch, "printer.log")
+        here = os.getcwd()
+        seed = int(self.job.get("seed") or 0)
+        os.chdir(scratch)
+        try:
+            torch.manual_seed(seed)
+            with stdout_to(manifest), torch.no_grad():
+                compiled = runner(*args, **kwargs)
+        finally:
+            os.chdir(here)
+        self.phase(entry, "eager")
+        gm = self.eager_module()
+        wrapper, kernel_text, provenance = model_members(package, model)
+        found = kernelmap.launches(wrapper, kernel_text)
+        with open(manifest, errors="replace") as f:
+            paths = kernelmap.saved_paths(f.read())
+        files = kernelmap.match_manifest(found, paths)
+        entry["saved"] = len(paths)
+        if files is None:
+            raise StepError(
+                f"the run printed {len(paths)} saved tensor(s), the wrapper has "
+                f"{sum(len(x.saved) for x in found)} saves: the manifest cannot be matched"
+            )
+        wanted = {n for info in provenance.values() for n in info.get("pre_grad_nodes") or []}
+        order = {node.name: i for i, node in enumerate(gm.graph.nodes)}
+        torch.manual_seed(seed)
+        values = self._eager_values(gm, args, kwargs, wanted)
+        rtol, atol = self.job.get("rtol"), self.job.get("atol")
+        eager_out = values.pop("__output__")
+        entry["reproduced"] = compare_outputs(compiled, eager_out, rtol, atol)
+        by_name = {node.name: node for node in gm.graph.nodes}
+        records = []
+        for launch, saved in zip(found, files):
+            info = provenance.get(launch.handle or "", {})
+            nodes = [n for n in info.get("pre_grad_nodes") or [] if n in order]
+            nodes.sort(key=lambda n: order[n])
+            records.append(
+                {
+                    "kernel": launch.kernel,
+                    "handle": launch.handle,
+                    "nodes": nodes,
+                    "source": [_frame(t) for t in info.get("stack_traces") or []][:4],
+                    "outputs_from": launch.how,
+                    "inputs": [a for a in launch.args if a not in launch.outputs],
+                    "input_nonfinite": _input_nonfinite(launch, saved),
+                    "outputs": [
+                        _compare_output(arg, saved.get(arg), nodes, values, rtol, atol)
+                        for arg in launch.outputs
+                    ],
+                    "facts": node_facts([by_name[n] for n in nodes]),
+                }
+            )
+        entry["launches"] = records
+        entry["graph_facts"] = node_facts(list(gm.graph.nodes))
+        self.phase(entry, "fp64")
+        entry["rmse"] = self._fp64(gm, args, kwargs, compiled, eager_out)
+
+    def op_accuracy_compare(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Load a cause-ladder rebuild, call it and the ExportedProgram eagerly, each after
+        seeding torch's generator alike (an RNG op then draws the same numbers on both sides
+        when the rebuild uses ATen's RNG), and compare their outputs."""
+        args, kwargs = self.get_inputs(entry)
+        self.phase(entry, "load")
+        runner = load_direct(step["package"], step.get("model", "model"), self.index)
+        seed = int(self.job.get("seed") or 0)
+        self.phase(entry, "call")
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            compiled = runner(*args, **kwargs)
+        self.phase(entry, "eager")
+        torch.manual_seed(seed)
+        eager = self.call_eager(args, kwargs)
+        entry.update(compare_outputs(compiled, eager, self.job.get("rtol"), self.job.get("atol")))
+
+    def _eager_values(self, gm: Any, args: Any, kwargs: Any, wanted: set[str]) -> dict[str, Any]:
+        """The eager value of every FX node in `wanted` (and `__output__`: the outputs)."""
+        values: dict[str, Any] = {}
+
+        class Recording(torch.fx.Interpreter):
+            def run_node(self, n: Any) -> Any:
+                out = super().run_node(n)
+                if n.name in wanted and len(values) < MAX_NODES_RECORDED:
+                    values[n.name] = out
+                return out
+
+        in_spec = getattr(gm, "_in_spec", None)
+        if kwargs and in_spec is not None:
+            from torch.export._tree_utils import reorder_kwargs
+
+            kwargs = reorder_kwargs(kwargs, in_spec)
+        flat = pytree.tree_flatten((tuple(args), dict(kwargs)))[0]
+        with torch.no_grad():
+            values["__output__"] = Recording(gm).run(*flat)
+        return values
+
+    def _fp64(self, gm: Any, args: Any, kwargs: Any, compiled: Any, eager: Any) -> dict[str, Any]:
+        """RMSE of the compiled and the eager outputs against the program run in fp64."""
+        try:
+            wide = copy.deepcopy(gm).to(torch.float64)
+            with torch.no_grad():
+                ref = wide(*to_fp64(tuple(args)), **to_fp64(dict(kwargs)))
+        except Exception as exc:  # an op without fp64 support, a dtype assert in the graph
+            return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+        return {"compiled": rmse(compiled, ref), "eager": rmse(eager, ref)}
+
+
+def _frame(trace: str) -> str:
+    """`file:line code` of a stack trace's first frame."""
+    lines = [line.strip() for line in str(trace).splitlines() if line.strip()]
+    head = re.match(r'File "(?P<file>[^"]+)", line (?P<line>\d+)', lines[0]) if lines else None
+    if head is None:
+        return lines[0][:200] if lines else ""
+    code = lines[1] if len(lines) > 1 and not lines[1].startswith("File ") else ""
+    return f"{head.group('file')}:{head.group('line')} {code}".strip()[:300]
+
+
+def _load(path: str | None) -> Any:
+    if not path or not os.path.isfile(path):
+        return None
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def _input_nonfinite(launch: kernelmap.Launch, saved: dict[str, str]) -> int:
+    """NaN and Inf in the floating inputs of a launch as it read them (before_launch copies)."""
+    count = 0
+    for arg in launch.args:
+        if arg in launch.outputs:
+            continue
+        t = _load(saved.get(f"before:{arg}"))
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            count += int((~torch.isfinite(t)).sum())
+    return count
+
+
+def _compare_output(
+    arg: str,
+    path: str | None,
+    nodes: list[str],
+    values: dict[str, Any],
+    rtol: float | None,
+    atol: float | None,
+) -> dict[str, Any]:
+    """One output argument against the last of `nodes` whose eager value has its shape and
+    dtype; `node` None (with `why`) when none has."""
+    got = _load(path)
+    if not isinstance(got, torch.Tensor):
+        why = "overwritten by a later launch" if path is None else "not saved"
+        return {"arg": arg, "node": None, "why": why}
+    for name in reversed(nodes):
+        want = values.get(name)
+        if (
+            isinstance(want, torch.Tensor)
+            and want.dtype == got.dtype
+            and tuple(want.shape) == tuple(got.shape)
+        ):
+            rec = compare_leaf(0, got, want.detach().cpu(), rtol, atol)
+            keep = ("dtype", "shape", "numel", "mismatches", "max_abs", "max_rel")
+            out = {"arg": arg, "node": name, **{k: rec.get(k) for k in keep}}
+            out["nonfinite"] = int(rec.get("nan") or 0) + int(rec.get("inf") or 0)
+            out["eager_nonfinite"] = int(rec.get("eager_nan") or 0) + int(rec.get("eager_inf") or 0)
+            return out
+    shape = f"{dtype_name(got.dtype)}{list(got.shape)}"
+    nonfinite = int((~torch.isfinite(got)).sum()) if got.is_floating_point() else 0
+    why = f"no FX node of the kernel is {shape}"
+    return {"arg": arg, "node": None, "why": why, "nonfinite": nonfinite}

@@ -1,0 +1,190 @@
+"""The kernel launches of an AOTI wrapper.cpp compiled with the intermediate value printer's save
+mode (`aot_inductor.debug_intermediate_value_printer="1"`) and provenance tracking: each launch's
+kernel, provenance handle, arguments and which of them it writes, matched to the `Saved tensor
+to` lines the run prints. Plain text in, plain data out (no torch), so it is tested on fixed text.
+
+What it reads (torch 2.11-2.15, `_inductor/codegen/debug_utils.py`, measured on 2.13):
+- before each launch `// [Provenance debug handles] KERNEL:N`, then one
+  `aoti_torch_save_tensor_handle(ARG, "ARG", "before_launch", "KERNEL");` per tensor argument,
+  the call, and the same saves with `"after_launch"`;
+- a C++ kernel's declaration `extern "C" void KERNEL(const T* in_ptr0, T* out_ptr0, ...)` names
+  each pointer's role; the call passes `(T*)(buf3.data_ptr())` in the same positions;
+- an extern kernel `aoti_torch_<device>_<op>_out(OUT, ...)` writes its first argument;
+- the run prints `aoti_torch_save_tensor_handle: Saved tensor to PATH` once per save, in order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+SAVE_CALL = re.compile(
+    r'aoti_torch_save_tensor_handle\(\s*(?P<var>\w+)\s*,\s*"(?P<arg>[^"]*)"\s*,\s*'
+    r'"(?P<phase>before_launch|after_launch)"\s*,\s*"(?P<kernel>[^"]*)"\s*\)'
+)
+"""One save of the printer's mode 1 in wrapper.cpp."""
+HANDLE_LINE = re.compile(r"//\s*\[Provenance debug handles\]\s*(?P<key>[\w.]+:\d+)")
+"""The provenance comment before a launch: `kernel:debug_handle`."""
+SAVED_LINE = re.compile(r"Saved tensor to (?P<path>\S.*?)\s*$")
+"""The run's manifest line of one saved tensor."""
+DECLARATION = re.compile(
+    r'extern\s+"C"\s+(?:\w+\s+)*void\s+(?P<kernel>\w+)\s*\((?P<params>[^)]*)\)'
+)
+"""A C++ kernel's declaration (its parameters may span lines)."""
+IDENTIFIER = re.compile(r"\b((?:buf|arg)\w*)\b")
+"""The buffer or graph argument a call argument expression passes (`(float*)(buf3.data_ptr())`)."""
+
+
+@dataclass
+class Launch:
+    """One kernel launch of the wrapper, in the order the wrapper runs them."""
+
+    kernel: str
+    handle: str | None = None
+    """`kernel:N`, the key of kernel_information.json (None: no provenance comment)."""
+    args: list[str] = field(default_factory=list)
+    """The call's buffer and graph arguments, by position (other arguments omitted)."""
+    outputs: list[str] = field(default_factory=list)
+    """The arguments this launch writes."""
+    saved: list[tuple[str, str]] = field(default_factory=list)
+    """(argument, phase) of each save around it, in order."""
+    how: str = ""
+    """How the outputs were told: `declaration`, `out argument` or `first use`."""
+
+
+def saved_paths(text: str) -> list[str]:
+    """The paths of the run's `Saved tensor to` lines, in order."""
+    out = []
+    for line in text.splitlines():
+        found = SAVED_LINE.search(line)
+        if found and "aoti_torch_save_tensor_handle" in line:
+            out.append(found.group("path"))
+    return out
+
+
+def declarations(text: str) -> dict[str, list[str]]:
+    """{kernel: its parameter names in order} of the C++ kernels declared in `text`."""
+    out: dict[str, list[str]] = {}
+    for found in DECLARATION.finditer(text):
+        names = []
+        for param in found.group("params").split(","):
+            words = re.findall(r"\w+", param)
+            names.append(words[-1] if words else "")
+        out[found.group("kernel")] = names
+    return out
+
+
+def split_args(text: str) -> list[str]:
+    """Top-level comma-separated arguments of a call's argument text."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts
+
+
+def call_args(lines: list[str], start: int, kernel: str) -> list[str] | None:
+    """The argument texts of the first call of `kernel` at or after line `start` (the call may
+    span lines); None when no call follows before the next save."""
+    for i in range(start, min(start + 40, len(lines))):
+        line = lines[i]
+        if SAVE_CALL.search(line):
+            return None
+        at = line.find(kernel + "(")
+        if at < 0:
+            continue
+        text = "\n".join(lines[i : i + 40])[at + len(kernel) + 1 :]
+        depth = 1
+        for j, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                return split_args(text[:j])
+        return None
+    return None
+
+
+def identifier(arg: str) -> str | None:
+    """The buffer or graph argument an argument expression passes, if one."""
+    found = IDENTIFIER.findall(arg)
+    return found[0] if len(found) == 1 else None
+
+
+def launches(wrapper: str, kernel_sources: str = "") -> list[Launch]:
+    """The printer-instrumented launches of `wrapper` (C++ kernel declarations are read from it
+    and from `kernel_sources`), each with the arguments it writes."""
+    decls = {**declarations(kernel_sources), **declarations(wrapper)}
+    lines = wrapper.splitlines()
+    out: list[Launch] = []
+    handle: str | None = None
+    current: Launch | None = None
+    seen: set[str] = set()
+    for i, line in enumerate(lines):
+        found_handle = HANDLE_LINE.search(line)
+        if found_handle:
+            handle = found_handle.group("key")
+            continue
+        save = SAVE_CALL.search(line)
+        if save is None:
+            continue
+        kernel, arg, phase = save.group("kernel"), save.group("arg"), save.group("phase")
+        if phase == "before_launch" and (current is None or current.saved[-1][1] != phase):
+            current = Launch(kernel, handle if handle and handle.split(":")[0] == kernel else None)
+            out.append(current)
+            handle = None
+        if current is None or current.kernel != kernel:
+            continue
+        current.saved.append((arg, phase))
+        if phase == "before_launch" and not (i + 1 < len(lines) and SAVE_CALL.search(lines[i + 1])):
+            texts = call_args(lines, i + 1, kernel) or []
+            current.args = [a for a in (identifier(t) for t in texts) if a]
+            _outputs(current, texts, decls.get(kernel), seen)
+            seen.update(current.args)
+    return out
+
+
+def _outputs(launch: Launch, texts: list[str], params: list[str] | None, seen: set[str]) -> None:
+    if params is not None and len(params) == len(texts):
+        launch.how = "declaration"
+        for name, text in zip(params, texts):
+            var = identifier(text)
+            if var and name.startswith(("out_ptr", "in_out_ptr")):
+                launch.outputs.append(var)
+        return
+    if launch.kernel.endswith("_out") and texts and identifier(texts[0]):
+        launch.how = "out argument"
+        launch.outputs.append(str(identifier(texts[0])))
+        return
+    launch.how = "first use"
+    launch.outputs = [a for a in launch.args if a.startswith("buf") and a not in seen]
+
+
+def match_manifest(found: list[Launch], paths: list[str]) -> list[dict[str, str]] | None:
+    """[{argument: its after_launch file, `before:`argument: its before_launch file}] per launch, pairing the wrapper's saves with the run's
+    `Saved tensor to` lines in order; None when their counts differ (the manifest cannot be
+    trusted). A file saved again later (a kernel launched twice with the same argument name
+    overwrites it) is kept only for its last save."""
+    saves = [(k, arg, phase) for k, launch in enumerate(found) for arg, phase in launch.saved]
+    if len(saves) != len(paths):
+        return None
+    last: dict[str, int] = {}
+    for n, path in enumerate(paths):
+        last[path] = n
+    out: list[dict[str, str]] = [{} for _ in found]
+    before: list[dict[str, str]] = [{} for _ in found]
+    for n, ((k, arg, phase), path) in enumerate(zip(saves, paths)):
+        if last[path] != n:
+            continue  # overwritten by a later save
+        (out if phase == "after_launch" else before)[k][arg] = path
+    for k, saved_before in enumerate(before):
+        out[k].update({f"before:{arg}": path for arg, path in saved_before.items()})
+    return out

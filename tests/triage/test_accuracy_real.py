@@ -1,0 +1,161 @@
+"""Accuracy triage on real CPU compiles (slow), each grounded in what plain torch does with the
+same program in a fresh process (build_accuracy.py's facts): a bf16 chain whose difference
+emulate_precision_casts closes, NaN made by one fused kernel, an RNG op whose difference fallback_random closes, a kernel
+miscompiled by torch's own injected relu bug that no rebuild explains, and an AOTI-only package
+whose difference can only be reported with what is needed to localize it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aotipre import CheckOptions, check
+from aotipre.findings import Report, StageStatus
+from aotipre.report import render_report
+from aotipre.runner.stages import DynamicOptions
+from aotipre.triage.escalate import TriageOptions
+from tests.building import build
+
+pytestmark = pytest.mark.slow
+
+BUILDER = Path(__file__).parent / "build_accuracy.py"
+INJECTED = {"cpp.inject_relu_bug_TESTING_ONLY": "accuracy"}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("accuracy")
+    for kind in ("bf16", "nan", "rng", "relu"):
+        build(BUILDER, out, kind)
+    return out
+
+
+def facts(built: Path, kind: str) -> dict:
+    return json.loads((built / f"{kind}_facts.json").read_text())
+
+
+def codes(report: Report) -> list[str]:
+    return [f.code for f in report.findings]
+
+
+def finding(report: Report, code: str):  # noqa: ANN201 - a Finding
+    (found,) = [f for f in report.findings if f.code == code]
+    return found
+
+
+def against_program(built: Path, kind: str) -> Report:
+    """The AOTI package checked with its ExportedProgram given by --exported-program."""
+    return check(
+        str(built / f"{kind}_aoti.pt2"),
+        CheckOptions(
+            inputs=str(built / f"{kind}_inputs.pt"),
+            dynamic=DynamicOptions(
+                probe=False, use_cache=False, exported_program=str(built / f"{kind}.pt2")
+            ),
+        ),
+    )
+
+
+def test_a_bf16_chain_is_localized_and_proven_precision_cast_elision(built: Path) -> None:
+    plain = facts(built, "bf16")
+    assert plain["gap"] > 0.05  # plain torch: the compiled bf16 chain differs from eager
+    assert plain["rebuilds"][0]["gap"] == 0.0  # and emulate_precision_casts closes it
+    report = against_program(built, "bf16")
+    assert "AOT701" in codes(report) and "AOT709" in codes(report)
+    assert "AOT710" not in codes(report)
+    (d,) = report.accuracy
+    assert f"divergence starts in kernel {d.kernel}" in finding(report, "AOT708").message
+    assert d.kernel is not None and d.kernel.startswith("cpp_fused")
+    assert {"add", "sub"} <= set(d.nodes)  # the pointwise chain's FX nodes
+    assert any("(y + 100.0) - 100.0" in line for line in d.source)
+    assert d.inputs_agree is True
+    first = d.series[0]
+    assert first.kernel.startswith("aoti_torch_cpu_addmm") and first.max_abs == 0.0
+    assert d.cause == "precision-casts"
+    assert d.trials[0].configs == {"emulate_precision_casts": True}
+    assert d.trials[0].max_abs == plain["rebuilds"][0]["gap"]
+    assert d.output_max_abs == pytest.approx(plain["gap"])
+    assert d.rmse_compiled is not None and d.rmse_eager is not None
+    closer = "compiled" if d.rmse_compiled < d.rmse_eager else "eager"
+    assert f"({closer} closer)" in finding(report, "AOT709").message
+    assert "emulate_precision_casts" in (finding(report, "AOT709").hint or "")
+    stages = {s.name: s for s in report.stages}
+    assert stages["accuracy:cause"].status is StageStatus.PASSED
+    table = render_report(report, "table")
+    assert f"accuracy (model): divergence starts in kernel {d.kernel}" in table
+    assert report.to_dict()["accuracy"][0]["series"][1]["kernel"] == d.kernel
+
+
+def test_nan_made_by_one_fused_kernel_is_localized_with_finite_inputs(built: Path) -> None:
+    plain = facts(built, "nan")
+    assert plain["gap"] == float("inf")  # plain torch: NaN where eager is finite
+    assert plain["rebuilds"][0]["gap"] == 0.0  # and emulate_precision_casts removes it
+    report = against_program(built, "nan")
+    assert "AOT702" in codes(report) and "AOT708" in codes(report)
+    (d,) = report.accuracy
+    assert d.kernel is not None and d.kernel.startswith("cpp_fused")
+    assert "div" in d.nodes
+    assert d.inputs_agree is True  # the NaN did not come in: the addmm's output is finite
+    assert d.series[0].nonfinite == 0 and d.series[1].nonfinite > 0
+    assert "first NaN/Inf in kernel" in finding(report, "AOT708").message
+    assert d.cause == "precision-casts" and "AOT709" in codes(report)
+
+
+def test_an_rng_op_is_proven_by_fallback_random(built: Path) -> None:
+    plain = facts(built, "rng")
+    assert plain["gap"] > 0.01 and plain["rebuilds"][0]["gap"] == 0.0
+    report = against_program(built, "rng")
+    (d,) = report.accuracy
+    assert "rand_like" in d.nodes
+    assert d.cause == "fallback-random"
+    assert [t.knob for t in d.trials] == ["fallback-random"]  # no bf16, no reduction: one knob
+    assert "AOT709" in codes(report)
+
+
+def test_an_injected_miscompile_is_a_compiler_bug_candidate_with_no_cause(built: Path) -> None:
+    assert facts(built, "relu")["gap"] > 0.5  # plain torch: the injected bug changes outputs
+    report = check(
+        str(built / "relu.pt2"),  # the ExportedProgram, compiled by aotipre with the bug
+        CheckOptions(
+            inputs=str(built / "relu_inputs.pt"),
+            dynamic=DynamicOptions(probe=False, use_cache=False, inductor_configs=INJECTED),
+        ),
+    )
+    assert "AOT701" in codes(report) and "AOT708" in codes(report) and "AOT710" in codes(report)
+    assert "AOT709" not in codes(report)
+    (d,) = report.accuracy
+    assert "relu" in d.nodes and d.inputs_agree is True
+    assert d.cause is None
+    assert "no cause is proven" in finding(report, "AOT710").message
+
+
+def test_an_aoti_only_package_says_what_localizing_needs(built: Path) -> None:
+    report = check(
+        str(built / "bf16_aoti.pt2"),
+        CheckOptions(
+            inputs=str(built / "bf16_inputs.pt"),
+            dynamic=DynamicOptions(
+                probe=False, use_cache=False, expected=str(built / "bf16_expected.pt")
+            ),
+        ),
+    )
+    assert "AOT701" in codes(report)  # the output-level finding stands
+    message = finding(report, "AOT711").message
+    assert "--exported-program FILE" in message and "aotipre bundle" in message
+    assert report.accuracy == []
+
+
+def test_no_escalate_leaves_the_difference_unlocalized(built: Path) -> None:
+    report = check(
+        str(built / "bf16_aoti.pt2"),
+        CheckOptions(
+            inputs=str(built / "bf16_inputs.pt"),
+            dynamic=DynamicOptions(probe=False, exported_program=str(built / "bf16.pt2")),
+            triage=TriageOptions(escalate=False),
+        ),
+    )
+    assert "AOT701" in codes(report) and "AOT708" not in codes(report)
+    stages = {s.name: s for s in report.stages}
+    assert stages["accuracy"].status is StageStatus.SKIPPED
