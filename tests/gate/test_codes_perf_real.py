@@ -161,10 +161,10 @@ def test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline(light_and_h
     assert rec.cold.fresh_process and base.cold.fresh_process
     assert rec.cold.probe_compiles == 0 and base.cold.probe_compiles == 0, (rec.cold, base.cold)
     assert rec.cold.extraction_bytes is not None and rec.cold.extraction_bytes > 1000 * MB
-    assert (got["AOT650"].expected, got["AOT650"].actual) == (
-        round(base.cold.package_s, 4),
-        round(rec.cold.package_s, 4),
-    )
+    # the findings give each side's median over the comparison's rounds (the first round's
+    # records are report.performance[0]): beyond the 20% tolerance
+    assert got["AOT650"].actual > 1.2 * got["AOT650"].expected, got["AOT650"]
+    assert "which do not overlap" in got["AOT650"].message
     assert got["AOT651"].actual > got["AOT651"].expected
     assert got["AOT652"].actual > got["AOT652"].expected + 32
     assert stage_status(report, "perf") is StageStatus.FAILED
