@@ -79,6 +79,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.cpp.harness", "_identity"): "a build record aotipre wrote in its cache (bounded)",
     ("aotipre.runner.launch", "run_job_file"): "writes a job file in aotipre's work folder",
     ("aotipre.runner.prewarm", "Prewarmed.hand"): "writes a job file in its private folder",
+    ("aotipre.triage.accuracy", "_Triage._inputs"): "writes the archive's sample inputs in "
+    "accuracy triage's private folder",
     ("aotipre.tempdirs", "_write_record"): "writes an owner record (O_EXCL|O_NOFOLLOW, 0600)",
     ("aotipre.tempdirs", "_read_record"): "an owner record: O_NOFOLLOW, fstat regular, bounded",
     ("aotipre.tempdirs", "_is_stale"): "opens a temp folder (O_DIRECTORY|O_NOFOLLOW) to fstat it",
