@@ -2,7 +2,9 @@
 input), and max+1, which the runtime input check must reject cleanly; each input of rank 2 or
 more in a non-contiguous layout, which the check must reject too. What the check refuses runs
 again without it, as a default deployment runs it, unless the deployment is described as
-setting the check itself (--deployment-checks-inputs)."""
+setting the check itself (--deployment-checks-inputs). Every probe call of a stateful model starts
+from the state the model was loaded in (worker/startstate.py): the state stage alone reports
+state that advances between calls."""
 
 from __future__ import annotations
 

@@ -416,6 +416,8 @@ class Session:
             "seed": self.opts.seed,
             "rtol": self.opts.rtol,
             "atol": self.opts.atol,
+            # the compiled model's mutated buffers, put back before each compared call
+            "mutated_buffers": list(self.model.mutated_buffers),
             "step_timeout_s": self.opts.timeout_s,
             "compile_timeout_s": self.opts.compile_timeout_s,
         }

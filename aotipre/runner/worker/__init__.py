@@ -11,7 +11,8 @@ its module names (`compare`, `inputs`...) and the user's custom-op modules canno
 One module per step family: protocol (job and result files, step logs, errors), inputs, loading,
 running (load, run, compare, state, weights), probe, perf, compiling, triage, cpp (custom ops and
 the C++ harness), host (doctor facts, canary, temp folders, prewarm); core holds a job's state and
-the step loop, job the Worker made of every family, and main(argv).
+the step loop (every compared call from the state the model was loaded in: startstate), job the
+Worker made of every family, and main(argv).
 
 The names below are re-exported for the parent's tests (`worker.compare_outputs`); patch a name in
 the module that defines it, not here.

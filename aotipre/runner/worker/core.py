@@ -17,11 +17,13 @@ import torch.utils._pytree as pytree
 
 from .inputs import lay_out_as_compiled, load_inputs, to_device
 from .loading import (
+    StateRunner,
     as_archive,
     device_index,
     load_direct,
     load_exported_program,
     pin_vec_isa_on_import,
+    read_weights_file,
 )
 from .protocol import (
     CHECK_INPUTS_ENV,
@@ -33,6 +35,7 @@ from .protocol import (
     StepLog,
     exception_info,
 )
+from .startstate import CompiledStart, EagerStart
 
 
 class WorkerCore:
@@ -54,6 +57,12 @@ class WorkerCore:
         a default deployment runs): see call_unchecked."""
         self.ep: Any = None
         self.ep_module: Any = None
+        self.compiled_start = CompiledStart(
+            tuple(job.get("mutated_buffers") or ()), self._initial_buffers
+        )
+        """The compiled model's mutated buffers put back before each compared call."""
+        self.eager_start: EagerStart | None = None
+        """The eager module's, likewise (made with the module)."""
         self.ep_error: dict[str, Any] | None = None
         self.inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         """The inputs every step calls the model with (tensors laid out as compiled)."""
@@ -141,7 +150,22 @@ class WorkerCore:
     def eager_module(self) -> Any:
         if self.ep_module is None:
             self.ep_module = self.get_ep().module()
+            self.eager_start = EagerStart(self.ep, self.ep_module, self.compiled_start.names)
         return self.ep_module
+
+    def _initial_buffers(self, names: list[str]) -> dict[str, Any]:
+        """The compiled model's buffers `names` as loaded, from a copy never called."""
+        if self.loaded is None:
+            raise StepError("the model is not loaded (the load step did not succeed)")
+        return StateRunner(*self.loaded, self.device, self.workdir).buffers(names)
+
+    def from_start(self, model: Any) -> None:
+        """Put a compiled copy's mutated buffers back to their initial values, so that each
+        comparison sees the state a fresh copy has (startstate.py); the first failure is kept
+        in the result's `start_state_error`, and calls then run as they come."""
+        self.compiled_start.reset(model, self.device)
+        if self.compiled_start.error and "start_state_error" not in self.rec.data:
+            self.rec.data["start_state_error"] = self.compiled_start.error
 
     def save(self, key: str, value: Any, filename: str | None) -> None:
         self.outputs[key] = value
@@ -246,9 +270,15 @@ class WorkerCore:
 
     # -- calling the model
 
-    def call_aoti(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call_aoti(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, fresh_state: bool = True
+    ) -> Any:
+        """Call the loaded model; with `fresh_state` (every comparing step) from the state it
+        was loaded in, else (perf's timed calls) from wherever the calls before left it."""
         if self.runner is None:
             raise StepError("the model is not loaded (the load step did not succeed)")
+        if fresh_state:
+            self.from_start(self.runner)
         out = self.runner(*args, **kwargs)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -277,7 +307,18 @@ class WorkerCore:
                     os.environ[CHECK_INPUTS_ENV] = saved
         return self._call(self.unchecked, args, kwargs)
 
-    def _call(self, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _call(
+        self,
+        model: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        fresh_state: bool = True,
+    ) -> Any:
+        """Call a compiled copy, from its initial state unless `fresh_state` is False (the
+        state stage's calls, which carry state on purpose)."""
+        if fresh_state:
+            self.from_start(model)
         out = model(*args, **kwargs)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -285,6 +326,8 @@ class WorkerCore:
 
     def call_eager(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         module = self.eager_module()
+        if self.eager_start is not None:
+            self.eager_start.reset()
         with torch.no_grad():
             out = module(*args, **kwargs)
         if self.device.startswith("cuda"):

@@ -554,7 +554,7 @@ class PerfOps(WorkerCore):
         args, kwargs = self.get_inputs(entry)
         self.phase(entry, "calls")
         entry["perf"] = latency_runs(
-            lambda: self.call_aoti(args, kwargs),
+            lambda: self.call_aoti(args, kwargs, fresh_state=False),
             self.device,
             warmup=int(step.get("warmup", 3)),
             runs=int(step.get("runs", 20)),
@@ -583,7 +583,7 @@ class PerfOps(WorkerCore):
             other = load_package_like_torch(package, model, self.index, False)[0]
         return paired_latency(
             lambda: other(*args, **kwargs),
-            lambda: self.call_aoti(args, kwargs),
+            lambda: self.call_aoti(args, kwargs, fresh_state=False),
             self.device,
             runs=int(paired.get("runs", 20)),
             budget_s=float(paired.get("budget_s", 2.0)),
