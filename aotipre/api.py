@@ -504,7 +504,9 @@ def _dynamic(
         from aotipre.triage.state import TriageOptions
 
         triage_opts = opts.triage or TriageOptions()
-        accuracy_opts = AccuracyOptions(triage_opts.escalate, triage_opts.accuracy_budget_s)
+        accuracy_opts = AccuracyOptions(
+            triage_opts.escalate, triage_opts.accuracy_budget_s, artifacts=triage_opts.artifacts
+        )
         accuracy.append(run_triage(case, accuracy_opts, opts.progress))
 
     stages, findings = run_dynamic_stages(

@@ -62,3 +62,7 @@ RUN_NUMBERS: dict[str, tuple[str, Parser]] = {
     "state-calls": ("state_calls", integer(0, 100)),
 }
 """The dynamic stages' numbers: configuration key -> (DynamicOptions field, parser)."""
+TRIAGE_NUMBERS: dict[str, tuple[str, Parser]] = {
+    "accuracy-budget": ("accuracy_budget_s", number(0, inclusive=False, maximum=MAX_SECONDS)),
+}
+"""Triage's numbers: configuration key -> (TriageOptions field, parser)."""

@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aotipre import codes, tempdirs
@@ -19,12 +19,23 @@ from aotipre.findings import Finding, StageResult, StageStatus
 from aotipre.runner import launch
 from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages.mismatch import OutputMismatch
+from aotipre.triage.accuracy_cuda import (
+    inductor_only,
+    knob_tf32,
+    package_used_tf32,
+    rebuild_steps,
+    tf32_fact,
+    untestable,
+)
 from aotipre.triage.accuracy_diagnosis import (
     AccuracyDiagnosis,
     KernelError,
     KnobTrial,
+    Latency,
+    Repro,
     opt_float,
 )
+from aotipre.triage.accuracy_repro import keep, latency_of, latency_step, repro_and_trials
 
 DIAGNOSTIC_CONFIGS: Mapping[str, Any] = {
     "aot_inductor.debug_intermediate_value_printer": "1",
@@ -45,6 +56,12 @@ class Knob:
     """The graph fact (worker.accuracy.node_facts) that makes it a candidate for a kernel."""
     cause: str
     """What a matching rebuild proves."""
+    device: str = "any"
+    """Where it applies: "cpu", "cuda" or "any" (the triaged package's device chooses)."""
+    min_torch: str = ""
+    """The torch release its configs need ("" any 2.11+); older: not testable on this torch."""
+    hint: str = ""
+    """How to get eager's numbers when the knob is not an inductor config ("" compile with it)."""
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -56,10 +73,40 @@ KNOBS: tuple[Knob, ...] = (
         "rounds (expected Inductor behaviour)",
     ),
     Knob(
+        "strict-pointwise",
+        {"numerics": "strict_pointwise"},
+        "low_precision",
+        "eager pointwise numerics on CUDA: the rebuild with Inductor's strict pointwise "
+        "numerics (precision casts, no flush-to-zero, eager's division rounding) matches eager",
+        device="cuda",
+        min_torch="2.15",
+    ),
+    Knob(
         "fallback-random",
         {"fallback_random": True},
         "rng",
         "random numbers: Inductor's RNG draws other values than ATen's (expected)",
+    ),
+    Knob(
+        "tf32-off",
+        {"torch.float32_matmul_precision": "highest", "torch.backends.cudnn.allow_tf32": False},
+        "tf32",
+        "TF32: the fp32 matmul/convolution ran with TF32 on one side (Inductor decides it for its "
+        "Triton templates at compile time, eager and cuBLAS/cuDNN when they run); with TF32 off "
+        "for the rebuild's compile and both sides of the comparison they match",
+        device="cuda",
+        hint="compile and serve with torch.set_float32_matmul_precision('highest') and "
+        "torch.backends.cudnn.allow_tf32 = False if the deployment needs eager's fp32 numbers "
+        "(TF32 is faster); else compare against a TF32 eager run or loosen --rtol/--atol",
+    ),
+    Knob(
+        "strict-reduction",
+        {"numerics": "strict"},
+        "reduction",
+        "reduction order on CUDA: the rebuild with Inductor's strict numerics (eager's "
+        "reduction order) matches eager",
+        device="cuda",
+        min_torch="2.14",
     ),
     Knob(
         "all-fallback",
@@ -70,7 +117,12 @@ KNOBS: tuple[Knob, ...] = (
     ),
 )
 """The ladder, in the order it is tried (a knob is tried only when its fact holds)."""
-FACT_WORDS = {"low_precision": "bf16/fp16 values", "rng": "an RNG op", "reduction": "a reduction"}
+FACT_WORDS = {
+    "low_precision": "bf16/fp16 values",
+    "rng": "an RNG op",
+    "reduction": "a reduction",
+    "tf32": "an fp32 matmul or convolution run with TF32",
+}
 
 
 # -- localization (plain data: the worker's launch records)
@@ -140,9 +192,11 @@ def localize(launches: list[Mapping[str, Any]], nonfinite: bool) -> Localized:
 
 
 def ladder_for(facts: Mapping[str, bool]) -> tuple[list[Knob], list[Knob]]:
-    """(knobs to try, in ladder order; knobs whose fact does not hold)."""
-    tried = [k for k in KNOBS if facts.get(k.fact)]
-    return tried, [k for k in KNOBS if not facts.get(k.fact)]
+    """(knobs to try, in ladder order; knobs whose fact does not hold), among the knobs of the
+    device: CUDA's when `facts["cuda"]` holds, else the CPU's."""
+    device = "cuda" if facts.get("cuda") else "cpu"
+    mine = [k for k in KNOBS if k.device in ("any", device)]
+    return [k for k in mine if facts.get(k.fact)], [k for k in mine if not facts.get(k.fact)]
 
 
 # -- running it
@@ -155,6 +209,8 @@ class AccuracyOptions:
     escalate: bool = True
     budget_s: float = 900.0
     """Seconds for the diagnostic rebuild and the cause ladder together."""
+    artifacts: str | None = None
+    """Where the verified repro is kept (DIR/<model>/accuracy-repro; --artifacts)."""
 
 
 @dataclass
@@ -185,6 +241,8 @@ def triage_accuracy(
         return AccuracyResult(
             stages=[_stage(model, "accuracy", StageStatus.SKIPPED, "escalation is off")]
         )
+    if not set(case.codes) & REBUILT_TRIGGERS:  # AOT525 alone: the C++ loader's difference
+        return AccuracyResult(stages=[_cpp_only(case)])
     if case.reference is None:
         result = AccuracyResult(
             stages=[_stage(model, "accuracy", StageStatus.SKIPPED, "no ExportedProgram to rebuild")]
@@ -199,11 +257,9 @@ def triage_accuracy(
             )
         )
         return result
-    if not case.device.startswith("cpu"):
-        why = (
-            f"accuracy triage localizes CPU packages only (this one runs on {case.device}: "
-            "Triton kernels' outputs and the CUDA knobs are not covered yet)"
-        )
+    if not case.device.startswith(("cpu", "cuda")):
+        where = f"this one runs on {case.device}"
+        why = f"accuracy triage localizes CPU and CUDA packages only ({where})"
         return AccuracyResult(stages=[_stage(model, "accuracy", StageStatus.SKIPPED, why)])
     workdir = tempdirs.make_dir("aotipre-accuracy-")
     try:
@@ -214,6 +270,32 @@ def triage_accuracy(
 
 def _stage(model: str, name: str, status: StageStatus, detail: str) -> StageResult:
     return StageResult(name, status, detail=detail, model=model)
+
+
+REBUILT_TRIGGERS = frozenset({"AOT701", "AOT702", "AOT068"})
+"""The triggers a rebuild of the program can localize: outputs against eager (with the swapped
+weights for AOT068). AOT525 compares two loaders of the same compiled kernels."""
+
+
+def _cpp_only(case: OutputMismatch) -> StageResult:
+    """What triage can say of AOT525 alone (the C++ loader's outputs differ from the Python
+    loader's): both run the same compiled kernels, so a kernel of the program is at fault only
+    if the Python side differs from eager too."""
+    model = case.model.name
+    if case.python_agrees:
+        detail = (
+            "not a kernel difference: the Python loader's outputs match the ExportedProgram run "
+            "eagerly, the C++ loader's differ (AOT525); both run the same compiled kernels, so "
+            "no rebuild can localize it: look at what the C++ deployment does otherwise (the "
+            "inputs it passes, threads, environment; see the C++ harness, docs/cpp.md)"
+        )
+        return _stage(model, "accuracy", StageStatus.PASSED, detail)
+    detail = (
+        "the C++ loader's outputs differ from the Python loader's (AOT525) and the Python "
+        f"loader's were not compared with eager ({case.reference_label}): whether a kernel is at "
+        f"fault cannot be told; {NEEDS_EXPORTED_PROGRAM}"
+    )
+    return _stage(model, "accuracy", StageStatus.SKIPPED, detail)
 
 
 class _Triage:
@@ -234,6 +316,15 @@ class _Triage:
         self.jobs = 0
         self.inputs = self._inputs()
         self.nonfinite = "AOT702" in case.codes  # NaN/Inf: localize where they start
+        self.weights = None if {"AOT701", "AOT702"} & set(case.codes) else case.weights
+        """The swapped weights (AOT068 alone): the program's rebuilds and eager runs carry them."""
+        self.cuda = case.device.startswith("cuda")
+        self.package_tf32 = self.cuda and package_used_tf32(case.package.path)
+        """The deployed package's Triton kernels were compiled with TF32: rebuilds are too."""
+        self.torch_version = ""
+        """The worker's torch (the diagnostic rebuild's trace says it)."""
+        self.latencies: dict[str, Latency] = {}
+        """The latency cost measured by each whole-program rebuild that matched eager."""
 
     def say(self, text: str) -> None:
         if self.progress is not None:
@@ -276,6 +367,7 @@ class _Triage:
             "device": self.case.device,
             "workdir": self.workdir,
             "inputs": self.inputs,
+            "ep_weights": self.weights,
             "seed": opts.seed,
             "rtol": opts.rtol,
             "atol": opts.atol,
@@ -284,6 +376,8 @@ class _Triage:
             "capture_stdout": True,
             "steps": steps,
         }
+        if self.case.vec_isa is not None:
+            job["vec_isa"] = list(self.case.vec_isa)  # the session's load probed; skip it here
         budget = min(launch.job_budget_s(steps, opts.timeout_s, opts.compile_timeout_s), left)
         _, outcome = launch.run_job_file(
             job,
@@ -291,7 +385,7 @@ class _Triage:
             env=launch.job_env(self.case.env),
             budget_s=budget,
         )
-        return _entries(outcome), _died(outcome)
+        return _entries(outcome), _died(outcome, self.left_s() <= 0)
 
     def run(self) -> AccuracyResult:
         model = self.case.model.name
@@ -302,18 +396,22 @@ class _Triage:
         configs = {**dict(self.case.compiled_with), **DIAGNOSTIC_CONFIGS}
         entries, died = self.job(
             "localize",
-            [
+            rebuild_steps(
                 {"id": "compile", "op": "compile", "out": package, "inductor_configs": configs},
-                {
-                    "id": "trace",
-                    "op": "accuracy_trace",
-                    "package": package,
-                    "model": "model",
-                    "scratch": os.path.join(self.workdir, "scratch"),
-                },
-            ],
+                [
+                    {
+                        "id": "trace",
+                        "op": "accuracy_trace",
+                        "package": package,
+                        "model": "model",
+                        "scratch": os.path.join(self.workdir, "scratch"),
+                    }
+                ],
+                self.package_tf32,
+            ),
         )
         trace = entries.get("trace") or {}
+        self.torch_version = str(trace.get("torch") or "")
         if trace.get("status") != "ok":
             why = _why(entries, ("compile", "trace"), died)
             result.stages.append(
@@ -331,6 +429,13 @@ class _Triage:
                 "difference does not reproduce when rebuilt (was it compiled from this program, "
                 "or with other configs?)"
             )
+            if self.weights is not None:
+                detail = (
+                    "the diagnostic rebuild of the ExportedProgram with the swapped weights "
+                    "compiled in matches eager given them: the difference after the swap does "
+                    "not reproduce when the weights are compiled in (it comes with the swap "
+                    "itself, not a kernel's arithmetic)"
+                )
             result.stages.append(_stage(model, "accuracy:localize", StageStatus.PASSED, detail))
             return result
         if found.index is None:
@@ -343,7 +448,10 @@ class _Triage:
         first = launches[found.index]
         err = found.series[found.index]
         kernel = str(first.get("kernel"))
-        facts = first.get("facts") or trace.get("graph_facts") or {}
+        facts = dict(first.get("facts") or trace.get("graph_facts") or {})
+        facts["cuda"] = self.cuda
+        eager_tf32 = trace.get("eager_tf32") or {}
+        facts["tf32"] = self.cuda and tf32_fact(facts, self.package_tf32, eager_tf32)
         self.say(f"first divergent kernel {kernel} ({time.monotonic() - started:.1f} s)")
         result.stages.append(
             _stage(
@@ -353,7 +461,9 @@ class _Triage:
                 f"{kernel} of {len(launches)} launch(es)",
             )
         )
-        trials = self._ladder(facts)
+        repro, trials, trials_on, confirm = self._prove(
+            [str(n) for n in first.get("nodes") or ()], facts
+        )
         cause = next((t.knob for t in trials if t.verdict == "cause"), None)
         diagnosis = AccuracyDiagnosis(
             model=model,
@@ -368,6 +478,10 @@ class _Triage:
             trials=tuple(trials),
             rmse_compiled=opt_float(rmse.get("compiled")),
             rmse_eager=opt_float(rmse.get("eager")),
+            repro=repro,
+            trials_on=trials_on,
+            confirm=confirm,
+            latency=self.latencies.get(cause) if cause else None,
         )
         diagnosis = _with_summary(diagnosis, err, self.nonfinite)
         result.diagnosis = diagnosis
@@ -378,6 +492,43 @@ class _Triage:
         result.findings.extend(_findings(diagnosis, err, self.nonfinite))
         return result
 
+    def _prove(
+        self, nodes: list[str], facts: Mapping[str, bool]
+    ) -> tuple[Repro, list[KnobTrial], str, KnobTrial | None]:
+        """Cut the kernel's verified repro and run the ladder on it (cheap compiles), then
+        confirm its cause with one full rebuild of the program (timed against the deployed
+        package); without a verified repro, the ladder on the whole program. (the repro, the
+        trials, what they rebuilt, the confirming rebuild)."""
+        tried, _ = ladder_for(facts)
+        # the repro is compiled with inductor configs alone: a knob with process settings
+        # (TF32), one this torch may lack, or a package compiled with TF32 rebuild the program
+        on_repro = not self.package_tf32 and all(
+            inductor_only(k.configs) == dict(k.configs)
+            and not untestable(k.min_torch, self.torch_version)
+            for k in tried
+        )
+        if not nodes:
+            repro = Repro(False, "", detail="the kernel has no FX nodes to cut (provenance)")
+        else:
+            self.say("cutting the divergent kernel's FX nodes out and compiling them alone")
+            repro, trials, folder = repro_and_trials(self, nodes, tried if on_repro else [])
+            if folder is not None:
+                try:
+                    kept = keep(folder, self.opts.artifacts, self.case.model.name)
+                except OSError as exc:
+                    why = f"; it could not be kept in {self.opts.artifacts}: {exc}"
+                    repro = replace(repro, detail=repro.detail + why)
+                else:
+                    repro = replace(repro, path=kept)
+            if repro.verified and on_repro:
+                cause = next((t for t in trials if t.verdict == "cause"), None)
+                if cause is None:
+                    return repro, trials, "repro", None
+                knob = next(k for k in KNOBS if k.id == cause.knob)
+                self.say(f"confirming with one full rebuild with {_configs_text(knob.configs)}")
+                return repro, trials, "repro", self._trial(knob, timed="always")
+        return repro, self._ladder(facts), "program", None
+
     def _ladder(self, facts: Mapping[str, bool]) -> list[KnobTrial]:
         tried, _ = ladder_for(facts)
         trials: list[KnobTrial] = []
@@ -386,24 +537,33 @@ class _Triage:
                 trials.append(KnobTrial(knob.id, knob.configs, "not run", "the budget ran out"))
                 continue
             self.say(f"rebuilding with {_configs_text(knob.configs)}")
-            trial = self._trial(knob)
+            trial = self._trial(knob, timed="if it matches")
             trials.append(trial)
             if trial.verdict == "cause":
                 break
         return trials
 
-    def _trial(self, knob: Knob) -> KnobTrial:
+    def _trial(self, knob: Knob, timed: str = "") -> KnobTrial:
+        """Rebuild the whole program with `knob` and compare it with eager; then time it
+        against the deployed package (self.latencies): `timed` "always", or "if it matches"."""
         started = time.monotonic()
+        why_not = untestable(knob.min_torch, self.torch_version)
+        if why_not:
+            return KnobTrial(knob.id, knob.configs, "not testable on this torch", why_not)
         package = os.path.join(self.workdir, knob.id, "package.pt2")
-        configs = {**dict(self.case.compiled_with), **dict(knob.configs)}
-        entries, died = self.job(
-            knob.id,
-            [
-                {"id": "compile", "op": "compile", "out": package, "inductor_configs": configs},
-                {"id": "compare", "op": "accuracy_compare", "package": package, "model": "model"},
-            ],
+        configs = {**dict(self.case.compiled_with), **inductor_only(knob.configs)}
+        steps = rebuild_steps(
+            {"id": "compile", "op": "compile", "out": package, "inductor_configs": configs},
+            [{"id": "compare", "op": "accuracy_compare", "package": package, "model": "model"}],
+            self.package_tf32,
+            knob_tf32(knob.configs),
         )
+        timing = latency_step(self.case, package, timed != "always") if timed else None
+        entries, died = self.job(knob.id, steps + ([timing] if timing else []))
         took = time.monotonic() - started
+        latency = latency_of(entries)
+        if latency is not None:
+            self.latencies[knob.id] = latency
         cmp = entries.get("compare") or {}
         if cmp.get("status") != "ok":
             comp = entries.get("compile") or {}
@@ -438,9 +598,11 @@ def _entries(outcome: ProcessOutcome) -> dict[str, dict[str, Any]]:
     )
 
 
-def _died(outcome: ProcessOutcome) -> str:
-    if outcome.timed_out:
-        return "the worker ran out of the accuracy triage's budget"
+def _died(outcome: ProcessOutcome, budget_spent: bool = False) -> str:
+    """Why a worker did not finish; `budget_spent`: the triage's budget is gone (the worker's
+    step limits were what was left of it, so a step that ran past its limit ran out of it)."""
+    if outcome.timed_out or (budget_spent and not (outcome.result or {}).get("done")):
+        return "the accuracy triage's budget ran out (--accuracy-budget)"
     if outcome.crashed:
         return f"the worker crashed ({outcome.signal_name})"
     if not outcome.ok and not (outcome.result or {}).get("done"):
@@ -517,7 +679,52 @@ def _with_summary(d: AccuracyDiagnosis, err: KernelError, nonfinite: bool) -> Ac
         proof = f"no cause proven ({_trials_text(d.trials)})"
     else:
         proof = "no knob applies: no cause proven"
-    return replace(d, summary=f"{what}; {proof}; {_closer(d)}")
+    if d.latency is not None:
+        proof += f", {d.latency.text}"
+    return replace(d, summary=f"{what}; {proof}; {_repro_text(d)}; {_closer(d)}")
+
+
+def _repro_text(d: AccuracyDiagnosis) -> str:
+    """What the repro is and where it is kept, in a few words."""
+    r = d.repro
+    if r is None:
+        return "no repro"
+    if not r.verified:
+        return f"no repro verified ({r.detail})"
+    where = f"kept in {r.path}" if r.path else "pass --artifacts DIR to keep it"
+    return (
+        f"repro verified ({r.route} route: {len(r.nodes)} of {r.program_nodes} operator "
+        f"nodes, max abs error {_num(r.max_abs)} compiled alone; {where})"
+    )
+
+
+def _proof_text(d: AccuracyDiagnosis, cause: KnobTrial) -> str:
+    """How the cause was proven: on the repro and by one full rebuild, or by a full rebuild."""
+    configs = _configs_text(cause.configs)
+    if d.trials_on != "repro":
+        return (
+            f"rebuilding the ExportedProgram with {configs} matches eager "
+            f"(max abs error {_num(cause.max_abs)})"
+        )
+    text = (
+        f"rebuilding its repro ({len(d.repro.nodes) if d.repro else 0} operator nodes) with "
+        f"{configs} matches eager (max abs error {_num(cause.max_abs)})"
+    )
+    full = d.confirm
+    if full is None:
+        return text + "; the program was not rebuilt with it"
+    if full.verdict == "cause":
+        return text + (
+            f"; one full rebuild of the program with it matches eager too "
+            f"(max abs error {_num(full.max_abs)})"
+        )
+    if full.verdict == "not the cause":
+        return text + (
+            f"; one full rebuild of the program with it still differs from eager (max abs "
+            f"error {_num(full.max_abs)}): the kernel's cause is proven, another kernel "
+            "differs too, the outputs still differ"
+        )
+    return text + f"; the full rebuild of the program is {full.verdict}: {full.detail}"
 
 
 def _findings(d: AccuracyDiagnosis, err: KernelError, nonfinite: bool) -> list[Finding]:
@@ -543,10 +750,15 @@ def _findings(d: AccuracyDiagnosis, err: KernelError, nonfinite: bool) -> list[F
         knob = next(k for k in KNOBS if k.id == cause.knob)
         out.append(
             codes.get("AOT709").finding(
-                f"the difference in {d.kernel} is {knob.cause}: rebuilding the ExportedProgram "
-                f"with {_configs_text(cause.configs)} matches eager "
-                f"(max abs error {_num(cause.max_abs)}); {_closer(d)}",
-                hint=f"compile with inductor_configs={{{_configs_text_py(cause.configs)}}} if "
+                f"the difference in {d.kernel} is {knob.cause}: {_proof_text(d, cause)}; "
+                + (
+                    f"{d.latency.text} with it against the deployed package"
+                    if d.latency is not None
+                    else "latency cost not measured"
+                )
+                + f"; {_repro_text(d)}; {_closer(d)}",
+                hint=knob.hint
+                or f"compile with inductor_configs={{{_configs_text_py(cause.configs)}}} if "
                 "the deployment needs eager's numbers; else accept the difference (the fp64 "
                 "comparison says which side is more accurate) and loosen --rtol/--atol",
                 model=model,
@@ -566,7 +778,8 @@ def _findings(d: AccuracyDiagnosis, err: KernelError, nonfinite: bool) -> list[F
                     if tried
                     else f"no knob applies (its nodes hold none of: {facts})"
                 )
-                + f"; no cause is proven: a compiler bug candidate; {_closer(d)}",
+                + f"; no cause is proven: a compiler bug candidate; {_repro_text(d)}; "
+                f"{_closer(d)}",
                 model=model,
                 stage="accuracy",
             )

@@ -91,6 +91,88 @@ class KnobTrial:
 
 
 @dataclass(frozen=True)
+class Repro:
+    """The smallest subgraph around the divergent kernel that still differs from eager when
+    compiled alone, verified by compiling it before it is reported."""
+
+    verified: bool
+    route: str
+    """How it was made: `subgraph` (the kernel's FX nodes cut out of the program, grown by
+    their inputs' producers until the cut differs alone); `` when none was verified."""
+    nodes: tuple[str, ...] = ()
+    """The FX nodes of `ep.module()` it holds."""
+    program_nodes: int = 0
+    """Operator nodes of the whole program (the repro's count is len(nodes))."""
+    max_abs: float | None = None
+    """Its compiled output's largest error against its eager run."""
+    path: str | None = None
+    """The folder it was kept in (--artifacts); None: not kept."""
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verified": self.verified,
+            "route": self.route,
+            "nodes": list(self.nodes),
+            "node_count": {"program": self.program_nodes, "repro": len(self.nodes)},
+            "max_abs": opt_float(self.max_abs),
+            "path": self.path,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Repro:
+        count = d.get("node_count") or {}
+        return cls(
+            verified=bool(d.get("verified")),
+            route=str(d.get("route") or ""),
+            nodes=tuple(str(n) for n in d.get("nodes") or ()),
+            program_nodes=int(count.get("program") or 0),
+            max_abs=opt_float(d.get("max_abs")),
+            path=str(d["path"]) if d.get("path") is not None else None,
+            detail=str(d.get("detail") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class Latency:
+    """The cause's latency cost: the deployed package and its rebuild with the cause's config,
+    timed alternately in one process on the sample inputs (median of `runs` calls each)."""
+
+    runs: int
+    deployed_ms: float
+    rebuilt_ms: float
+
+    @property
+    def cost_pct(self) -> float:
+        """The rebuild's latency relative to the deployed package's, in percent."""
+        return (self.rebuilt_ms / self.deployed_ms - 1.0) * 100.0 if self.deployed_ms else 0.0
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.cost_pct:+.1f}% latency (median of {self.runs}, "
+            f"{self.deployed_ms:.3g} vs {self.rebuilt_ms:.3g} ms)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "deployed_ms": self.deployed_ms,
+            "rebuilt_ms": self.rebuilt_ms,
+            "cost_pct": round(self.cost_pct, 2),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Latency:
+        return cls(
+            runs=int(d.get("runs") or 0),
+            deployed_ms=float(d.get("deployed_ms") or 0.0),
+            rebuilt_ms=float(d.get("rebuilt_ms") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
 class AccuracyDiagnosis:
     """Accuracy triage's conclusion for one model (the JSON report's `accuracy`)."""
 
@@ -118,6 +200,14 @@ class AccuracyDiagnosis:
     rmse_eager: float | None = None
     summary: str = ""
     """The one line the table shows."""
+    repro: Repro | None = None
+    """The verified repro of the divergent kernel (or why none was verified)."""
+    trials_on: str = "program"
+    """What `trials` rebuilt: `repro` (the verified repro, cheap compiles) or `program`."""
+    confirm: KnobTrial | None = None
+    """The one full rebuild of the program with the cause proven on the repro."""
+    latency: Latency | None = None
+    """The cause's latency cost (the deployed package against its rebuild with the cause)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +224,10 @@ class AccuracyDiagnosis:
             "rmse_compiled": opt_float(self.rmse_compiled),
             "rmse_eager": opt_float(self.rmse_eager),
             "summary": self.summary,
+            "repro": self.repro.to_dict() if self.repro else None,
+            "trials_on": self.trials_on,
+            "confirm": self.confirm.to_dict() if self.confirm else None,
+            "latency": self.latency.to_dict() if self.latency else None,
         }
 
     @classmethod
@@ -153,6 +247,14 @@ class AccuracyDiagnosis:
             rmse_compiled=opt_float(d.get("rmse_compiled")),
             rmse_eager=opt_float(d.get("rmse_eager")),
             summary=str(d.get("summary") or ""),
+            repro=Repro.from_dict(d["repro"]) if isinstance(d.get("repro"), Mapping) else None,
+            trials_on=str(d.get("trials_on") or "program"),
+            confirm=(
+                KnobTrial.from_dict(d["confirm"]) if isinstance(d.get("confirm"), Mapping) else None
+            ),
+            latency=(
+                Latency.from_dict(d["latency"]) if isinstance(d.get("latency"), Mapping) else None
+            ),
         )
 
 

@@ -12,10 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aotipre import tempdirs
-from aotipre.errors import PackageError
+from aotipre.bounds import TRIAGE_NUMBERS
+from aotipre.errors import PackageError, UsageError
 from aotipre.findings import StageResult, StageStatus
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.runner.classify import kernel_names
@@ -46,6 +48,15 @@ class TriageOptions:
     minify_timeout_s: float = 1800.0
     accuracy_budget_s: float = 900.0
     """Seconds for accuracy triage of one model (its diagnostic rebuild and cause ladder)."""
+
+    def __post_init__(self) -> None:
+        """A library caller gets the checks the flags get (aotipre.bounds): a NaN, zero or
+        endless budget is one UsageError naming the field."""
+        for name, parse in TRIAGE_NUMBERS.values():
+            try:
+                parse(getattr(self, name), Path.cwd())
+            except ValueError as exc:
+                raise UsageError(f"TriageOptions.{name} = {getattr(self, name)!r}: {exc}") from None
 
 
 @dataclass

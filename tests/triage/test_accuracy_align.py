@@ -190,8 +190,8 @@ def test_without_a_program_triage_says_what_it_needs_and_runs_nothing() -> None:
     assert result.diagnosis is None and result.stages[0].status is StageStatus.SKIPPED
 
 
-def test_no_escalate_and_a_cuda_package_skip_with_the_reason() -> None:
+def test_no_escalate_and_a_device_other_than_cpu_or_cuda_skip_with_the_reason() -> None:
     off = triage_accuracy(mismatch("/nowhere/ep.pt2"), AccuracyOptions(escalate=False))
     assert off.findings == [] and "escalation is off" in off.stages[0].detail
-    cuda = triage_accuracy(mismatch("/nowhere/ep.pt2", "cuda:0"), AccuracyOptions())
-    assert cuda.findings == [] and "CPU packages only" in cuda.stages[0].detail
+    xpu = triage_accuracy(mismatch("/nowhere/ep.pt2", "xpu:0"), AccuracyOptions())
+    assert xpu.findings == [] and "CPU and CUDA packages only" in xpu.stages[0].detail

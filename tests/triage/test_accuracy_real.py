@@ -7,7 +7,11 @@ whose difference can only be reported with what is needed to localize it."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,24 +49,32 @@ def finding(report: Report, code: str):  # noqa: ANN201 - a Finding
     return found
 
 
-def against_program(built: Path, kind: str) -> Report:
+def against_program(
+    built: Path, kind: str, triage: TriageOptions | None = None, **dynamic: Any
+) -> Report:
     """The AOTI package checked with its ExportedProgram given by --exported-program."""
     return check(
         str(built / f"{kind}_aoti.pt2"),
         CheckOptions(
             inputs=str(built / f"{kind}_inputs.pt"),
+            triage=triage,
             dynamic=DynamicOptions(
-                probe=False, use_cache=False, exported_program=str(built / f"{kind}.pt2")
+                probe=False,
+                use_cache=False,
+                exported_program=str(built / f"{kind}.pt2"),
+                **dynamic,
             ),
         ),
     )
 
 
-def test_a_bf16_chain_is_localized_and_proven_precision_cast_elision(built: Path) -> None:
+def test_a_bf16_chain_is_localized_and_proven_precision_cast_elision(
+    built: Path, tmp_path: Path
+) -> None:
     plain = facts(built, "bf16")
     assert plain["gap"] > 0.05  # plain torch: the compiled bf16 chain differs from eager
     assert plain["rebuilds"][0]["gap"] == 0.0  # and emulate_precision_casts closes it
-    report = against_program(built, "bf16")
+    report = against_program(built, "bf16", TriageOptions(artifacts=str(tmp_path / "art")))
     assert "AOT701" in codes(report) and "AOT709" in codes(report)
     assert "AOT710" not in codes(report)
     (d,) = report.accuracy
@@ -75,7 +87,28 @@ def test_a_bf16_chain_is_localized_and_proven_precision_cast_elision(built: Path
     assert first.kernel.startswith("aoti_torch_cpu_addmm") and first.max_abs == 0.0
     assert d.cause == "precision-casts"
     assert d.trials[0].configs == {"emulate_precision_casts": True}
-    assert d.trials[0].max_abs == plain["rebuilds"][0]["gap"]
+    # proven on the verified repro (a cut smaller than the program), then by one full rebuild
+    repro = d.repro
+    assert repro is not None and repro.verified and repro.route == "subgraph"
+    assert 0 < len(repro.nodes) < repro.program_nodes and repro.max_abs
+    assert d.trials_on == "repro" and d.trials[0].verdict == "cause"
+    assert d.confirm is not None and d.confirm.verdict == "cause"
+    assert d.confirm.max_abs == plain["rebuilds"][0]["gap"]
+    lat = d.latency  # measured: the deployed package against the rebuild, alternately
+    assert lat is not None and lat.runs >= 3 and lat.deployed_ms > 0 and lat.rebuilt_ms > 0
+    assert lat.cost_pct == pytest.approx((lat.rebuilt_ms / lat.deployed_ms - 1) * 100)
+    assert lat.text in finding(report, "AOT709").message
+    assert report.to_dict()["accuracy"][0]["latency"]["rebuilt_ms"] == lat.rebuilt_ms
+    # the repro folder, run with plain torch in a fresh process, shows the difference
+    assert repro.path == str(tmp_path / "art" / "model" / "accuracy-repro")
+    assert f"kept in {repro.path}" in finding(report, "AOT709").message
+    run = subprocess.run(
+        [sys.executable, "repro.py"], cwd=repro.path, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 1, run.stderr[-2000:]  # 1: compiled differs from eager
+    assert "compiled differs from eager" in run.stdout
+    worst = max(float(x) for x in re.findall(r"max abs error (\S+)", run.stdout))
+    assert worst == pytest.approx(repro.max_abs, rel=1e-5)  # printed to 6 digits
     assert d.output_max_abs == pytest.approx(plain["gap"])
     assert d.rmse_compiled is not None and d.rmse_eager is not None
     closer = "compiled" if d.rmse_compiled < d.rmse_eager else "eager"
@@ -129,6 +162,10 @@ def test_an_injected_miscompile_is_a_compiler_bug_candidate_with_no_cause(built:
     assert "relu" in d.nodes and d.inputs_agree is True
     assert d.cause is None
     assert "no cause is proven" in finding(report, "AOT710").message
+    # the miscompiled kernel's cut, compiled alone with the same configs, still differs
+    assert d.repro is not None and d.repro.verified and "relu" in d.repro.nodes
+    assert len(d.repro.nodes) < d.repro.program_nodes
+    assert "repro verified (subgraph route" in finding(report, "AOT710").message
 
 
 def test_an_aoti_only_package_says_what_localizing_needs(built: Path) -> None:

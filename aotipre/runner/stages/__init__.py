@@ -42,7 +42,7 @@ from aotipre.runner.stages.custom_ops import CustomOpsStage
 from aotipre.runner.stages.device_index import DeviceIndexStage
 from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
 from aotipre.runner.stages.load import LoadStage
-from aotipre.runner.stages.mismatch import OutputMismatch
+from aotipre.runner.stages.mismatch import OutputMismatch, hand_mismatch
 from aotipre.runner.stages.options import DynamicOptions, PerfOptions, parse_device
 from aotipre.runner.stages.perf import PerfStage
 from aotipre.runner.stages.probe import ProbeStage
@@ -114,8 +114,9 @@ def run_dynamic_stages(
     raises UsageError for a bad `device`. `on_run_crash` is called with a RunCrash when the
     run step failed inside the model (not an input check or a timeout), while the session's
     files still exist (crash triage). `on_perf` gets the perf stage's record of the model (and
-    of the --against baseline). `on_mismatch` gets an OutputMismatch when the compare stage
-    found AOT701/AOT702 on the sample inputs (accuracy triage), while the session runs.
+    of the --against baseline). `on_mismatch` gets an OutputMismatch when the stages found
+    wrong outputs (AOT701/AOT702 on the sample inputs, AOT068, AOT525: mismatch.TRIGGERS)
+    once they have all reported, while the session's files exist (accuracy triage).
     """
     session = Session(
         [stage() for stage in PIPELINE],
@@ -133,6 +134,8 @@ def run_dynamic_stages(
     session.on_perf = on_perf
     session.on_mismatch = on_mismatch
     try:
-        return session.execute()
+        results = session.execute()
+        hand_mismatch(session)  # accuracy triage: every stage has reported, the files exist
+        return results
     finally:
         session.cleanup()

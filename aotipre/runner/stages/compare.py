@@ -19,7 +19,6 @@ from aotipre.runner.stages.base import (
     probe_label,
     tensor_input,
 )
-from aotipre.runner.stages.mismatch import hand_mismatch
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.runner.synth import ProbeCase
 
@@ -69,7 +68,6 @@ class CompareStage(Stage):
         if expected is not None:
             parts.append(_compared(s, s.records.get("compare-expected"), expected.label, []))
         status = max((p[0] for p in parts), key=lambda st: _RANK[st])
-        hand_mismatch(s)  # accuracy triage, while the session's files exist
         return s.stage(
             "compare", status, "; ".join(p[1] for p in parts), [r for p in parts for r in p[2]]
         )

@@ -26,10 +26,19 @@ from .protocol import StepError
 
 RNG_OPS = re.compile(r"rand|bernoulli|dropout|normal|multinomial|uniform|exponential|poisson")
 """Op names that draw random numbers (fallback_random's class)."""
-REDUCTION_OPS = re.compile(
-    r"softmax|sum|mean|var|std|norm|amax|amin|max|min|prod|cumsum|cumprod|logsumexp|argm"
-)
-"""Op names that reduce (reduction order, decompositions: the all-fallback rebuild's class)."""
+REDUCING_OPS = frozenset(
+    {
+        "softmax", "_softmax", "log_softmax", "_log_softmax", "_safe_softmax",
+        "layer_norm", "native_layer_norm", "group_norm", "native_group_norm", "rms_norm",
+        "_fused_rms_norm", "instance_norm", "batch_norm", "native_batch_norm",
+        "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+        "_batch_norm_with_update", "cumsum", "cumprod", "logcumsumexp", "cummax", "cummin",
+    }
+)  # fmt: skip
+"""aten ops that reduce inside although their schema carries no `reduction` tag (softmax, the
+norms, the scans); every op tagged `torch.Tag.reduction` (sum, mean, amax, max.dim, var, std,
+norm, prod, argmax, logsumexp, any, ...) reduces too. Pointwise ops (maximum, clamp_max,
+max.other) are neither."""
 LOW_PRECISION = ("bfloat16", "float16")
 MAX_NODES_RECORDED = 4096
 """Eager values kept at most (the nodes the provenance file names), so memory stays bounded."""
@@ -85,8 +94,74 @@ def node_facts(nodes: list[Any]) -> dict[str, bool]:
             if isinstance(v, torch.Tensor) and dtype_name(v.dtype) in LOW_PRECISION:
                 low = True
         rng = rng or bool(RNG_OPS.search(name))
-        red = red or bool(REDUCTION_OPS.search(name))
-    return {"low_precision": low, "rng": rng, "reduction": red}
+        red = red or reduces(node)
+    return {"low_precision": low, "rng": rng, "reduction": red, **fp32_matmul_facts(nodes)}
+
+
+def reduces(node: Any) -> bool:
+    """Whether an FX node's aten op reduces (the all-fallback rebuild's class: reduction order,
+    decompositions), by its schema: a `reduction` tag or one of REDUCING_OPS; a batch norm
+    whose `training` argument is False normalizes with stored statistics and does not."""
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload):
+        return False
+    tag = getattr(torch.Tag, "reduction", None)
+    if tag is not None and tag in op.tags:
+        return True
+    if op._schema.name.split("::")[-1] not in REDUCING_OPS:
+        return False
+    for i, arg in enumerate(op._schema.arguments):
+        if arg.name == "training":
+            value = node.kwargs.get("training", node.args[i] if i < len(node.args) else None)
+            return value is not False
+    return True
+
+
+MATMUL_OPS = frozenset(
+    {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "mv", "addmv", "dot"}
+)
+"""aten ops that run fp32 matrix products through cuBLAS or a Triton mm template (TF32's class
+with `torch.backends.cuda.matmul`)."""
+CONV_OPS = re.compile(r"^_?conv|^cudnn_convolution")
+"""aten convolutions (conv1d-3d, conv_transpose*, convolution): cuDNN's TF32 class."""
+_PROCESS_TF32: tuple[str, bool] | None = None
+"""The worker's own (float32 matmul precision, cuDNN allow_tf32), before accuracy_precision."""
+
+
+def fp32_matmul_facts(nodes: list[Any]) -> dict[str, bool]:
+    """Whether FX nodes hold an fp32 matrix product or an fp32 convolution (the TF32 knob's
+    facts; on CUDA only, which the triage decides)."""
+    matmul = conv = False
+    for node in nodes:
+        op = node.target
+        name = op._schema.name.split("::")[-1] if isinstance(op, torch._ops.OpOverload) else ""
+        val = node.meta.get("val")
+        fp32 = isinstance(val, torch.Tensor) and val.dtype == torch.float32
+        matmul = matmul or (fp32 and name in MATMUL_OPS)
+        conv = conv or (fp32 and bool(CONV_OPS.search(name)))
+    return {"fp32_matmul": matmul, "fp32_conv": conv}
+
+
+def last_launch_of_nodes(
+    found: list[kernelmap.Launch], provenance: dict[str, Any]
+) -> dict[str, int]:
+    """{FX node: the last launch whose provenance names it}. A node split over several kernels
+    (a CUDA Linear: an extern mm, then its bias add fused into a Triton kernel) has its eager
+    value only after the last; an earlier kernel's output is a partial result."""
+    out: dict[str, int] = {}
+    for i, launch in enumerate(found):
+        for name in (provenance.get(launch.handle or "") or {}).get("pre_grad_nodes") or []:
+            out[str(name)] = i
+    return out
+
+
+def tf32_state() -> dict[str, Any]:
+    """This process's TF32 settings: float32 matmul precision ('highest': no TF32 for cuBLAS
+    and Triton mm templates) and cuDNN's allow_tf32 (convolutions)."""
+    return {
+        "matmul": torch.get_float32_matmul_precision() != "highest",
+        "conv": bool(torch.backends.cudnn.allow_tf32),
+    }
 
 
 def rmse(a: Any, b: Any) -> float | None:
@@ -152,10 +227,12 @@ class AccuracyOps(WorkerCore):
         entry["reproduced"] = compare_outputs(compiled, eager_out, rtol, atol)
         by_name = {node.name: node for node in gm.graph.nodes}
         records = []
-        for launch, saved in zip(found, files):
+        complete_in = last_launch_of_nodes(found, provenance)
+        for i, (launch, saved) in enumerate(zip(found, files)):
             info = provenance.get(launch.handle or "", {})
             nodes = [n for n in info.get("pre_grad_nodes") or [] if n in order]
             nodes.sort(key=lambda n: order[n])
+            complete = [n for n in nodes if complete_in.get(n) == i]
             records.append(
                 {
                     "kernel": launch.kernel,
@@ -166,7 +243,7 @@ class AccuracyOps(WorkerCore):
                     "inputs": [a for a in launch.args if a not in launch.outputs],
                     "input_nonfinite": _input_nonfinite(launch, saved),
                     "outputs": [
-                        _compare_output(arg, saved.get(arg), nodes, values, rtol, atol)
+                        _compare_output(arg, saved.get(arg), complete, values, rtol, atol)
                         for arg in launch.outputs
                     ],
                     "facts": node_facts([by_name[n] for n in nodes]),
@@ -174,8 +251,27 @@ class AccuracyOps(WorkerCore):
             )
         entry["launches"] = records
         entry["graph_facts"] = node_facts(list(gm.graph.nodes))
+        entry["torch"] = torch.__version__
+        entry["eager_tf32"] = tf32_state()
         self.phase(entry, "fp64")
         entry["rmse"] = self._fp64(gm, args, kwargs, compiled, eager_out)
+
+    def op_accuracy_precision(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """Set TF32 for this worker's later steps (a compile decides it for Triton matmul and
+        convolution templates; eager and extern cuBLAS/cuDNN calls read it when they run):
+        `tf32` True or False for CUDA fp32 matmuls and cuDNN convolutions, None: back to the
+        process's own settings."""
+        global _PROCESS_TF32
+        if _PROCESS_TF32 is None:
+            _PROCESS_TF32 = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32)
+        want = step.get("tf32")
+        if want is None:
+            matmul, conv = _PROCESS_TF32
+        else:
+            matmul, conv = ("high" if want else "highest"), bool(want)
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = conv
+        entry["tf32"] = tf32_state()
 
     def op_accuracy_compare(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Load a cause-ladder rebuild, call it and the ExportedProgram eagerly, each after

@@ -81,10 +81,14 @@ class WorkerCore:
         return os.path.join(self.workdir, name)
 
     def phase(self, entry: dict[str, Any], name: str) -> None:
-        """Record what the step is doing now (also in `current`, in case the process dies)."""
+        """Record what the step is doing now (also in `current`, in case the process dies), and
+        in `phase_at` when it first entered each phase (seconds into the step: where its time
+        went)."""
         entry["phase"] = name
         current = self.rec.data.get("current")
         if isinstance(current, dict):
+            at = entry.setdefault("phase_at", {})
+            at.setdefault(name, round(time.time() - float(current.get("started") or 0), 3))
             current["phase"] = name
             self.rec.flush()
 
@@ -125,7 +129,26 @@ class WorkerCore:
                 self.ep_error = exception_info(exc)
                 raise
             self.ep = self.move_ep(ep)
+            if self.job.get("ep_weights"):
+                self.swap_into_program(self.ep, self.job["ep_weights"])
         return self.ep
+
+    def swap_into_program(self, ep: Any, weights: dict[str, str]) -> None:
+        """Copy a weights file's tensors into the ExportedProgram's state (the job's
+        `ep_weights`: accuracy triage of a difference after a weight swap), so that its rebuilds
+        and its eager runs carry the swapped weights; StepError for a name or shape it lacks."""
+        tensors = read_weights_file(weights["file"], weights.get("format", ""), self.device)
+        for name, tensor in tensors.items():
+            held = ep.state_dict.get(name, ep.constants.get(name))
+            if not isinstance(held, torch.Tensor):
+                raise StepError(f"the ExportedProgram has no state tensor {name!r} to swap")
+            if held.shape != tensor.shape or held.dtype != tensor.dtype:
+                raise StepError(
+                    f"the ExportedProgram's {name!r} is {held.dtype}{list(held.shape)}, the "
+                    f"weights file's {tensor.dtype}{list(tensor.shape)}"
+                )
+            with torch.no_grad():
+                held.copy_(tensor)
 
     def move_ep(self, ep: Any) -> Any:
         target = torch.device(self.device).type

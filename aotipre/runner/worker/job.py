@@ -18,10 +18,21 @@ from .perf import PerfOps
 from .probe import ProbeOps
 from .protocol import PROTOCOL, Recorder, _real_stderr, _unbuffer_c_stdout
 from .running import RunOps
+from .subgraph import SubgraphOps
 from .triage import TriageOps
 
 
-class Worker(CompileOps, RunOps, ProbeOps, PerfOps, TriageOps, AccuracyOps, CppOps, HostOps):
+class Worker(
+    CompileOps,
+    RunOps,
+    ProbeOps,
+    PerfOps,
+    TriageOps,
+    AccuracyOps,
+    SubgraphOps,
+    CppOps,
+    HostOps,
+):
     """Runs a job's steps (WorkerCore.run), each by its op: `op_<op>` of one of the families."""
 
 

@@ -9,6 +9,11 @@ What it reads (torch 2.11-2.15, `_inductor/codegen/debug_utils.py`, measured on 
   the call, and the same saves with `"after_launch"`;
 - a C++ kernel's declaration `extern "C" void KERNEL(const T* in_ptr0, T* out_ptr0, ...)` names
   each pointer's role; the call passes `(T*)(buf3.data_ptr())` in the same positions;
+- a Triton kernel is launched through its call helper `static ... void call_KERNEL(const
+  in_ptr0_type_& in_ptr0, ..., const out_ptr0_type_& out_ptr0, int64_t xnumel, ...)` (the
+  kernel's signature names, then grid, device, stream, kernels and cubin_dir), called as
+  `call_KERNEL(buf3, lin_bias, arg2_1, 8L, ...)`; `in_out_ptr` arguments are written too
+  (measured on torch 2.11.0+cu130, an H200: data/cuda_printer_wrapper.cpp);
 - an extern kernel `aoti_torch_<device>_<op>_out(OUT, ...)` writes its first argument;
 - the run prints `aoti_torch_save_tensor_handle: Saved tensor to PATH` once per save, in order.
 """
@@ -31,6 +36,12 @@ DECLARATION = re.compile(
     r'extern\s+"C"\s+(?:\w+\s+)*void\s+(?P<kernel>\w+)\s*\((?P<params>[^)]*)\)'
 )
 """A C++ kernel's declaration (its parameters may span lines)."""
+CALL_HELPER = re.compile(
+    r"static\s+(?:inline\s+)?(?:__attribute__\(\(\w+\)\)\s+)?void\s+call_(?P<kernel>\w+)"
+    r"\s*\((?P<params>[^)]*)\)"
+)
+"""A Triton kernel's call helper in a CUDA wrapper.cpp (`static inline void call_KERNEL(`;
+`static __attribute__((noinline)) void` on newer torch); its parameters are the kernel's."""
 IDENTIFIER = re.compile(r"\b((?:buf|arg)\w*)\b")
 """The buffer or graph argument a call argument expression passes (`(float*)(buf3.data_ptr())`)."""
 
@@ -63,14 +74,16 @@ def saved_paths(text: str) -> list[str]:
 
 
 def declarations(text: str) -> dict[str, list[str]]:
-    """{kernel: its parameter names in order} of the C++ kernels declared in `text`."""
+    """{kernel: its parameter names in order} of the C++ kernels declared in `text` and of the
+    Triton kernels whose call helpers it defines."""
     out: dict[str, list[str]] = {}
-    for found in DECLARATION.finditer(text):
-        names = []
-        for param in found.group("params").split(","):
-            words = re.findall(r"\w+", param)
-            names.append(words[-1] if words else "")
-        out[found.group("kernel")] = names
+    for pattern in (DECLARATION, CALL_HELPER):
+        for found in pattern.finditer(text):
+            names = []
+            for param in found.group("params").split(","):
+                words = re.findall(r"\w+", param.split("=")[0])  # `cubin_dir_ = std::nullopt`
+                names.append(words[-1] if words else "")
+            out[found.group("kernel")] = names
     return out
 
 

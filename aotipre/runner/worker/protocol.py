@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -55,14 +56,24 @@ class Recorder:
             "stopped": None,
             "steps": {},
         }
+        self.lock = threading.Lock()
+        """Flushes come from several threads (the compile's phase hooks run in Inductor's
+        autotuning and build threads under max_autotune): one rewrite at a time."""
 
     def flush(self) -> None:
-        if not self.path:
+        """Rewrite the result file (only from the worker process itself: a forked child of a
+        compile never writes its parent's result)."""
+        if not self.path or os.getpid() != self.data["pid"]:
             return
-        tmp = f"{self.path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.data, f, default=str)
-        os.replace(tmp, self.path)
+        with self.lock:
+            try:
+                text = json.dumps(self.data, default=str)
+            except RuntimeError:  # another thread changed it meanwhile: its own flush follows
+                return
+            tmp = f"{self.path}.tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, self.path)
 
 
 class StepLog:
