@@ -22,7 +22,7 @@ from aotipre.host import HostInfo, detect_local, parse_targets
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
-from aotipre.program import is_path, write_program
+from aotipre.program import ExportFailed, is_path, write_program
 from aotipre.progress import stage_ended, stage_started
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.reader import OpenPackage, open_package, read_package, with_reference_values
@@ -126,6 +126,7 @@ def check(
     example_kwargs: dict[str, Any] | None = None,
     dynamic_shapes: Any = None,
     name: str | None = None,
+    strict: bool = False,
 ) -> Report:
     """Run the preflight and return the Report (never raises for a bad package or inputs).
 
@@ -134,6 +135,8 @@ def check(
     `torch.export.export`. An in-memory program is saved to a temporary .pt2 (ExportedProgram
     only, so the dynamic stages compile it in a worker) and checked like a file; the example
     inputs, when given, are its sample inputs; reports name it `name` or `<ClassName>`.
+    `strict` is torch.export.export's; a module that does not export gives a Report with the
+    failure's class, model line and fix (AOT555-AOT557) and a failed `export` stage.
     Passing a torch object means torch is loaded in this process already: only then does this
     function import torch (aotipre imports it nowhere else but in its worker processes).
     """
@@ -146,14 +149,19 @@ def check(
             )
         return _finish(_check_package(subject, opts), opts)
     with tempdirs.temporary_dir("aotipre-program-") as tmp:
-        written = write_program(
-            subject,
-            tmp,
-            example_inputs=example_inputs,
-            example_kwargs=example_kwargs,
-            dynamic_shapes=dynamic_shapes,
-            name=name,
-        )
+        started = time.monotonic()
+        try:
+            written = write_program(
+                subject,
+                tmp,
+                example_inputs=example_inputs,
+                example_kwargs=example_kwargs,
+                dynamic_shapes=dynamic_shapes,
+                name=name,
+                strict=strict,
+            )
+        except ExportFailed as failed:
+            return _finish(_export_failed(failed, opts, started), opts)
         if written.inputs is not None and opts.inputs is None:
             opts = dataclasses.replace(opts, inputs=written.inputs)
         # an in-memory program is checked by compiling it: no AOTI code is expected in it
@@ -165,6 +173,16 @@ def check(
     if written.inputs is not None and report.inputs_source == written.inputs:
         report.inputs_source = "example_inputs"
     return _finish(report, opts)
+
+
+def _export_failed(failed: ExportFailed, opts: CheckOptions, started: float) -> Report:
+    """The Report of a module torch.export could not export: its finding and a failed
+    `export` stage (nothing else ran)."""
+    report = Report(package_path=failed.label, fail_on=opts.fail_on, tool_version=__version__)
+    report.findings.append(failed.finding)
+    detail = failed.finding.message
+    _add_stage(report, opts, _stage("export", StageStatus.FAILED, started, detail))
+    return report
 
 
 def _finish(report: Report, opts: CheckOptions) -> Report:
@@ -449,6 +467,9 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
             prewarm_rerun=dynamic.prewarm_rerun and opts.triage.escalate,
             sanitizer=dynamic.sanitizer or opts.triage.sanitizer,
             exported_program=dynamic.exported_program or opts.triage.exported_program,
+            compile_minify=dynamic.compile_minify or (opts.triage.minify and opts.triage.escalate),
+            minify_timeout_s=opts.triage.minify_timeout_s,
+            artifacts=dynamic.artifacts or opts.triage.artifacts,
         )
     if opts.weights and not dynamic.weights:
         dynamic = replace(dynamic, weights=str(opts.weights))

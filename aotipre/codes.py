@@ -1352,17 +1352,30 @@ ALL_CODES: tuple[Code, ...] = (
         example="target cpu,libtorch=/opt/torch: torch 2.15.0 opens this 3.2 GB package and "
         "reads its metadata twice per load (torch issue #196025)",
     ),
+    Code(
+        "AOT490",
+        "release-deployment-changed",
+        E,
+        C.ENVIRONMENT,
+        "aotipre diff: what a host needs to load NEW changed: device, CPU extensions, "
+        "GLIBCXX/CXXABI/GLIBC, the oldest libtorch, SASS architectures or the driver for PTX, "
+        "custom ops, C++ compiled at load, where the weights live (rules in docs/diff.md).",
+        "check every deployment target can load NEW (aotipre check NEW --target ...), or release "
+        "the change as breaking",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="GLIBCXX_RAISED: NEW's .so needs GLIBCXX_3.4.32",
+    ),
     # 5: compile and load
     Code(
         "AOT501",
         "compile-failed",
         E,
         C.COMPILE,
-        "aoti_compile_and_package raised while compiling the ExportedProgram.",
+        "aoti_compile_and_package raised an exception of none of the compile classes "
+        "(AOT540-AOT546), or a CUDA fault while it autotuned a kernel.",
         "fix the error quoted in the evidence; the lines name the failing op or C++ line",
-        example="compiling model 'model' for cpu failed: InductorError: CppCompileError: C++ "
-        "compile error (/tmp/torchinductor_ci/xq/cxqv7rmp.cpp:41:10: fatal error: omp.h: No such "
-        "file or directory)",
+        example="compiling model 'model' for cpu failed: an exception aotipre does not classify "
+        "(RuntimeError: Unsupported lowering config)",
     ),
     Code(
         "AOT502",
@@ -1632,6 +1645,160 @@ ALL_CODES: tuple[Code, ...] = (
         example="loading model 'model' of model.pt2 returned a model, but none of the package's "
         "shared objects is mapped into the process: the calls do not run the package's compiled "
         "code",
+    ),
+    # 54x: the class of a failed compile (aotipre/runner/compile_classes.py); AOT501 is a
+    # failure of none of these classes
+    Code(
+        "AOT540",
+        "compile-lowering-failed",
+        E,
+        C.COMPILE,
+        "Inductor raised while lowering one op of the model (LoweringException): an Inductor "
+        "bug on this op with these input shapes and dtypes, not an error in the model.",
+        "report it to PyTorch with the op, its input shapes and dtypes (the message names them); "
+        "to ship now, express that model line with other ops or use a torch whose lowering works",
+        example="compiling model 'model' for cpu failed: Inductor's lowering of "
+        "aten.cummin.default failed (AssertionError: ...) at node cummin (aten.cummin.default; "
+        "inputs x: [0] float32) at model.py:12 in forward: return torch.cummin(x, -1)[0]",
+    ),
+    Code(
+        "AOT541",
+        "compile-missing-lowering",
+        E,
+        C.COMPILE,
+        "Inductor has no lowering for an op of the model and the compile may not fall back to "
+        "the ATen kernel (implicit_fallbacks=False): MissingOperatorWithoutDecomp or "
+        "MissingOperatorWithDecomp.",
+        "compile with implicit_fallbacks=True (torch's default), or register a lowering or a "
+        "decomposition for the op",
+        example="compiling model 'model' for cpu failed: Inductor has no lowering for "
+        "aten.cummax.default and the compile may not fall back to ATen",
+    ),
+    Code(
+        "AOT542",
+        "compile-generated-cpp-error",
+        E,
+        C.COMPILE,
+        "The C++ compiler rejected the code Inductor generated for the model (CppCompileError): "
+        "the finding quotes the compiler's first error, the generated line it names, and the "
+        "model's nodes that kernel was generated from.",
+        "check the compiler is one this torch supports and that no inductor config injects a bug "
+        "(cpp.inject_*_TESTING_ONLY); else report it to PyTorch with the generated line and the "
+        "model line",
+        example="compiling model 'model' for cpu failed: the generated C++ does not compile: "
+        "c2x.kernel.cpp:69:33: error: 'compile' was not declared in this scope (generated line "
+        "69: `auto tmp1 = compile error!;` in cpp_fused_mul_relu_1) fused from node relu "
+        "(aten.relu.default) at model.py:9 in forward: return torch.relu(self.lin(x)) * 2",
+    ),
+    Code(
+        "AOT543",
+        "compile-wrapper-codegen-failed",
+        E,
+        C.COMPILE,
+        "AOTInductor could not generate the C++ wrapper that calls the kernels "
+        "(CppWrapperCodegenError).",
+        "an AOTInductor limitation or bug: report it to PyTorch with the model line",
+        example="compiling model 'model' for cuda:0 failed: AOTInductor's C++ wrapper generation "
+        "failed (C++ wrapper codegen error: Unsupported output type)",
+    ),
+    Code(
+        "AOT544",
+        "compile-triton-failed",
+        E,
+        C.COMPILE,
+        "Triton could not compile or autotune a kernel of the model: no valid config, every "
+        "autotuning choice failed, ptxas failed, or the kernel needs more shared memory than the "
+        "GPU has.",
+        "compile on the GPU the package is for with the Triton this torch pins; else report it "
+        "to PyTorch with the kernel",
+        example="compiling model 'model' for cuda:0 failed: Triton could not compile or autotune "
+        "a kernel (out of resource: shared memory, Required: 262144, Hardware limit: 232448)",
+    ),
+    Code(
+        "AOT545",
+        "compile-data-dependent-guard",
+        E,
+        C.COMPILE,
+        "Inductor needed to decide a condition on a data-dependent size (an unbacked symbol such "
+        "as u0 from .item() or .nonzero()) while compiling (GuardOnDataDependentSymNode).",
+        "tell the compiler what the model guarantees: torch._check(...) on the symbol right after "
+        "the model line that produces it, then export again",
+        example="compiling model 'model' for cpu failed: Inductor needed to decide `Eq(Max(1, "
+        "u0), 1)` on a data-dependent size (u0), in _inductor/output_code.py:141 in "
+        "complex_memory_overlap",
+    ),
+    Code(
+        "AOT546",
+        "compile-toolchain-missing",
+        E,
+        C.ENVIRONMENT,
+        "The compile's toolchain is missing or unusable on this host: no working C++ compiler "
+        "(InvalidCxxCompiler), no working Triton (TritonMissing), or a GPU too old for Triton.",
+        "install the C++ compiler this torch needs and point $CXX or the cpp.cxx config at it; "
+        "on CUDA, the Triton this torch pins and a GPU of compute capability 7.0 or newer",
+        example="compiling model 'model' for cpu failed: the compile's toolchain is missing or "
+        "unusable (No working C++ compiler found in torch._inductor.config.cpp.cxx: "
+        "('/opt/gcc/bin/g++',))",
+    ),
+    # 55x: before and around the compile: ops with no C shim, a module that does not export
+    Code(
+        "AOT550",
+        "op-without-c-shim",
+        W,
+        C.COMPILE,
+        "The model calls ATen ops that Inductor runs as fallback kernels and that this torch's C "
+        "shim does not cover, so the compiled code calls them through the proxy executor: listed "
+        "before compiling (the ops Inductor falls back on, against torchgen's "
+        "inductor_fallback_ops) and taken from the compile's own warning ('<op> is missing a "
+        "c-shim implementation, using proxy executor as fallback').",
+        "the package runs where a proxy executor dispatches those ops through libtorch "
+        "(aoti_load_package, AOTIModelPackageLoader); a C++-only runtime without one cannot run "
+        "them, and diagnostic rebuilds that change what falls back may fail on them; to avoid "
+        "it, express that model line with ops Inductor lowers",
+        example="model 'model' calls 1 ATen op(s) with no C shim through the proxy executor: "
+        "aten._linalg_det.default (model.py:9 in forward); listed before compiling and "
+        "confirmed by the compile's warning",
+    ),
+    Code(
+        "AOT555",
+        "export-data-dependent",
+        E,
+        C.COMPILE,
+        "torch.export could not export the nn.Module passed to aotipre.check: a model line "
+        "decides on a data-dependent value (a tensor's value, or a size from .item() or "
+        ".nonzero()) that export cannot know (GuardOnDataDependentSymNode, 'Could not guard on "
+        "data-dependent expression').",
+        "tell export what the model guarantees with torch._check(...) on that value right after "
+        "the line that produces it, or make the branch data-independent (torch.where, "
+        "torch.cond)",
+        example="exporting <Gate> failed: data-dependent expression `u0 > 2` (symbol u0) at "
+        "model.py:10 in forward: `return x[:n] if n > 2 else x`",
+    ),
+    Code(
+        "AOT556",
+        "export-graph-break",
+        E,
+        C.COMPILE,
+        "Strict torch.export (TorchDynamo) could not trace a construct of the nn.Module passed "
+        "to aotipre.check (torch._dynamo.exc.Unsupported: a graph break, which export does not "
+        "allow).",
+        "export non-strict (strict=False, torch.export's default: it runs the Python as is), or "
+        "rewrite that model line with constructs Dynamo traces",
+        example="exporting <Noisy> (strict) failed: a graph break (Attempted to call function "
+        "marked as skipped) at model.py:7 in forward: `return x * random.random()`",
+    ),
+    Code(
+        "AOT557",
+        "export-failed",
+        E,
+        C.COMPILE,
+        "torch.export raised while exporting the nn.Module passed to aotipre.check, and the "
+        "failure is none of the export classes aotipre knows (data-dependent, graph break): the "
+        "finding quotes torch's exception and the model line it came from.",
+        "fix the model line torch's message points at (an unsupported construct under export, "
+        "e.g. .numpy() or a Python side effect on tensors), then export again",
+        example="exporting <ToNumpy> failed: RuntimeError: .numpy() is not supported for tensor "
+        "subclasses. at model.py:5 in forward: `return torch.from_numpy(x.numpy() * 2)`",
     ),
     # 6: run (runtime, crash, timeout)
     Code(

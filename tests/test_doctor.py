@@ -211,7 +211,7 @@ def test_compiler_missing(doctor: Doctor) -> None:
         },
     }
     report = doctor(script)
-    assert codes(report.findings) == ["AOT407", "AOT501", "AOT411"]
+    assert codes(report.findings) == ["AOT407", "AOT546", "AOT411"]
     assert "none of them runs" in report.facts["compiler"]["how"]
     (cpu,) = report.canaries
     assert cpu.status == "fails" and cpu.stage == "compile"

@@ -25,9 +25,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "aotipre"
 FACADE = "aotipre"
 WORKER = PACKAGE / "runner" / "worker"
-WORKER_MAY_IMPORT = frozenset({"torch", "triton"})
+WORKER_MAY_IMPORT = frozenset({"torch", "triton", "torchgen"})
 """What the worker imports besides the standard library and its own modules (triton: torch's,
-where it is installed, to trace kernel launches)."""
+where it is installed, to trace kernel launches; torchgen: shipped in the torch wheel, its C-shim
+table `torchgen.aoti.fallback_ops`, which torch/_inductor/ir.py reads too)."""
 
 
 def module_files() -> dict[str, Path]:

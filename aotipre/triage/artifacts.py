@@ -227,6 +227,21 @@ def _repro(triage: TriageState, out: str) -> str | None:
     repro = run.extra.get("repro") if run is not None else None
     if not repro or not os.path.isfile(repro):
         return None
+    return copy_repro(repro, out)
+
+
+def write_compile_repro(model: str, repro: str, directory: str) -> str:
+    """Keep the minified repro of a failed compile in `directory`/<model>/compile-repro/
+    (repro.py and the ExportedProgram it loads); returns that repro.py. Raises OSError."""
+    out = os.path.join(os.path.abspath(directory), _safe(model), "compile-repro")
+    os.makedirs(out, exist_ok=True)
+    copy_repro(repro, out)
+    return os.path.join(out, "repro.py")
+
+
+def copy_repro(repro: str, out: str) -> str:
+    """Copy the minifier's `repro` into `out` as repro.py, with the ExportedProgram it loads
+    beside it (repro_exported_program.pt2) and the script pointed at that copy."""
     try:  # the minifier's file in aotipre's work folder, read as any file is (bounded, UTF-8)
         text = safeio.read_text(repro, f"the minifier's {repro}", MAX_REPRO_BYTES)
     except UsageError as exc:

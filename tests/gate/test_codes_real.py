@@ -53,22 +53,32 @@ def build_so(tmp: Path, c_source: str) -> bytes:
 
 
 def test_aot501_compile_failed(dynamic: Dynamic, tmp_path: Path) -> None:
-    # the C++ compiler torch picks ($CXX) fails on every file
-    res, findings = dynamic("ep_only", use_cache=False, extra_env={"CXX": "/bin/false"})
+    # an inductor config of the wrong type: plain torch 2.13 raises InductorError wrapping a
+    # bare `TypeError: '<' not supported between instances of 'str' and 'int'` (measured),
+    # none of the compile classes (AOT540-AOT546): said so, never a guessed class
+    configs = {"cpp.threads": "abc"}
+    res, findings = dynamic("ep_only", use_cache=False, inductor_configs=configs)
     assert codes(findings) == ["AOT501"]
+    assert "TypeError: '<' not supported" in findings[0].message
+    assert "not one of the compile classes aotipre knows" in findings[0].message
     assert res["compile"].status is StageStatus.FAILED
     assert res["load"].status is StageStatus.SKIPPED
 
 
 def test_aot502_compiler_process_crashed(dynamic: Dynamic, tmp_path: Path) -> None:
-    # a C++ compiler that kills the process that started it (the worker) with SIGSEGV: the real
-    # worker dies by a signal in the middle of its compile step
+    # a C++ compiler that kills the process that started it (the worker) with SIGSEGV when it
+    # compiles (torch's `--version` probe of it gets g++'s answer): the real worker dies by a
+    # signal in the middle of its compile step, in the C++ build, which the finding says
     cxx = tmp_path / "crashing-g++"
-    cxx.write_text("#!/bin/sh\nkill -SEGV $PPID\nsleep 5\nexit 1\n")
+    cxx.write_text(
+        '#!/bin/sh\ncase " $* " in *" -c "*|*" -o "*) kill -SEGV $PPID; sleep 5; exit 1;; esac\n'
+        'exec g++ "$@"\n'
+    )
     cxx.chmod(0o755)
     res, findings = dynamic("ep_only", use_cache=False, extra_env={"CXX": str(cxx)})
     assert codes(findings) == ["AOT502"]
-    assert "killed by SIGSEGV" in findings[0].message
+    assert "killed by SIGSEGV (while " in findings[0].message
+    assert "C++ build, peak memory " in findings[0].message
     assert res["compile"].status is StageStatus.FAILED
 
 

@@ -514,11 +514,24 @@ def test_compile_failure_quotes_the_compiler(run: Run, tmp_path: Path) -> None:
         "expected ';' before '}' token\n",
     }
     res, findings = run(model=model, script={"compile": {"error": err}})
-    assert codes(findings) == ["AOT501"]
+    assert codes(findings) == ["AOT542"]  # InductorError's message names CppCompileError
     assert findings[0].evidence[0] == "/tmp/c.cpp:3:1: error: expected ';' before '}' token"
+    assert "the generated C++ does not compile: c.cpp:3:1: error: expected ';'" in (
+        findings[0].message
+    )
     for name in ("load", "run", "compare", "probe"):
         assert res[name].status is StageStatus.SKIPPED
     assert list((tmp_path / "cache").iterdir()) == []  # the half-written entry is gone
+
+
+def test_a_compile_killed_by_sigkill_says_what_sends_it(run: Run) -> None:
+    # SIGKILL that aotipre did not send (its own kill is a timeout): the OOM killer's signal
+    model = token_model(aoti=False)
+    _, findings = run(model=model, script={"compile": {"crash": "SIGKILL"}}, use_cache=False)
+    assert codes(findings) == ["AOT502"]
+    assert "killed by SIGKILL (SIGKILL is what the out-of-memory killer sends)" in (
+        findings[0].message
+    )
 
 
 @pytest.mark.parametrize("crash", [None, "SIGSEGV"])
@@ -553,7 +566,7 @@ def test_a_compile_that_fills_the_disk_is_the_environments_fault(
     # the same message with room left: the compiler's own failure, as before
     monkeypatch.setattr(cache_mod, "free_bytes", lambda path: 10 * 1024**3)
     _, findings = run(model=model, script={"compile": {"error": err}}, use_cache=False)
-    assert [f.code for f in findings] == ["AOT501"]
+    assert [f.code for f in findings] == ["AOT542"]
     # the OS's own ENOSPC (the cache entry's write) is the disk whatever is free afterwards
     enospc = {"type": "OSError", "message": "[Errno 28] No space left on device: '/c/model.pt2'"}
     _, findings = run(model=model, script={"compile": {"error": enospc}}, use_cache=False)

@@ -15,19 +15,34 @@ from typing import Any
 from aotipre.findings import StageResult, StageStatus
 from aotipre.runner import cache as cache_mod
 from aotipre.runner.classify import classify_compile_failure
+from aotipre.runner.compile_classes import classify_compile_class, phase_clause
 from aotipre.runner.stages.base import PlannedStep, StepRecord, failure_of, host_traits, ok
 from aotipre.runner.stages.compile_fault import (
     CompileFault,
     faulting_kernel,
     rerun_faulted_compile,
 )
+from aotipre.runner.stages.compile_minify import (
+    CompileRepro,
+    minify_failed_compile,
+    report_repro,
+)
 from aotipre.runner.stages.session import Session, Stage
+from aotipre.runner.stages.shims import (
+    CACHE_KEY,
+    SHIM_STEP,
+    ShimlessOp,
+    cache_record,
+    cached_ops,
+    report_shimless,
+    shims_step,
+)
 from aotipre.runner.user_kernels import describe
 
 
 class CompileStage(Stage):
     name = "compile"
-    labels = {"compile": "compiling for {device}"}
+    labels = {"compile": "compiling for {device}", SHIM_STEP: "listing ops with no C shim"}
 
     def __init__(self) -> None:
         self.note = ""
@@ -39,6 +54,10 @@ class CompileStage(Stage):
         self.fault: CompileFault | None = None
         """What the re-run of a compile that faulted on CUDA showed (compile_fault.py)."""
         self.fault_tried = False
+        self.repro: CompileRepro | None = None
+        """The AOTI minifier's repro of a compile that raised (--minify: compile_minify.py)."""
+        self.cached_shimless: list[ShimlessOp] | None = None
+        """A cache hit's record of the ops with no C shim (shims.py: not listed again)."""
 
     def plan(self, s: Session) -> list[PlannedStep]:
         m = s.model
@@ -66,6 +85,7 @@ class CompileStage(Stage):
                 s.aoti_model = "model"
                 self.note = f"compile cache hit ({hit.directory})"
                 s.say("compiled package found in the cache")
+                self.cached_shimless = cached_ops(hit.directory, cache_mod.ENTRY_FILE)
                 return []
             try:
                 self.pending = self.cache.begin(key)
@@ -83,7 +103,7 @@ class CompileStage(Stage):
         s.aoti_package = package_out
         s.aoti_model = "model"
         self.body = {"out": package_out, "inductor_configs": configs}
-        return [PlannedStep("compile", "compile", dict(self.body))]
+        return [shims_step(configs), PlannedStep("compile", "compile", dict(self.body))]
 
     def _cache_key(self, s: Session, configs: dict[str, Any]) -> str:
         m = s.model
@@ -112,6 +132,7 @@ class CompileStage(Stage):
             self.fault_tried = True
             self.fault = rerun_faulted_compile(s, failed, self.body)
             s.compile_rerun = self.fault.record if self.fault else None
+            self.repro = minify_failed_compile(s, failed, self.body)
         if self.pending is None or self.cache is None or not ok(s.records.get("compile")):
             return
         rec = s.records["compile"]
@@ -124,6 +145,7 @@ class CompileStage(Stage):
                     "device": s.device,
                     "torch": cache_mod.torch_version(),
                     "compile_s": round(rec.duration_s, 3),
+                    CACHE_KEY: cache_record(s),
                 },
             )
         except OSError as exc:
@@ -151,6 +173,7 @@ class CompileStage(Stage):
                 "compile", "compile", "ok", self.lookup_s, detail=self.note
             )
         r = s.records["compile"]
+        report_shimless(s, self.cached_shimless)
         if ok(r):
             return s.stage("compile", StageStatus.PASSED, r.detail or self.note, [r])
         err = r.error
@@ -158,8 +181,16 @@ class CompileStage(Stage):
         found = partial(s.add, stage="compile", evidence=fail.evidence)
         where = f"compiling model '{m.name}' for {s.device}"
         full = _disk_full(r.log, err, s.workdir, self.pending.directory if self.pending else None)
+        detail = fail.summary
+        killed = phase_clause(r.entry)
+        if r.status == "crash" and r.signal == "SIGKILL":
+            # aotipre did not send it (else the status is a timeout): the kernel's OOM killer does
+            killed = ", ".join(
+                filter(None, (killed, "SIGKILL is what the out-of-memory killer sends"))
+            )
+        killed = f" ({killed})" if killed else ""
         if r.status == "timeout":
-            found("AOT503", f"{where} did not finish within {s.opts.compile_timeout_s:g} s")
+            found("AOT503", f"{where} did not finish within {s.opts.compile_timeout_s:g} s{killed}")
         elif full is not None:
             # the environment's fault, not the model's (issue #12): no compile finding, the
             # stage could not check, and the note says where the space ran out
@@ -167,17 +198,35 @@ class CompileStage(Stage):
             return s.stage("compile", StageStatus.ERROR, f"could not compile: {full}", [r])
         elif r.status == "crash":
             message, extra = self._fault_told(
-                s, f"{where}: the compiler process was killed by {r.signal}", "", ""
+                s, f"{where}: the compiler process was killed by {r.signal}{killed}", "", ""
             )
             found("AOT502", message, **extra)
         elif r.status == "worker_error":
             return s.stage("compile", StageStatus.ERROR, f"worker failed: {r.detail}", [r])
-        else:
+        elif fail.kind == "device_fault":
             kernel = f" (kernel {fail.kernel})" if fail.kernel else ""
             message, extra = self._fault_told(s, f"{where} failed", kernel, f": {fail.summary}")
             found("AOT501", message, **extra)
+        else:
+            known = classify_compile_class(
+                r.entry.get("compile_failure"), err.get("type"), err.get("message")
+            )
+            if known.kind == "unknown":
+                kernel = f" (kernel {fail.kernel})" if fail.kernel else ""
+                message = f"{where} failed{kernel}: {fail.summary} (not one of the compile "
+                message += "classes aotipre knows: the evidence quotes it)"
+                found("AOT501", message)
+            else:
+                at = known.where
+                at = f" at {at}" if at.startswith("node ") else f" {at}" if at else ""
+                evidence = tuple(dict.fromkeys((*known.evidence, *fail.evidence)))[:6]
+                found(known.code, f"{where} failed: {known.what}{at}", hint=known.hint,
+                      evidence=evidence)  # fmt: skip
+                detail = known.what
         recs = [r, s.compile_rerun] if s.compile_rerun is not None else [r]
-        return s.stage("compile", StageStatus.FAILED, fail.summary, recs)
+        minified = report_repro(s, self.repro)
+        detail = f"{detail}; {minified}" if minified else detail
+        return s.stage("compile", StageStatus.FAILED, detail, recs)
 
     def _fault_told(
         self, s: Session, head: str, kernel: str, tail: str

@@ -14,6 +14,7 @@ from aotipre.checks.custom_ops import Registration, register_hint
 from aotipre.errors import PackageError
 from aotipre.findings import StageResult, StageStatus
 from aotipre.pt2.ops import CustomOp, archive_custom_ops, split_target
+from aotipre.runner.compile_classes import CODES as COMPILE_CLASS_CODES
 from aotipre.runner.stages.base import PlannedStep, StepRecord, ok
 from aotipre.runner.stages.compile_fault import faulting_kernel
 from aotipre.runner.stages.session import Session, Stage
@@ -25,7 +26,10 @@ _MISSING = (
     re.compile(r"Could not find schema for (\w+::\w+(?:\.\w+)?)"),
     re.compile(r"Failed deserializing node Node\(target='(torch\.ops\.\w+\.\w+(?:\.\w+)?)'"),
 )
-_GENERIC = {"compile": ("AOT501", "AOT502", "AOT503"), "load": ("AOT510", "AOT514", "AOT516")}
+_GENERIC = {
+    "compile": ("AOT501", "AOT502", "AOT503", *COMPILE_CLASS_CODES.values()),
+    "load": ("AOT510", "AOT514", "AOT516"),
+}
 """The findings of the compile and load stages this stage may make precise."""
 
 

@@ -167,6 +167,8 @@ def died(
     started = current.get("started") if current else None
     duration = max(0.0, time.time() - float(started)) if isinstance(started, (int, float)) else 0.0
     entry: dict[str, Any] = {"phase": current.get("phase")} if current else {}
+    if current and isinstance(current.get("peak_rss_mb"), (int, float)):
+        entry["peak_rss_mb"] = current["peak_rss_mb"]  # the compile's, when it records it
     base = StepRecord(
         id=step.id,
         op=step.op,

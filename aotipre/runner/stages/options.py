@@ -78,6 +78,13 @@ class DynamicOptions:
     so that a crash's re-run finds torch imported (runner/prewarm.py; off with --no-escalate)."""
     sanitizer: bool = False
     """That re-run goes under compute-sanitizer memcheck, when installed (--sanitizer; slow)."""
+    compile_minify: bool = False
+    """A compile that raised is minified by the AOTI minifier and its repro.py run again
+    (--minify, under --escalate; slow: stages/compile_minify.py)."""
+    minify_timeout_s: float = 1800.0
+    """The minifier's budget, and again the repro's run (crash triage's --minify budget)."""
+    artifacts: str | None = None
+    """--artifacts DIR: a compile's minified repro is kept in DIR/<model>/compile-repro/."""
     exported_program: str | None = None
     """An archive holding the model's ExportedProgram (--exported-program): the eager reference
     of compare and probe for an AOTI-only package (runner/reference.py)."""

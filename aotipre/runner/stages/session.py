@@ -348,7 +348,7 @@ class Session:
         max_jobs = len(steps) + 3
         while pending and self.jobs < max_jobs:
             job_steps = pending
-            if pending[0].op not in ("compile", "load"):
+            if pending[0].op not in ("c_shims", "compile", "load"):  # c_shims: the EP only
                 job_steps = [PlannedStep(f"load#{self.jobs}", "load", {"with_ep": False}), *pending]
             done_ids = self._run_job(job_steps).seen
             for stage in self.stages:

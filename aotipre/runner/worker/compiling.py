@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from .compile_failure import failure_facts
 from .core import WorkerCore
 from .host import users_tempdir
 from .inputs import _has_leaves, to_device
@@ -108,8 +109,81 @@ def traced_triton_launches(owners: dict[str, str]) -> Iterator[None]:
             setattr(cls, attr, original)
 
 
+PHASE_HOOKS: tuple[tuple[str, str, str, str], ...] = (
+    ("torch._inductor.graph", "GraphLowering", "run", "lowering"),
+    ("torch._inductor.graph", "GraphLowering", "codegen", "code generation"),
+    ("torch._inductor.graph", "GraphLowering", "codegen_with_cpp_wrapper", "code generation"),
+    ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "__call__", "autotuning"),
+    ("torch._inductor.cpp_builder", "CppBuilder", "build", "C++ build"),
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "precompile", "Triton build"),
+)
+"""(module, class, method, phase): what aoti_compile_and_package is doing while the method
+runs. A method missing from a torch version is not hooked (its phase is then not told)."""
+
+
+@contextlib.contextmanager
+def compile_phases(record: Any) -> Iterator[None]:
+    """Call `record(phase)` each time the compile enters or leaves one of PHASE_HOOKS' methods,
+    the nested phases joined by ' > ' (`autotuning > C++ build`); `record("")` after the last.
+    The parent reads the last phase recorded when the worker is killed (memory, time)."""
+    import importlib
+    import threading
+
+    per_thread = threading.local()  # autotuning and C++ builds may run in Inductor's threads
+    patches: list[tuple[Any, str, Any]] = []
+
+    def hook(cls: Any, attr: str, name: str) -> None:
+        original = cls.__dict__.get(attr)
+        if original is None or not callable(original):
+            return
+
+        def phased(*args: Any, **kwargs: Any) -> Any:
+            stack: list[str] = per_thread.__dict__.setdefault("stack", [])
+            stack.append(name)
+            record(" > ".join(stack))
+            try:
+                return original(*args, **kwargs)
+            finally:
+                stack.pop()
+                record(" > ".join(stack))
+
+        setattr(cls, attr, phased)
+        patches.append((cls, attr, original))
+
+    for module, cls_name, attr, name in PHASE_HOOKS:
+        try:
+            cls = getattr(importlib.import_module(module), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        hook(cls, attr, name)
+    try:
+        yield
+    finally:
+        for cls, attr, original in reversed(patches):
+            setattr(cls, attr, original)
+
+
+def peak_rss_mb() -> float:
+    """The peak resident memory of this worker and of its finished children (the C++ compiler
+    runs), in MiB (ru_maxrss is in KiB on Linux)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return round(max(own, children) / 1024, 1)
+
+
 class CompileOps(WorkerCore):
     """Step `compile`."""
+
+    def compile_phase(self, entry: dict[str, Any], name: str) -> None:
+        """Record the compile's phase (`entry` and the result file's `current`, which the
+        parent reads when the worker is killed) and the peak memory so far."""
+        entry["peak_rss_mb"] = peak_rss_mb()
+        current = self.rec.data.get("current")
+        if isinstance(current, dict):
+            current["peak_rss_mb"] = entry["peak_rss_mb"]
+        self.phase(entry, f"compile: {name}" if name else "compile")
 
     def op_compile(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         ep = self.get_ep()
@@ -129,9 +203,17 @@ class CompileOps(WorkerCore):
         with (
             users_tempdir(),
             traced_triton_launches(owners) if trace else contextlib.nullcontext(),
+            compile_phases(lambda name: self.compile_phase(entry, name)),
         ):
-            path = torch._inductor.aoti_compile_and_package(
-                ep, package_path=out, inductor_configs=configs
-            )
+            try:
+                path = torch._inductor.aoti_compile_and_package(
+                    ep, package_path=out, inductor_configs=configs
+                )
+            except Exception as exc:
+                try:
+                    entry["compile_failure"] = failure_facts(exc, ep.graph)
+                except Exception as broken:  # the facts are extra: the compile's error stands
+                    entry["compile_failure"] = {"facts_error": f"{type(broken).__name__}: {broken}"}
+                raise
         entry["package"] = str(path)
         entry["size"] = os.path.getsize(out)

@@ -18,12 +18,14 @@ from .perf import PerfOps
 from .probe import ProbeOps
 from .protocol import PROTOCOL, Recorder, _real_stderr, _unbuffer_c_stdout
 from .running import RunOps
+from .shims import ShimOps
 from .subgraph import SubgraphOps
 from .triage import TriageOps
 
 
 class Worker(
     CompileOps,
+    ShimOps,
     RunOps,
     ProbeOps,
     PerfOps,

@@ -1,0 +1,92 @@
+"""The compile classes (AOT540-AOT546) emitted by the real compile stage: real ExportedProgram
+packages compiled by the real worker with torch._inductor.aoti_compile_and_package. Each case's
+ground truth is what plain torch raises in a fresh process: measured by the builder or by
+plain_torch here, or recorded in tests/data/compile_failures/ by
+tests/runner/record_compile_failures.py (the same model and config, plain torch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aotipre.findings import StageStatus
+from tests.building import build
+from tests.gate.conftest import Dynamic, plain_torch
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "compile_failures"
+
+RECORDER = Path(__file__).resolve().parents[1] / "runner" / "record_compile_failures.py"
+
+
+@pytest.fixture(scope="module")
+def cummin_package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """torch issue #188224: an ExportedProgram-only package whose Inductor lowering of
+    aten.cummin asserts (eager and export accept it); and what plain torch raised compiling it."""
+    out = tmp_path_factory.mktemp("cummin") / "cummin.pt2"
+    package = build(RECORDER, out, "lowering_cummin")
+    return package, json.loads(Path(f"{out}.raised.json").read_text())
+
+
+def test_aot540_a_lowering_crash_names_the_op_and_the_model_line(
+    dynamic: Dynamic, cummin_package: tuple[Path, list[str]]
+) -> None:
+    package, raised = cummin_package
+    assert raised == ["InductorError", "LoweringException"]
+    res, findings = dynamic(str(package), use_cache=False)
+    assert [f.code for f in findings] == ["AOT540"]
+    message = findings[0].message
+    assert "failed: Inductor's lowering of aten.cummin.default failed (AssertionError" in message
+    assert " at node cummin (aten.cummin.default; inputs " in message
+    assert ": [0] float32) at " in message and "record_compile_failures.py:" in message
+    assert "in forward: return torch.cummin(torch.clone(x), -46)[0]" in message
+    assert "report it to PyTorch" in findings[0].hint
+    assert res["compile"].status is StageStatus.FAILED
+
+
+def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
+    dynamic: Dynamic,
+) -> None:
+    # plain torch: InductorError(CppCompileError), recorded for the same injected config
+    recorded = json.loads((DATA / "cpp_compile_error.json").read_text())
+    assert [e["type"] for e in recorded["compile_failure"]["chain"][:2]] == [
+        "InductorError",
+        "CppCompileError",
+    ]
+    configs = {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}
+    res, findings = dynamic("ep_only", use_cache=False, inductor_configs=configs)
+    assert [f.code for f in findings] == ["AOT542"]
+    message = findings[0].message
+    assert "failed: the generated C++ does not compile: " in message
+    assert "error: ‘compile’ was not declared in this scope" in message
+    assert "`auto tmp1 = compile error!;` in cpp_fused_relu" in message
+    # ep_only is fixtures/models.py's TinyMLP: its relu node and the line that calls it
+    assert "from the model's node relu (aten.relu.default; inputs " in message
+    assert "models.py:" in message and "return self.fc2(torch.relu(self.fc1(x)))" in message
+    assert findings[0].evidence[0].endswith("error: ‘compile’ was not declared in this scope")
+    assert res["compile"].status is StageStatus.FAILED
+
+
+def test_aot546_no_working_cxx_is_the_toolchain(dynamic: Dynamic) -> None:
+    # the C++ compiler torch picks ($CXX) is /bin/false: plain torch raises InvalidCxxCompiler
+    code = (
+        "import json, os, tempfile, torch\n"
+        "ep = torch.export.export(torch.nn.Linear(4, 4), (torch.randn(2, 4),))\n"
+        "try:\n"
+        "    torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join("
+        "tempfile.mkdtemp(), 'm.pt2'))\n"
+        "    print(json.dumps(None))\n"
+        "except Exception as exc:\n"
+        "    print(json.dumps(type(exc.inner_exception).__name__))\n"
+    )
+    assert plain_torch(code, env={"CXX": "/bin/false"}) == "InvalidCxxCompiler"
+    res, findings = dynamic("ep_only", use_cache=False, extra_env={"CXX": "/bin/false"})
+    assert [f.code for f in findings] == ["AOT546"]
+    assert "the compile's toolchain is missing or unusable (No working C++ compiler found" in (
+        findings[0].message
+    )
+    assert findings[0].category.value == "environment"
+    assert res["compile"].status is StageStatus.FAILED

@@ -1,0 +1,111 @@
+"""Record what plain torch raises when aoti_compile_and_package fails, one JSON file per case
+under OUT: the exception as the worker records it (`exception_info`: type, message) and the
+worker's facts (`failure_facts`). Each case is a model built and exported as users do and
+compiled with torch._inductor.aoti_compile_and_package, with nothing patched.
+
+    python tests/runner/record_compile_failures.py OUT [CASE...]
+    python tests/runner/record_compile_failures.py OUT.pt2 CASE   (the case's package, for tests)
+
+tests/data/compile_failures/ holds the recordings of torch 2.13.0 (CPU); the classifier's unit
+tests (tests/runner/test_compile_classes.py) read them."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from aotipre.runner.worker.compile_failure import failure_facts
+from aotipre.runner.worker.protocol import exception_info
+
+
+class LinearRelu(nn.Module):
+    """x [4, 8] -> relu(linear(x)) * 2: a relu for cpp.inject_relu_bug_TESTING_ONLY."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.lin(x)) * 2
+
+
+class CumminOutOfRange(nn.Module):
+    """torch issue #188224: cummin over dim -46 of an empty 1-D tensor; eager and export accept
+    it, Inductor's lowering asserts (`_validate_dim`)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cummin(torch.clone(x), -46)[0]
+
+
+CASES: dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]] = {
+    "cpp_compile_error": (
+        LinearRelu(),
+        (torch.randn(4, 8),),
+        {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"},
+    ),
+    "invalid_cxx": (LinearRelu(), (torch.randn(4, 8),), {"cpp.cxx": ("/nonexistent/g++",)}),
+    "lowering_cummin": (
+        CumminOutOfRange(),
+        (torch.bartlett_window(0, periodic=False),),
+        {},
+    ),
+}
+
+
+def record(case: str, out: Path) -> None:
+    module, args, configs = CASES[case]
+    torch.manual_seed(0)
+    ep = torch.export.export(module, args)
+    package = os.path.join(tempfile.mkdtemp(), "model.pt2")
+    try:
+        torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=configs)
+    except Exception as exc:
+        info = exception_info(exc)
+        data = {
+            "torch": torch.__version__,
+            "case": case,
+            "inductor_configs": {k: list(v) if isinstance(v, tuple) else v
+                                 for k, v in configs.items()},
+            "error": {"type": info["type"], "message": info["message"]},
+            "compile_failure": failure_facts(exc, ep.graph),
+        }  # fmt: skip
+        (out / f"{case}.json").write_text(json.dumps(data, indent=1) + "\n")
+        return
+    raise SystemExit(f"{case}: the compile succeeded")
+
+
+def package(case: str, out: Path) -> None:
+    """Save CASE's ExportedProgram (torch.export.save) to OUT, and the types plain torch raised
+    compiling it (`[outer, inner]`, `[]` when it compiled) to OUT + `.raised.json`."""
+    module, args, configs = CASES[case]
+    torch.manual_seed(0)
+    ep = torch.export.export(module, args)
+    torch.export.save(ep, out)
+    raised: list[str] = []
+    try:
+        target = os.path.join(tempfile.mkdtemp(), "model.pt2")
+        torch._inductor.aoti_compile_and_package(ep, package_path=target, inductor_configs=configs)
+    except Exception as exc:
+        raised = [type(exc).__name__, type(getattr(exc, "inner_exception", exc)).__name__]
+    Path(f"{out}.raised.json").write_text(json.dumps(raised))
+
+
+def main(argv: list[str]) -> None:
+    out = Path(argv[0])
+    if out.suffix == ".pt2":
+        package(argv[1], out)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for case in argv[1:] or list(CASES):
+        record(case, out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,160 @@
+"""The class of a failed compile (aotipre/runner/compile_classes.py), on what plain torch
+raised: the real recordings of torch 2.13 in tests/data/compile_failures/ (made by
+tests/runner/record_compile_failures.py: the worker's facts and the recorded error), and FAKE
+message texts of the classes this host cannot produce (versions_fake.json: CUDA, Triton, other
+versions, copied from torch's sources and issues)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aotipre import codes
+from aotipre.runner.compile_classes import CODES, classify_compile_class, phase_clause
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "compile_failures"
+
+
+def recorded(case: str) -> dict[str, Any]:
+    return json.loads((DATA / f"{case}.json").read_text())
+
+
+def classify(data: dict[str, Any], facts: bool = True) -> Any:
+    return classify_compile_class(
+        data["compile_failure"] if facts else None,
+        data["error"]["type"],
+        data["error"]["message"],
+    )
+
+
+REAL = {
+    # recording -> (what plain torch 2.13 raised inside InductorError, the class)
+    "cpp_compile_error": ("CppCompileError", "cpp_compile"),
+    "invalid_cxx": ("InvalidCxxCompiler", "toolchain"),
+    "lowering_cummin": ("LoweringException", "lowering"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REAL))
+def test_real_failures_are_classified_by_type_and_by_message_alone(case: str) -> None:
+    data = recorded(case)
+    inner, kind = REAL[case]
+    chain = [e["type"] for e in data["compile_failure"]["chain"]]
+    assert chain[:2] == ["InductorError", inner], chain  # what plain torch raised
+    by_type = classify(data)
+    assert (by_type.kind, by_type.exc_type, by_type.code) == (kind, inner, CODES[kind])
+    # without the worker's facts (a worker that died before recording them, another
+    # aotipre's record): InductorError's message names the inner type itself
+    by_message = classify(data, facts=False)
+    assert (by_message.kind, by_message.code) == (kind, CODES[kind])
+
+
+def test_a_lowering_crash_names_the_op_the_node_its_inputs_and_the_model_line() -> None:
+    found = classify(recorded("lowering_cummin"))
+    assert "Inductor's lowering of aten.cummin.default failed (AssertionError, raised at " in (
+        found.what
+    )
+    assert found.where.startswith("node cummin (aten.cummin.default; inputs arg0_1: [0] float32)")
+    assert "in forward: return torch.cummin(torch.clone(x), -46)[0]" in found.where
+    # the message alone still names the op
+    assert "aten.cummin.default" in classify(recorded("lowering_cummin"), facts=False).what
+
+
+def test_a_cpp_error_quotes_the_compiler_the_generated_line_and_the_fused_nodes() -> None:
+    data = recorded("cpp_compile_error")
+    found = classify(data)
+    assert "the generated C++ does not compile: " in found.what
+    assert "error: ‘compile’ was not declared in this scope" in found.what
+    assert "generated line 69: `auto tmp1 = compile error!;` in cpp_fused_mul_relu_1" in (
+        found.what
+    )
+    assert "/tmp/" not in found.what.split(" (generated")[0]  # the file's name, not its path
+    # cpp_fused_mul_relu_1: the model's mul and relu nodes, each with its source line
+    assert found.where.startswith("fused from node ")
+    for node in ("node mul (aten.mul.Tensor", "node relu (aten.relu.default"):
+        assert node in found.where
+    assert "return torch.relu(self.lin(x)) * 2" in found.where
+    assert found.evidence[0].endswith("error: ‘compile’ was not declared in this scope")
+    assert found.evidence[1].startswith("g++ ")
+
+
+def test_the_version_texts_are_classified_fake() -> None:
+    cases = json.loads((DATA / "versions_fake.json").read_text())["cases"]
+    got = {c["name"]: classify_compile_class(None, c["type"], c["message"]).kind for c in cases}
+    assert got == {c["name"]: c["expect"] for c in cases}
+
+
+def test_a_data_dependent_guard_names_the_expression_symbol_and_the_check_fake() -> None:
+    case = next(
+        c
+        for c in json.loads((DATA / "versions_fake.json").read_text())["cases"]
+        if c["name"] == "data_dependent_2.13_issue_193693"
+    )
+    found = classify_compile_class(None, case["type"], case["message"])
+    assert found.code == "AOT545"
+    assert "`Eq(Max(1, u0), 1)` on a data-dependent size (u0)" in found.what
+    assert "in _inductor/output_code.py:141 in complex_memory_overlap" in found.what
+    assert "torch._check(u0 > 1)" in found.hint
+    # the worker's facts (the guard's own expression and the node being lowered) come first
+    facts = {
+        "chain": [
+            {"type": "InductorError", "module": "torch._inductor.exc"},
+            {"type": "LoweringException", "module": "torch._inductor.exc"},
+            {"type": "GuardOnDataDependentSymNode", "module": "torch.fx.experimental"},
+        ],
+        "guard": {"expression": "Eq(u3, 1)", "symbols": ["u3"]},
+        "node": {"name": "view", "op": "aten.view.default", "source": ["m.py:7 in forward: x"]},
+    }
+    found = classify_compile_class(facts, "InductorError", "LoweringException: ...")
+    assert (found.kind, found.exc_type) == ("data_dependent", "GuardOnDataDependentSymNode")
+    assert "`Eq(u3, 1)`" in found.what and "torch._check(u3 > 1)" in found.hint
+    assert found.where == "node view (aten.view.default) at m.py:7 in forward: x"
+
+
+def test_unknown_is_said_never_guessed_fake() -> None:
+    # a type of no class whose text has words of several classes: unknown, not the first match
+    message = "ValueError: while lowering, g++ said: error: boom; target: aten.mm"
+    found = classify_compile_class({"chain": [{"type": "ValueError"}]}, "ValueError", message)
+    assert (found.kind, found.code) == ("unknown", "AOT501")
+    assert "an exception aotipre does not classify (ValueError: " in found.what
+    # a CompilationError of a library other than Triton is not a Triton failure
+    other = {"chain": [{"type": "CompilationError", "module": "jinja2.exceptions"}]}
+    assert classify_compile_class(other, "CompilationError", "x").kind == "unknown"
+    triton = {"chain": [{"type": "CompilationError", "module": "triton.compiler.errors"}]}
+    assert classify_compile_class(triton, "CompilationError", "x").kind == "triton"
+
+
+def test_every_class_has_its_code_in_the_table() -> None:
+    for kind, code in CODES.items():
+        entry = codes.get(code)
+        assert entry.code == code and entry.name.startswith("compile-"), kind
+
+
+def test_the_phase_a_killed_compile_was_in() -> None:
+    entry = {"phase": "compile: autotuning > C++ build", "peak_rss_mb": 812.4}
+    assert phase_clause(entry) == "while autotuning > C++ build, peak memory 812 MiB"
+    assert phase_clause({"phase": "compile"}) == ""
+    assert phase_clause({}) == ""
+
+
+RARE_CLASSES = {
+    # code -> the class whose FAKE texts (versions_fake.json) stand in for a real compile: none
+    # of them can be produced on a CPU host with torch 2.13 (tests/gate/test_codes_registry.py)
+    "AOT541": "missing_lowering",
+    "AOT543": "wrapper_codegen",
+    "AOT544": "triton",
+    "AOT545": "data_dependent",
+}
+
+
+@pytest.mark.parametrize("code", sorted(RARE_CLASSES))
+def test_each_rare_class_gets_its_code_fake(code: str) -> None:
+    cases = json.loads((DATA / "versions_fake.json").read_text())["cases"]
+    texts = [c for c in cases if c["expect"] == RARE_CLASSES[code]]
+    assert texts, code
+    for case in texts:
+        found = classify_compile_class(None, case["type"], case["message"])
+        assert found.code == code, case["name"]
