@@ -2,11 +2,11 @@
 documented exit code, never a traceback for a user error.
 
 Commands go to the typer app (aotipre/app.py), except the hot static ones (`inspect`, `check
---static-only`, `explain`, `version`) written in the plain form their options allow: those take a
-fast lane straight to aotipre/commands.py. Typer builds a pydantic validator for every option of
-every command before it runs one, which costs more start-up than the static check itself; the
-lane knows only the options listed below and hands anything else (help, another option, an
-unusual spelling) to typer, which runs the same command function.
+--static-only`, `diff`, `explain`, `version`) written in the plain form their options allow: those
+take a fast lane straight to aotipre/commands.py. Typer builds a pydantic validator for every
+option of every command before it runs one, which costs more start-up than the static check
+itself; the lane knows only the options listed below and hands anything else (help, another
+option, an unusual spelling) to typer, which runs the same command function.
 """
 
 from __future__ import annotations
@@ -28,6 +28,14 @@ from aotipre.findings import ExitCode
 _VALUE_OPTIONS = {
     "inspect": {"--format": "format", "-f": "format", "--target": "target", "--config": "config"},
     "explain": {"--format": "format", "-f": "format"},
+    "diff": {
+        "--fail-on": "fail-on",
+        "--format": "format",
+        "-f": "format",
+        "--output": "output",
+        "-o": "output",
+        "--report": "report",
+    },
     "check": {
         "--inputs": "inputs",
         "-i": "inputs",
@@ -198,6 +206,23 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
         if len(positional) != 1 or fmt not in commands.INFO_FORMATS:
             return None
         return lambda: commands.explain(positional[0], fmt)
+    if name == "diff":
+        fmt = values.get("format", "table")
+        fail_on = values.get("fail-on", "breaking")
+        if len(positional) != 2 or fmt not in commands.CHECK_FORMATS:
+            return None
+        if fail_on not in ("breaking", "any"):
+            return None
+        old, new = (Path(p) for p in positional)
+        output = Path(values["output"]) if "output" in values else None
+        return lambda: commands.diff(
+            old,
+            new,
+            fail_on=fail_on,
+            fmt=fmt,
+            output=output,
+            reports_to=values.get("report", []),
+        )
     if name == "inspect":
         fmt = values.get("format", "table")
         if len(positional) != 1 or fmt not in commands.INFO_FORMATS:

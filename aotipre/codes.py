@@ -721,6 +721,30 @@ ALL_CODES: tuple[Code, ...] = (
         example="models/mlp/config.pbtxt max_batch_size: 32: the backend's README says batch "
         "sizes above 1 are not completed for AOT Inductor packages (Triton 26.03+, beta)",
     ),
+    Code(
+        "AOT095",
+        "release-model-set-changed",
+        E,
+        C.PACKAGE,
+        "aotipre diff: a model was removed or added, lost its AOTI code or its ExportedProgram, "
+        "or one side's contract cannot be read (rules MODEL_REMOVED, MODEL_ADDED, AOTI_REMOVED, "
+        "EXPORTED_PROGRAM_REMOVED, CONTRACT_UNAVAILABLE; docs/diff.md).",
+        "keep serving the models OLD serves under their names, or release the change as breaking",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="MODEL_REMOVED: model 'decoder' is not in NEW",
+    ),
+    Code(
+        "AOT096",
+        "release-weights-changed",
+        E,
+        C.PACKAGE,
+        "aotipre diff: a weight was removed, added, reshaped, retyped, folded into the code or "
+        "made swappable, or its stored values changed (rules WEIGHT_*; docs/diff.md).",
+        "a weight update built for OLD must match NEW's names, shapes and dtypes; check the "
+        "values changed on purpose",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="WEIGHT_RESHAPED: weight 'proj.weight' shape [4, 16], was [4, 8]",
+    ),
     # 1: call structure
     Code(
         "AOT101",
@@ -883,6 +907,31 @@ ALL_CODES: tuple[Code, ...] = (
         example="registering custom operators failed: --import mylib_ops: ModuleNotFoundError: No "
         "module named 'mylib_ops' (the load step did not run)",
     ),
+    Code(
+        "AOT190",
+        "release-call-changed",
+        E,
+        C.STRUCTURE,
+        "aotipre diff: the call changed: positional or keyword inputs added, removed, reordered "
+        "or renamed, an input's kind, or a specialized scalar's baked value (rules INPUT_*, "
+        "KWARG_*, SCALAR_VALUE_CHANGED; docs/diff.md).",
+        "keep OLD's call working (same inputs, order and keywords) or release the change as "
+        "breaking",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="KWARG_ADDED: keyword input kwargs['mask'] is new in NEW",
+    ),
+    Code(
+        "AOT191",
+        "release-outputs-changed",
+        E,
+        C.STRUCTURE,
+        "aotipre diff: the outputs changed: fewer or more of them, or their pytree (rules "
+        "OUTPUT_REMOVED, OUTPUT_ADDED, OUTPUT_PYTREE_CHANGED; docs/diff.md).",
+        "append new outputs after OLD's and keep their container, or release the change as "
+        "breaking",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="OUTPUT_PYTREE_CHANGED: outputs are {logits: *, hidden: *}, were tuple(*, *)",
+    ),
     # 2: dtype and device
     Code(
         "AOT201",
@@ -903,6 +952,17 @@ ALL_CODES: tuple[Code, ...] = (
         example="input 'x' is on cpu, the package expects cuda; move inputs to the device before "
         "calling the model",
         overrides=((W, "a CPU sample for an accelerator package: aotipre's own runs move it"),),
+    ),
+    Code(
+        "AOT290",
+        "release-dtype-or-device-changed",
+        E,
+        C.DTYPE,
+        "aotipre diff: an input's or output's dtype, or an input's device, changed (rules "
+        "DTYPE_CHANGED, DEVICE_CHANGED, OUTPUT_DTYPE_CHANGED; docs/diff.md).",
+        "keep OLD's dtypes and devices, or release the change as breaking",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="DTYPE_CHANGED: input 'x' dtype float16, was float32",
     ),
     # 3: shape, dynamic range and stride
     Code(
@@ -1018,6 +1078,19 @@ ALL_CODES: tuple[Code, ...] = (
         "(unsafe_skip_scalar_range_asserts, torch 2.15+, or scalar_asserts=False), so the "
         "model's torch._check bounds and export's own are gone; a value outside what export assumed runs unchecked, even with "
         "AOTI_RUNTIME_CHECK_INPUTS=1, and reads or writes out of bounds without an error",
+    ),
+    Code(
+        "AOT390",
+        "release-shape-changed",
+        E,
+        C.SHAPE,
+        "aotipre diff: an input's rank, a static size or a dynamic range changed, a dim became "
+        "static or dynamic, or an output's shape changed (rules RANK_CHANGED, STATIC_DIM_CHANGED, "
+        "DIM_BECAME_*, DYNAMIC_RANGE_*, OUTPUT_SHAPE_CHANGED; docs/diff.md).",
+        "export NEW with ranges that hold every size OLD accepted, or release the change as "
+        "breaking",
+        ((I, "a compatible change (the rule's verdict: OLD's callers run unchanged)"),),
+        example="DYNAMIC_RANGE_NARROWED: input 'x' dim 0 accepts 2..32, was 2..64",
     ),
     # 4: host and version compatibility
     Code(

@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, api, codes, config, safeio, tempdirs
+from aotipre import __version__, codes, config, safeio, tempdirs
 from aotipre.errors import AotipreError, UsageError
 from aotipre.report import (
     json_format,
@@ -221,6 +221,36 @@ def merge(
     return int(worst_exit_code(merged))
 
 
+def diff(
+    old: Path,
+    new: Path,
+    *,
+    fail_on: str = "breaking",
+    fmt: str = "table",
+    output: Path | None = None,
+    reports_to: Sequence[str] = (),
+) -> int:
+    """`aotipre diff OLD NEW`: every change between two packages, each breaking or compatible
+    by its rule (aotipre/diff/), in `fmt` (and each `--report`); exit 1 when a change at or
+    above `fail_on` (breaking, any) is found, 2 when either side cannot be read."""
+    from aotipre.diff.gate import diff_packages
+
+    specs = [parse_report_spec(spec) for spec in reports_to]
+    outputs = [("--output", output), *(("--report", path) for _, path in specs)]
+    safeio.ReadPaths().add(old, new).refuse([*outputs, *_step_summary(fmt, specs)])
+    report = diff_packages(old, new, fail_on=fail_on)
+    emit(render_report(report, fmt), output)
+    for name, path in specs:
+        emit(render_report(report, name), Path(path), make_folders=True)
+    if fmt == "github" or any(name == "github" for name, _ in specs):
+        from aotipre.report import github
+
+        github.append_step_summary([report])
+    if report.error is not None:
+        say_error(report.error)
+    return int(report.exit_code)
+
+
 def _step_summary(
     fmt: str, specs: Sequence[tuple[str, str]]
 ) -> list[tuple[str, Path | str | None]]:
@@ -298,6 +328,8 @@ def inspect(
 ) -> int:
     """`aotipre inspect`: describe a package and whether each target (default: this machine, or
     the configuration's named targets) can load it; loads no code."""
+    from aotipre import api  # imported here: `diff` and `explain` need none of the checks
+
     info = api.inspect(package)
     named: tuple[tuple[str, str], ...] = ()
     if target is None or ";" in target or "," not in target:

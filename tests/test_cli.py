@@ -171,6 +171,7 @@ def test_static_path_never_imports_torch(pkg: Pkg) -> None:
         f"rc = main(['check', {str(pkg('both'))!r}, '-i', {str(pkg('aoti_inputs'))!r}, "
         "'--static-only', '--format', 'json', '--output', '/dev/null'])\n"
         f"main(['inspect', {str(pkg('kwargs'))!r}])\n"
+        f"main(['diff', {str(pkg('both'))!r}, {str(pkg('kwargs'))!r}, '-f', 'json'])\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "sys.exit(rc)\n"
     )

@@ -67,6 +67,11 @@ CASES: list[tuple[str, ...]] = [
     ("check", "{both}", "{aoti}", "--static-only", "--progress"),
     ("check", "{broken_not_zip}", "--static-only", "--progress"),
     ("check", "{both}", "--static-only", "--no-progress"),
+    ("diff", "{both}", "{kwargs}"),
+    ("diff", "{kwargs}", "{both}", "-f", "json", "--fail-on", "any"),
+    ("diff", "{both}", "{kwargs}", "--format=markdown", "--report", "sarif:{out}/d.sarif"),
+    ("diff", "{both}", "{missing}", "-o", "{out}/d.json"),
+    ("diff", "{both}", "{both}"),
     ("explain", "AOT613"),
     ("explain", "aot6", "--format", "json"),
     ("explain", "-f", "table", "AOT020"),
@@ -121,6 +126,9 @@ def test_fast_lane_answers_as_the_typer_app_does(
         ["check", "a.pt2", "--static-only=yes"],
         ["check", "a.pt2", "--static-only", "--", "-b.pt2"],
         ["check", "", "--static-only"],
+        ["diff", "a.pt2"],
+        ["diff", "a.pt2", "b.pt2", "--fail-on", "error"],
+        ["diff", "a.pt2", "b.pt2", "--format", "yaml"],
         ["inspect"],
         ["inspect", "a.pt2", "b.pt2"],
         ["inspect", "a.pt2", "--format", "junit"],
@@ -146,6 +154,7 @@ def test_fast_lane_imports_neither_typer_nor_torch(pkg: Pkg) -> None:
         f"rc = main(['check', {str(pkg('both'))!r}, '-i', {str(pkg('aoti_inputs'))!r}, "
         "'--static-only'])\n"
         f"main(['inspect', {str(pkg('kwargs'))!r}, '--format', 'json'])\n"
+        f"main(['diff', {str(pkg('both'))!r}, {str(pkg('kwargs'))!r}])\n"
         "heavy = sorted({'typer', 'pydantic', 'torch'} & set(sys.modules))\n"
         "assert not heavy, heavy\n"
         "sys.exit(rc)\n"
