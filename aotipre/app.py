@@ -53,6 +53,11 @@ class FailOn(str, Enum):
     warning = "warning"
 
 
+class DiffFailOn(str, Enum):
+    breaking = "breaking"
+    any = "any"
+
+
 class Engine(str, Enum):
     local = "local"
     ray = "ray"
@@ -349,10 +354,19 @@ def check(
         rich_help_panel="Crash triage",
         metavar="",
     ),
+    accuracy_budget: float | None = typer.Option(
+        None,
+        "--accuracy-budget",
+        help="Seconds for accuracy triage of one model: its diagnostic rebuild and the "
+        "rebuilds that prove a cause. (default: 900)",
+        rich_help_panel="Crash triage",
+        metavar="SECONDS",
+    ),
     minify: bool | None = typer.Option(
         None,
         "--minify/--no-minify",
-        help="Crash triage: also run the AOTI minifier for a minimal repro.py (slow).",
+        help="Crash triage and failed compiles: also run the AOTI minifier for a minimal "
+        "repro.py (slow).",
         show_default=False,
         rich_help_panel="Crash triage",
         metavar="",
@@ -521,6 +535,7 @@ def check(
         "jobs": jobs,
         "gpus": gpus,
         "escalate": escalate,
+        "accuracy-budget": accuracy_budget,
         "minify": minify,
         "sanitizer": sanitizer,
         "compile-at-deploy": compile_at_deploy,
@@ -606,6 +621,50 @@ def merge(
         commands.merge(
             reports,
             expect_shards=expect_shards,
+            fmt=fmt.value,
+            output=output,
+            reports_to=reports_to or (),
+        )
+    )
+
+
+@app.command()
+def diff(
+    old: Path = typer.Argument(
+        ..., help="The package in production.", readable=False, metavar="OLD"
+    ),
+    new: Path = typer.Argument(..., help="The candidate package.", readable=False, metavar="NEW"),
+    fail_on: DiffFailOn = typer.Option(
+        DiffFailOn.breaking,
+        "--fail-on",
+        help="Exit 1 on a breaking change (breaking), or on any change (any).",
+        metavar="breaking|any",
+    ),
+    fmt: Format = typer.Option(
+        Format.table, "--format", "-f", help="Output format.", metavar="FORMAT"
+    ),
+    output: Path | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write the report to this file instead of stdout.",
+        metavar="FILE",
+    ),
+    reports_to: list[str] | None = typer.Option(
+        None,
+        "--report",
+        help="Also write a report as FORMAT:PATH (e.g. markdown:diff.md); repeatable.",
+        show_default=False,
+        metavar="FORMAT:PATH",
+    ),
+) -> None:
+    """What changed from OLD to NEW (interface, deployment requirements, weights), each change
+    breaking or compatible by its rule (docs/diff.md). Loads no code, imports no torch."""
+    raise typer.Exit(
+        commands.diff(
+            old,
+            new,
+            fail_on=fail_on.value,
             fmt=fmt.value,
             output=output,
             reports_to=reports_to or (),

@@ -20,7 +20,7 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from aotipre import codes, safeio
-from aotipre.bounds import RUN_NUMBERS, Parser, integer, number
+from aotipre.bounds import RUN_NUMBERS, TRIAGE_NUMBERS, Parser, integer, number
 from aotipre.errors import UsageError
 from aotipre.findings import Severity
 from aotipre.safeio import MAX_SETTINGS_BYTES, read_text
@@ -74,6 +74,8 @@ class Settings:
     time (aotipre.gpus); None: every visible GPU, pinned only when several run at once."""
     escalate: bool = True
     """Crash triage after a run that crashed inside the model (aotipre.triage)."""
+    accuracy_budget: float = 900.0
+    """Seconds for accuracy triage of one model (its diagnostic rebuild and cause ladder)."""
     minify: bool = False
     sanitizer: bool = False
     artifacts: str | None = None
@@ -203,6 +205,7 @@ class Settings:
 
             triage = TriageOptions(
                 escalate=self.escalate,
+                accuracy_budget_s=self.accuracy_budget,
                 minify=self.minify,
                 sanitizer=self.sanitizer,
                 artifacts=self.artifacts,
@@ -440,7 +443,13 @@ KEYS: tuple[Key, ...] = (
         per_package=False,
     ),
     Key("escalate", "escalate", _bool, "run crash triage after a run crashes in the model"),
-    Key("minify", "minify", _bool, "crash triage: run the AOTI minifier (slow)"),
+    Key(
+        "accuracy-budget",
+        "accuracy_budget",
+        TRIAGE_NUMBERS["accuracy-budget"][1],
+        "accuracy triage: seconds for one model's rebuilds",
+    ),
+    Key("minify", "minify", _bool, "crash triage, failed compiles: the AOTI minifier (slow)"),
     Key("sanitizer", "sanitizer", _bool, "crash triage: run compute-sanitizer (CUDA, slow)"),
     Key("artifacts", "artifacts", _path, "crash triage: write a repro bundle into this folder"),
     Key(
