@@ -31,6 +31,12 @@ PERF = "tests/gate/test_codes_perf_real.py"
 LAYOUTS = "tests/runner/test_sample_layout_real.py"
 
 REAL: dict[str, tuple[str, ...]] = {
+    "AOT095": ("tests/diff/test_diff_real.py::test_losing_the_exported_program_is_breaking_and_names_are_not_noise",),
+    "AOT096": ("tests/diff/test_diff_real.py::test_each_rule_verdict_is_what_plain_torch_does",),
+    "AOT190": ("tests/diff/test_diff_real.py::test_each_rule_verdict_is_what_plain_torch_does",),
+    "AOT191": ("tests/diff/test_diff_real.py::test_each_rule_verdict_is_what_plain_torch_does",),
+    "AOT290": ("tests/diff/test_diff_real.py::test_each_rule_verdict_is_what_plain_torch_does",),
+    "AOT390": ("tests/diff/test_diff_real.py::test_each_rule_verdict_is_what_plain_torch_does",),
     "AOT001": (f"{ARCH}::test_missing_file",),
     "AOT002": (f"{FIX}::test_broken_packages_cannot_be_checked",),
     "AOT003": (f"{FIX}::test_broken_packages_cannot_be_checked",),
@@ -85,6 +91,9 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT501": (f"{G}/test_codes_real.py::test_aot501_compile_failed",),
     "AOT502": (f"{G}/test_codes_real.py::test_aot502_compiler_process_crashed",),
     "AOT503": (f"{G}/test_codes_real.py::test_aot503_compile_timeout",),
+    "AOT540": (f"{G}/test_compile_classes_real.py::test_aot540_a_lowering_crash_names_the_op_and_the_model_line",),
+    "AOT542": (f"{G}/test_compile_classes_real.py::test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line",),
+    "AOT546": (f"{G}/test_compile_classes_real.py::test_aot546_no_working_cxx_is_the_toolchain",),
     "AOT510": (f"{G}/test_codes_real.py::test_aot510_so_that_is_not_a_shared_library",),
     "AOT512": (f"{G}/test_codes_real.py::test_aot512_a_cuda_package_and_a_cpu_only_torch_on_a_gpu_host",),
     "AOT513": (f"{G}/test_codes_real.py::test_aot513_no_compiled_code_for_the_model",),
@@ -119,7 +128,8 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT804": (f"{G}/test_codes_real.py::test_aot804_faulting_kernel_reads_nan",),
     "AOT805": (f"{G}/test_codes_real.py::test_aot805_a_crash_triage_cannot_explain",),
     "AOT806": (f"{G}/test_codes_real.py::test_aot806_triage_of_an_aoti_only_package",),
-    "AOT807": (f"{TRIAGE}::test_the_minifier_writes_a_small_repro",),
+    "AOT807": (f"{TRIAGE}::test_the_minifier_writes_a_small_repro",
+               "tests/runner/test_compile_minify.py::test_aot807_a_failed_compile_is_minified_and_its_repro_fails_the_same_way"),
     "AOT015": (f"{RS}::test_exported_program_archive",),
     "AOT016": (f"{RS}::test_multi_model_package",),
     "AOT017": ("tests/checks/test_contract.py::test_multi_model_with_a_default_model",),
@@ -191,6 +201,11 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT531": ("tests/runner/test_load_proof_real.py::test_a_load_through_torchs_fallback_is_a_warning_not_an_error",
                "tests/runner/test_load_proof_real.py::test_the_worker_reports_the_fallback_it_saw"),
     "AOT644": ("tests/pt2/test_blob_and_cpp_only.py::test_aot644_the_perf_stage_books_the_compile_at_load",),
+    "AOT550": ("tests/runner/test_c_shims.py::test_aot550_a_module_calling_linalg_det_is_flagged_before_and_by_the_compile",),
+    "AOT555": ("tests/test_api_export_failures.py::test_aot555_a_branch_on_a_value_is_data_dependent",
+               "tests/test_api_export_failures.py::test_aot555_a_branch_on_a_data_dependent_size_under_strict_export"),
+    "AOT556": ("tests/test_api_export_failures.py::test_aot556_a_graph_break_under_strict_export",),
+    "AOT557": ("tests/test_api_export_failures.py::test_aot557_any_other_export_failure_quotes_torch",),
     "AOT615": ("tests/runner/test_data_bound_real.py::test_a_value_past_the_models_bound_is_named_not_triaged",),
     "AOT706": ("tests/runner/test_state_real.py::test_a_dropped_state_update_fails_naming_the_buffer_and_the_call",),
     "AOT707": ("tests/runner/test_state_real.py::test_without_a_reference_the_calls_are_reported_not_judged",),
@@ -225,6 +240,39 @@ class Rare:
 
 
 RARE: dict[str, Rare] = {
+    "AOT490": Rare(
+        "a changed deployment requirement (GLIBCXX, CPU ISA, SASS/PTX, libtorch, device) needs "
+        "the two packages built on different hosts, compilers, torch versions or GPUs; one host "
+        "here builds both; held on reader data for each rule",
+        (),
+        ("tests/diff/test_rules.py::test_deployment_rules_from_the_binaries_fake",),
+    ),
+    "AOT541": Rare(
+        "only with implicit_fallbacks=False and an op with neither a lowering nor a "
+        "decomposition: on CPU with torch 2.13 the candidates tried (polar, linalg_det) still "
+        "fall back to ATen; held on torch's own message texts",
+        (),
+        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
+    ),
+    "AOT543": Rare(
+        "a CppWrapperCodegenError: none known on CPU with torch 2.13; held on torch's message",
+        (),
+        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
+    ),
+    "AOT544": Rare(
+        "Triton compiles and autotunes only on a GPU (CUDA/ROCm/XPU); held on the message texts "
+        "of torch's triton_heuristics/select_algorithm and of Triton",
+        (),
+        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
+    ),
+    "AOT545": Rare(
+        "no model found that makes torch 2.13's Inductor guard on an unbacked size while it "
+        "compiles (nonzero-indexed reductions, softmax, transposed and contiguous outputs of "
+        "the #193693/#194972 kind all compile); held on the messages of torch issue #193693 and "
+        "PR #196081",
+        (),
+        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
+    ),
     "AOT443": Rare(
         "a package of 1 GiB or 1,000 members (too large to build in the suite); the bug itself "
         "is read from the real installed torch",
