@@ -179,6 +179,51 @@ def test_static_path_never_imports_torch(pkg: Pkg) -> None:
     assert r.returncode == 0, r.stderr
 
 
+# What the static lane must not import (the start-up time of `inspect`, `check --static-only`,
+# `diff`, the pre-commit hook: BENCHMARKS.md "Static lane"), each with why it is not needed:
+STATIC_LANE_NEVER_IMPORTS = {
+    # crash triage and its parsers (~30 ms): only the index check's kernel scan reads kernels,
+    # and only for a sample with integer inputs
+    "aotipre.triage",
+    "aotipre.triage.parsers",
+    "aotipre.triage.codegen",
+    # the run-log classifiers the parsers import: only a worker's outcome is classified
+    "aotipre.runner.classify",
+    "aotipre.runner.sanitizer",
+    # the ExportedProgram graph walk of planned inputs: only the index check (integer inputs)
+    "aotipre.runner.synth",
+}
+# `inspect` and `diff` run no check of packages either
+NO_CHECK_RUN_IMPORTS = {"aotipre.batch", "aotipre.runner", "aotipre.runner.proc"}
+
+
+def test_static_lane_imports_only_what_it_uses(pkg: Pkg) -> None:
+    """Each static command, in a fresh process, leaves none of the modules it does not need in
+    sys.modules (`check --static-only` on a sample without integer inputs: no index check)."""
+    commands = {
+        "inspect": (["inspect", str(pkg("kwargs"))], NO_CHECK_RUN_IMPORTS),
+        "diff": (
+            ["diff", str(pkg("both")), str(pkg("kwargs")), "-f", "json"],
+            NO_CHECK_RUN_IMPORTS,
+        ),
+        "check": (
+            ["check", str(pkg("strides")), "-i", str(pkg("strides_inputs")), "--static-only"],
+            set(),
+        ),
+    }
+    for name, (argv, also) in commands.items():
+        code = (
+            "import sys\n"
+            "from aotipre.cli import main\n"
+            f"main({argv!r})\n"
+            f"found = sorted(set(sys.modules).intersection({sorted(STATIC_LANE_NEVER_IMPORTS | also)!r}))\n"
+            "print('imported:', found, file=sys.stderr)\n"
+        )
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert r.returncode in (0, 1), (name, r.stderr)
+        assert "imported: []" in r.stderr.splitlines(), (name, r.stderr)
+
+
 def test_help_summaries_are_whole_sentences_that_wrap_to_the_terminal() -> None:
     """`aotipre --help` on a wide terminal shows each command's summary (its docstring's first
     paragraph) on one line: the docstrings' own line breaks never reach the renderer."""

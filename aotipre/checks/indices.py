@@ -15,16 +15,6 @@ from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.inputs.values import int_extremes
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
-from aotipre.pt2.wrapper import parse_wrapper_cpp
-from aotipre.runner.synth import index_input_bounds
-from aotipre.triage.parsers import (
-    index_bounds,
-    index_chain,
-    kernel_call_args,
-    kernel_call_order,
-    kernel_params,
-    kernel_source,
-)
 
 
 def check_index_values(
@@ -84,6 +74,10 @@ def index_bounds_of_inputs(
     from the AOTI kernels' bounds checks whose index is loaded straight from a model input,
     in whatever kernel it is fused (-rows is the lowest where the kernel wraps negative
     indices, as `table[ids]` does)."""
+    # imported here: only a sample with integer inputs needs the graph and kernel parsers
+    # (the static lane's start-up time, tests/test_cli.py)
+    from aotipre.runner.synth import index_input_bounds
+
     out: dict[int, tuple[int, str, int]] = {}
     try:
         if model.has_exported_program:
@@ -99,6 +93,16 @@ def index_bounds_of_inputs(
 
 def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, tuple[int, int]]:
     """{tensor index: (rows, lowest valid value)}: the tightest of the kernels' checks."""
+    from aotipre.pt2.wrapper import parse_wrapper_cpp
+    from aotipre.triage.parsers import (
+        index_bounds,
+        index_chain,
+        kernel_call_args,
+        kernel_call_order,
+        kernel_params,
+        kernel_source,
+    )
+
     assert model.aoti is not None and model.aoti.wrapper_cpp is not None
     wrapper = archive.read_text(model.aoti.wrapper_cpp)
     kernels = "\n".join(
