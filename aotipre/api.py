@@ -87,6 +87,10 @@ class CheckOptions:
     """The serving process sets AOTI_RUNTIME_CHECK_INPUTS (--deployment-checks-inputs, also
     DynamicOptions.deployment_checks_inputs): a sample laid out otherwise than compiled is an
     AOT307 error, which the deployment's check refuses, even with --static-only."""
+    against: str | None = None
+    """The package in production (--against OLD.pt2): its release diff to this one runs in the
+    `diff` stage (aotipre/diff/, docs/diff.md), even with --static-only; None: the perf stage's
+    baseline (DynamicOptions.perf.against) when one is given, else no diff."""
     canary: bool = True
     """When a model's load or run crashes, run the host canary (aotipre doctor's trivial model,
     its result cached per host and torch version) and blame the host (AOT412) if it crashes too."""
@@ -320,6 +324,16 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
             f"{len(findings)} finding(s)",
         ),
     )
+    against = _against(opts)
+    if against is not None:  # torch-free, imported only for a release diff
+        from aotipre.diff.gate import diff_against
+
+        _say(opts, stage_started("diff"))
+        stage, changes = diff_against(against, opened, tuple(m.name for m in models))
+        report.findings.extend(changes)
+        if any(f.severity.rank >= opts.fail_on.rank for f in changes):
+            stage = dataclasses.replace(stage, status=StageStatus.FAILED)
+        _add_stage(report, opts, stage)
     if opts.static_only:
         return
     if models and not _runtime_ready(report, opts, models):
@@ -328,6 +342,14 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     for model in models:
         blocked = _static_blockers(findings, model)
         _dynamic(report, opened, model, samples.get(model.name), opts, blocked, weights)
+
+
+def _against(opts: CheckOptions) -> str | None:
+    """--against, wherever the caller put it."""
+    if opts.against is not None:
+        return opts.against
+    perf = opts.dynamic.perf if opts.dynamic is not None else None
+    return perf.against if perf is not None else None
 
 
 def _exported_program(opts: CheckOptions) -> str | None:

@@ -2449,6 +2449,20 @@ ALL_CODES: tuple[Code, ...] = (
         "compiled from, saved with torch.export.save), or put it in the package with `aotipre "
         "bundle PACKAGE -o OUT --exported-program FILE`",
     ),
+    Code(
+        "AOT790",
+        "release-answers-changed",
+        W,
+        C.ACCURACY,
+        "check NEW --against OLD: NEW's outputs differ from OLD's on the same inputs, beyond "
+        "the tolerance of their dtype, in the worker that runs OLD for the comparison "
+        "(docs/diff.md#behaviour-on-the-same-inputs).",
+        "confirm the answers changed on purpose (retrained weights, a fix); otherwise find what "
+        "changed between the two builds (aotipre diff OLD NEW)",
+        example="NEW's output 0 of model 'model' differs from OLD's (/srv/prod/model.pt2) on the "
+        "same inputs: 128 of 128 elements beyond rtol=0.0001, atol=1e-05; largest error 4.71 "
+        "at [3, 5] (NEW 2.13, OLD -2.58)",
+    ),
     # 8: crash triage (the escalation ladder after a crashed run; aotipre.triage)
     Code(
         "AOT801",

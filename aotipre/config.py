@@ -231,6 +231,7 @@ class Settings:
             weights=self.weights,
             allow_pickle=self.allow_pickle,
             deployment_checks_inputs=self.deployment_checks_inputs,
+            against=self.against,
         )
 
 

@@ -25,7 +25,7 @@ PROBE_TIMEOUT_S = 60.0
 PROBE_OUTPUT_BYTES = 64 * 1024
 """How much of the end of the probe's stdout and stderr is kept (its answer is one short line)."""
 MIN_PYTHON = (3, 10)
-STATIC_STAGES = frozenset({"inspect", "inputs", "static", "baseline"})
+STATIC_STAGES = frozenset({"inspect", "inputs", "static", "diff", "baseline"})
 """Stages that read the package only: the same whichever interpreter runs the workers."""
 TORCH_HINT = (
     "install torch pinned first (e.g. pip install torch==2.13.0), then pip install "

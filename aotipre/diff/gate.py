@@ -72,6 +72,41 @@ def diff_packages(
     return report
 
 
+def diff_against(
+    old: str | os.PathLike[str], new: OpenPackage, models: tuple[str, ...] | None = None
+) -> tuple[StageResult, list[Finding]]:
+    """`check NEW --against OLD`'s release diff: OLD -> NEW's changes as findings (of the
+    models named in `models`, and the package-wide ones; None: all) and the `diff` stage that
+    found them, reading NEW through the archive `check` holds open (never opened twice). No
+    findings, and the stage an ERROR whose detail is one line, when OLD cannot be read; SKIPPED
+    when OLD is NEW's file (nothing changes)."""
+    started = time.monotonic()
+    old_name = os.fspath(old)
+    try:
+        _refuse_same_file(old_name, new.info.path)
+    except UsageError as exc:
+        return StageResult(STAGE, StageStatus.SKIPPED, time.monotonic() - started, str(exc)), []
+    try:
+        opened = open_package(old_name, verify_crc=False)  # see weight_digests
+        with opened.archive:
+            old_side = _side(opened)
+    except PackageError as exc:
+        why = str(exc) if str(exc).startswith(old_name) else f"{old_name}: {exc}"
+        failed = StageResult(STAGE, StageStatus.ERROR, time.monotonic() - started, f"OLD {why}")
+        return failed, []
+    new_side = _side(new)
+    changes = [
+        c for c in compare(old_side, new_side) if models is None or c.model in (None, *models)
+    ]
+    stage = StageResult(
+        STAGE,
+        StageStatus.PASSED,
+        duration_s=time.monotonic() - started,
+        detail=_summary(changes, old_side, new_side),
+    )
+    return stage, [to_finding(c) for c in changes]
+
+
 def _version() -> str:
     from aotipre import __version__
 

@@ -109,8 +109,10 @@ VARIANTS = {
 }
 SCALED = {"scaled_half": 0.5, "scaled_double": 2.0}
 """A pair of its own: `alpha` specialized to 0.5 (OLD, whose caller passes 0.5) and to 2.0."""
-AOTI_VARIANTS = ("base", "narrow")
-"""Compiled with aoti_compile_and_package too (the costly part: two compiles)."""
+AOTI_VARIANTS = ("base", "narrow", "retrained")
+"""Compiled with aoti_compile_and_package too (the costly part: three compiles)."""
+SAME_INPUTS_BATCH = 16
+"""inputs.pt: a batch every AOTI variant accepts, on which `check NEW --against OLD` runs both."""
 
 
 def call_old_inputs(fn, *extra: object) -> object:
@@ -163,6 +165,23 @@ def main() -> None:
             facts["aoti"][name] = outcome(
                 old, torch._inductor.aoti_load_package(str(OUT / f"aoti_{name}.pt2"))
             )
+        # behaviour on the same inputs (inputs.pt): each output's largest |NEW - OLD| and where
+        args = inputs(SAME_INPUTS_BATCH)
+        torch.save((args, {}), OUT / "inputs.pt")
+        facts["aoti_same_inputs"] = {}
+        for name in AOTI_VARIANTS:
+            new = torch._inductor.aoti_load_package(str(OUT / f"aoti_{name}.pt2"))
+            pairs = zip(torch.utils._pytree.tree_leaves(old(*args)), new(*args))
+            facts["aoti_same_inputs"][name] = [  # type: ignore[assignment]
+                {
+                    "max_abs": float((b - a).abs().max()),
+                    "worst_index": [
+                        int(i) for i in torch.unravel_index((b - a).abs().argmax(), a.shape)
+                    ],
+                    "allclose": bool(torch.allclose(b, a, rtol=1e-4, atol=1e-5)),
+                }
+                for a, b in pairs
+            ]
         # the compiled code checks its inputs only under AOTI_RUNTIME_CHECK_INPUTS (read at a
         # fresh load's first run): what a deployment that turns the checks on sees
         os.environ["AOTI_RUNTIME_CHECK_INPUTS"] = "1"

@@ -130,3 +130,92 @@ def test_every_format_and_the_fail_on_threshold(
     main(["diff", narrow, old, "-f", "markdown"], fast_lane=False)  # widened: compatible only
     text = capsys.readouterr().out
     assert "DYNAMIC\\_RANGE\\_WIDENED" in text and "| info |" in text and "| error |" not in text
+
+
+# -- `check NEW --against OLD`: the release diff in the check's report, and the behaviour of
+# OLD and NEW on the same inputs in the worker that already runs OLD for the perf comparison
+
+
+def test_check_against_adds_the_release_diff_reading_new_once(
+    pairs: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aotipre.diff import gate
+
+    opened: list[str] = []
+    real_open = gate.open_package
+
+    def spy(path, **kwargs):  # type: ignore[no-untyped-def]
+        opened.append(str(path))
+        return real_open(path, **kwargs)
+
+    monkeypatch.setattr(gate, "open_package", spy)
+    old, narrow, retrained = (str(pairs / f"{n}.pt2") for n in ("base", "narrow", "retrained"))
+    flags = ["--static-only", "--compile-at-deploy", "--no-config", "-f", "json"]
+    code = main(["check", narrow, "--against", old, *flags], fast_lane=False)
+    data = json.loads(capsys.readouterr().out)
+    assert opened == [old]  # NEW is read through the archive check holds open
+    assert code == data["exit_code"] == 1  # breaking: errors under check's --fail-on error
+    diff = [f for f in data["findings"] if f["stage"] == "diff"]
+    assert {(f["code"], f["severity"], f["model"], f["dim"]) for f in diff} == {
+        ("AOT390", "error", "model", 0)
+    }
+    assert all(f["message"].startswith("DYNAMIC_RANGE_NARROWED: ") for f in diff)
+    assert [s["status"] for s in data["stages"] if s["name"] == "diff"] == ["failed"]
+    # same interface, other weights: compatible (info), below every check --fail-on
+    on_warning = [*flags, "--fail-on", "warning"]
+    assert main(["check", retrained, "--against", old, *on_warning], fast_lane=False) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(f["code"], f["severity"]) for f in data["findings"] if f["stage"] == "diff"] == [
+        ("AOT096", "info")
+    ]
+
+
+def test_check_against_an_unreadable_or_the_same_package(
+    pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = str(pairs / "base.pt2")
+    text = tmp_path / "old.pt2"
+    text.write_text("not a package\n")
+    flags = ["--static-only", "--compile-at-deploy", "--no-config", "-f", "json"]
+    assert main(["check", new, "--against", str(text), *flags], fast_lane=False) == 2
+    (stage,) = [s for s in json.loads(capsys.readouterr().out)["stages"] if s["name"] == "diff"]
+    assert stage["status"] == "error" and stage["detail"].startswith(f"OLD {text}")
+    assert "\n" not in stage["detail"]
+    assert main(["check", new, "--against", new, *flags], fast_lane=False) == 0
+    (stage,) = [s for s in json.loads(capsys.readouterr().out)["stages"] if s["name"] == "diff"]
+    assert stage["status"] == "skipped" and "one file" in stage["detail"]
+
+
+@pytest.mark.parametrize("variant", ["retrained", "narrow"])
+def test_check_against_compares_outputs_on_the_same_inputs(
+    pairs: Path, facts: dict, variant: str
+) -> None:
+    """aoti_base -> aoti_retrained (other weights) and aoti_narrow (the same weights), run on
+    inputs.pt: AOT790 for each output plain torch says differs (beyond float32's tolerance),
+    with plain torch's largest error and where; none for the outputs it says match."""
+    from aotipre.api import CheckOptions, check
+    from aotipre.runner.stages import DynamicOptions, PerfOptions
+
+    old = str(pairs / "aoti_base.pt2")
+    report = check(
+        pairs / f"aoti_{variant}.pt2",
+        CheckOptions(
+            inputs=str(pairs / "inputs.pt"),
+            dynamic=DynamicOptions(probe=False, perf=PerfOptions(runs=3, against=old)),
+        ),
+    )
+    torch_said = facts["aoti_same_inputs"][variant]
+    found = [f for f in report.findings if f.code == "AOT790"]
+    differ = [i for i, out in enumerate(torch_said) if not out["allclose"]]
+    assert [int(f.message.split("output ", 1)[1].split()[0]) for f in found] == differ
+    assert bool(differ) == (variant == "retrained")
+    for f, i in zip(found, differ):
+        assert f.severity.value == "warning" and f.model == "model" and old in f.message
+        said = torch_said[i]
+        assert f"largest error {said['max_abs']:.4g} at {said['worst_index']}" in f.message
+        assert f.actual is not None and f.expected is not None
+        assert abs(abs(f.actual - f.expected) - said["max_abs"]) < 1e-4
+    # the release diff ran beside it: one report, both families
+    assert [s.status.value for s in report.stages if s.name == "diff"] == [
+        "failed" if variant == "narrow" else "passed"
+    ]

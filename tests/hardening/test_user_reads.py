@@ -76,7 +76,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.runner.cache", "verify_entry"): "a cache manifest aotipre wrote (bounded)",
     ("aotipre.runner.cache", "entry_problem"): "a cache record aotipre wrote, path-checked",
     ("aotipre.runner.cache", "CompileCache.commit"): "writes a cache record (O_NOFOLLOW, 0600)",
-    ("aotipre.runner.stages.shims", "cached_ops"): "a cache record aotipre wrote, checked before the hit",
+    (
+        "aotipre.runner.stages.shims",
+        "cached_ops",
+    ): "a cache record aotipre wrote, checked before the hit",
     ("aotipre.cpp.harness", "_identity"): "a build record aotipre wrote in its cache (bounded)",
     ("aotipre.runner.launch", "run_job_file"): "writes a job file in aotipre's work folder",
     ("aotipre.runner.prewarm", "Prewarmed.hand"): "writes a job file in its private folder",

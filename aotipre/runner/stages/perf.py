@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from aotipre.diff import behaviour
 from aotipre.errors import AotipreError
 from aotipre.findings import Severity, StageResult, StageStatus
 from aotipre.pt2.spec import PackageInfo
@@ -34,6 +35,9 @@ class PerfStage(Stage):
         """The latency step's measurements (its samples, and `paired` ones when asked)."""
         self.direct = False
         """The load went through the C++ loader alone (the host's record allowed it)."""
+        self.outputs_compared: dict[str, Any] | None = None
+        """An --against baseline's worker: its comparison of the checked package's outputs with
+        the baseline's on the same inputs (the compare step's record), when it made one."""
 
     def progress(self, s: Session, op: str, rest: str) -> str | None:
         if op != "latency" or s.opts.perf is None:
@@ -115,13 +119,20 @@ class PerfStage(Stage):
         if s.opts.perf is not None:
             paired.update(runs=s.opts.perf.runs, budget_s=s.opts.perf.budget_s)
         try:
-            baseline = measure_baseline(s, path, direct=self.direct, paired=paired)
+            baseline = measure_baseline(
+                s, path, direct=self.direct, paired=paired, compare_outputs=True
+            )
         except (AotipreError, OSError) as exc:
             s.add("AOT654", f"the baseline package {path} could not be measured: {exc}", "perf")
             return
         if baseline is None:
             return
         self.baseline = baseline.record
+        if baseline.outputs_compared is not None:
+            for message, fields in behaviour.outputs_changed(
+                baseline.outputs_compared, s.model.name, path
+            ):
+                s.add(behaviour.CODE, message, "perf", **fields)
         new: list[PerfStage] = [self]
         if baseline.direct != self.direct or not _fresh(self.record):
             # measured by another route (or not in a fresh worker): this package again, the
@@ -195,7 +206,12 @@ def _load_perf(s: Session, entry: dict[str, Any]) -> Any:
 
 
 def measure_baseline(
-    s: Session, path: str, *, direct: bool = True, paired: dict[str, Any] | None = None
+    s: Session,
+    path: str,
+    *,
+    direct: bool = True,
+    paired: dict[str, Any] | None = None,
+    compare_outputs: bool = False,
 ) -> PerfStage | None:
     """Compile (if it must), load, run and time the baseline package with this session's
     inputs, in a nested session (its own workers and temp folder), by the C++ loader alone
@@ -204,8 +220,10 @@ def measure_baseline(
     route), or None, with AOT654 added to `s`, when it could not be measured. The baseline is
     read first the way the checked package is (a regular file or an extracted folder, never a
     pipe that would block; the same reader and its pickle scan): one that holds members torch
-    unpickles without restriction is not loaded without --allow-pickle. Raises AotipreError
-    when it cannot be read."""
+    unpickles without restriction is not loaded without --allow-pickle. With `compare_outputs`,
+    and inputs from a file or the archive (never synthesized ones, which need not be the same
+    for both), its worker also compares the checked run's outputs with the baseline's after its
+    run (the stage's `outputs_compared`). Raises AotipreError when it cannot be read."""
     from aotipre.pt2.reader import read_package
 
     require_file(path, "it", folder_ok=True)
@@ -229,7 +247,13 @@ def measure_baseline(
         if not os.path.exists(inputs_path):
             with open(inputs_path, "wb") as f:
                 f.write(s.archive.read(str(s.inputs.spec["member"])))
-    stage = _measure_side(s, info, model, inputs_path, None, path, direct, paired)
+    new_outputs = os.path.join(s.workdir, "aoti_run.pt")
+    compare = (
+        new_outputs
+        if compare_outputs and inputs_path is not None and os.path.exists(new_outputs)
+        else None
+    )
+    stage = _measure_side(s, info, model, inputs_path, None, path, direct, paired, compare)
     if isinstance(stage, str):
         s.add("AOT654", f"the baseline package {path} could not be measured ({stage})", "perf")
         return None
@@ -261,14 +285,17 @@ def _measure_side(
     path: str,
     direct: bool,
     paired: dict[str, Any] | None,
+    compare_with: str | None = None,
 ) -> PerfStage | str:
     """One side of an --against comparison in a nested session: its perf stage, or why it
-    could not be measured."""
+    could not be measured. `compare_with`: the checked run's saved outputs, which this side's
+    worker compares with its own after its run (the perf stage's `outputs_compared`)."""
     from aotipre.runner.stages.compile import CompileStage
     from aotipre.runner.stages.load import LoadStage
     from aotipre.runner.stages.run import RunStage
 
     stage = PerfStage(paired)
+    compared = _OutputsCompared(compare_with) if compare_with is not None else None
     opts = replace(
         s.opts,
         probe=False,
@@ -277,7 +304,7 @@ def _measure_side(
     )
     outer = s.progress
     nested = Session(
-        [CompileStage(), LoadStage(), RunStage(), stage],
+        [CompileStage(), LoadStage(), RunStage(), stage, *([compared] if compared else [])],
         info,
         model,
         inputs_path,
@@ -301,7 +328,36 @@ def _measure_side(
             next((r for r in results if r.name == "run"), None),
         )  # fmt: skip
         return f"{failed.name}: {failed.detail}" if failed is not None else "nothing measured"
+    if compared is not None:
+        stage.outputs_compared = compared.entry
     return stage
+
+
+class _OutputsCompared(Stage):
+    """In the worker that runs an --against baseline: the checked package's outputs (`new`,
+    the file its run saved) compared with the baseline's on the same inputs, after the
+    baseline's run, with the tolerances of their dtypes (the compare op)."""
+
+    name = "against-outputs"
+    labels = {"against-outputs": "comparing the outputs with the checked package's"}
+
+    def __init__(self, new: str) -> None:
+        self.new = new
+        self.entry: dict[str, Any] | None = None
+        """The compare step's record (None: it did not run, or failed)."""
+
+    def plan(self, s: Session) -> list[PlannedStep]:
+        body = {"a": self.new, "b": "aoti_run.pt", "requires": ["run"]}
+        return [PlannedStep(self.name, "compare", body)]
+
+    def result(self, s: Session) -> StageResult:
+        rec = s.records.get(self.name)
+        if rec is None:
+            return s.skipped(self.name, s.upstream_reason())
+        if not ok(rec):
+            return s.stage(self.name, StageStatus.ERROR, rec.detail, [rec])
+        self.entry = rec.entry
+        return s.stage(self.name, StageStatus.PASSED, "outputs compared", [rec])
 
 
 def _refuse_pickles(s: Session, path: str, info: PackageInfo) -> bool:

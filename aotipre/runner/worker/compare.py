@@ -39,6 +39,7 @@ def compare_outputs(
             f"the compiled model returns {len(a_leaves)} output(s), the ExportedProgram "
             f"{len(e_leaves)}"
         )
+        out["counts"] = [len(a_leaves), len(e_leaves)]
         return out
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         out["outputs"].append(compare_leaf(i, a, e, rtol, atol))
