@@ -150,7 +150,9 @@ def test_aot650_aot651_aot652_a_heavy_model_against_a_light_baseline(light_and_h
             dynamic=DynamicOptions(probe=False, extra_env=env, perf=PerfOptions(against=light)),
         ),
     )
-    found = perf_findings(report)
+    # the heavy model computes other outputs than the light one: --against says so too
+    # (AOT790, held by tests/diff/test_diff_real.py); the cost findings are these three
+    found = [f for f in perf_findings(report) if f.code != "AOT790"]
     assert [f.code for f in found] == ["AOT650", "AOT651", "AOT652"], (plain, found)
     assert all(f.severity is Severity.ERROR for f in found)
     got = {f.code: f for f in found}

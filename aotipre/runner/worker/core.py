@@ -63,7 +63,7 @@ class WorkerCore:
         """The compiled model's mutated buffers put back before each compared call."""
         self.eager_start: EagerStart | None = None
         """The eager module's, likewise (made with the module)."""
-        self.ep_error: dict[str, Any] | None = None
+        self.ep_error: Exception | None = None
         self.inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         """The inputs every step calls the model with (tensors laid out as compiled)."""
         self.given: tuple[tuple[Any, ...], dict[str, Any]] | None = None
@@ -119,14 +119,17 @@ class WorkerCore:
     def get_ep(self) -> Any:
         if self.ep is None:
             if self.ep_error is not None:
-                raise StepError(f"the ExportedProgram could not be loaded: {self.ep_error}")
+                # the first failure again, as it was: each step that needs the program (the
+                # c_shims listing, then the compile) reports torch's own error, which the
+                # stages classify (a custom op not registered: AOT121)
+                raise self.ep_error
             try:
                 source = self.job.get("ep_package") or self.job["source_package"]
                 ep = load_exported_program(
                     as_archive(source, self.workdir), self.job.get("ep_model") or self.job["model"]
                 )
             except Exception as exc:
-                self.ep_error = exception_info(exc)
+                self.ep_error = exc
                 raise
             self.ep = self.move_ep(ep)
             if self.job.get("ep_weights"):
