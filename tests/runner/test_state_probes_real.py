@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from aotipre.api import CheckOptions, check
+from aotipre.checks.custom_ops import Registration
 from aotipre.findings import StageStatus
 from aotipre.runner.stages import DynamicOptions
 from aotipre.triage.state import TriageOptions
@@ -37,7 +38,9 @@ def facts(built: Path) -> dict:
     return json.loads((built / "facts.json").read_text())
 
 
-def run_check(built: Path, package: str, inputs: str):  # type: ignore[no-untyped-def]
+def run_check(  # type: ignore[no-untyped-def]
+    built: Path, package: str, inputs: str, registration: Registration | None = None
+):
     dynamic = DynamicOptions(
         exported_program=str(built / "tally_ep.pt2"), timeout_s=120.0, perf=None
     )
@@ -48,8 +51,22 @@ def run_check(built: Path, package: str, inputs: str):  # type: ignore[no-untype
             dynamic=dynamic,
             canary=False,
             triage=TriageOptions(escalate=False),
+            registration=registration,
         ),
     )
+
+
+UNREADABLE_STATE = """
+import sys
+
+def buffers(self, names):
+    raise RuntimeError("the initial values cannot be read here")
+
+# the worker runs as the private package _aotipre_worker (runner/worker/__main__.py)
+sys.modules["_aotipre_worker.loading"].StateRunner.buffers = buffers
+"""
+"""An --import module that makes the workers' read of the initial buffer values fail (what a
+package whose constants the container runner cannot extract does)."""
 
 
 def stage(report, name: str):  # type: ignore[no-untyped-def]
@@ -111,3 +128,20 @@ def test_a_stateful_model_whose_compiled_code_is_wrong_is_found_at_every_size_on
     # wrong outputs, reported as such: not also as an alignment or a layout problem
     assert "AOT616" not in [f.code for f in report.findings]
     assert "same outputs as contiguous" in stage(report, "probe").detail
+
+
+def test_where_the_state_cannot_be_put_back_each_comparison_gets_a_fresh_copy(
+    built: Path, tmp_path: Path
+) -> None:
+    # the same check as above, with the initial values unreadable in every worker: each
+    # compared call then runs on a newly loaded copy, so the findings are the same
+    (tmp_path / "unreadable_state.py").write_text(UNREADABLE_STATE)
+    registration = Registration(imports=("unreadable_state",), import_path=(str(tmp_path),))
+    report = run_check(built, "tally.pt2", "inputs_transposed.pt", registration)
+
+    codes = [f.code for f in report.findings]
+    assert codes.count("AOT706") == 1, report.findings
+    for code in ("AOT701", "AOT616", "AOT614"):
+        assert code not in codes, [f.message for f in report.findings if f.code == code]
+    assert stage(report, "compare").status is StageStatus.PASSED
+    assert stage(report, "probe").status is StageStatus.PASSED, stage(report, "probe").detail

@@ -63,6 +63,10 @@ class WorkerCore:
         """The compiled model's mutated buffers put back before each compared call."""
         self.eager_start: EagerStart | None = None
         """The eager module's, likewise (made with the module)."""
+        self.called: set[str] = set()
+        """The compiled copies ("runner", "unchecked") called since they were loaded: where the
+        initial state cannot be put back (compiled_start.error), such a copy is replaced by a
+        fresh one before the next compared call."""
         self.ep_error: Exception | None = None
         self.inputs: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         """The inputs every step calls the model with (tensors laid out as compiled)."""
@@ -187,11 +191,19 @@ class WorkerCore:
 
     def from_start(self, model: Any) -> None:
         """Put a compiled copy's mutated buffers back to their initial values, so that each
-        comparison sees the state a fresh copy has (startstate.py); the first failure is kept
-        in the result's `start_state_error`, and calls then run as they come."""
+        comparison sees the state a fresh copy has (startstate.py). Where that fails, the
+        first failure is kept in the result's `start_state_error` and the callers load a fresh
+        copy instead (`spent`): slower (a load per compared call), never a call from a state
+        that earlier calls left."""
         self.compiled_start.reset(model, self.device)
         if self.compiled_start.error and "start_state_error" not in self.rec.data:
             self.rec.data["start_state_error"] = self.compiled_start.error
+            self.rec.data["start_state_route"] = "a fresh copy loaded for each compared call"
+
+    def spent(self, copy: str) -> bool:
+        """Whether the compiled copy `copy` ("runner" or "unchecked") must be loaded again
+        before a compared call: it was called, and its state cannot be put back."""
+        return self.compiled_start.error is not None and copy in self.called
 
     def save(self, key: str, value: Any, filename: str | None) -> None:
         self.outputs[key] = value
@@ -305,6 +317,13 @@ class WorkerCore:
             raise StepError("the model is not loaded (the load step did not succeed)")
         if fresh_state:
             self.from_start(self.runner)
+            if self.spent("runner"):
+                assert self.loaded is not None
+                self.runner = None
+                gc.collect()
+                self.runner = load_direct(*self.loaded, self.index)
+                self.called.discard("runner")
+        self.called.add("runner")
         out = self.runner(*args, **kwargs)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -317,6 +336,12 @@ class WorkerCore:
         run (a function-local static), and every loader extracts the package into a folder of
         its own, so a second loader is a second .so: its first run happens here with the
         variable unset. The checked copy is released first (one copy of the constants)."""
+        if self.unchecked is not None:
+            self.from_start(self.unchecked)
+            if self.spent("unchecked"):
+                self.unchecked = None
+                gc.collect()
+        self.called.add("unchecked")
         if self.unchecked is None:
             if self.loaded is None:
                 raise StepError("the model is not loaded (the load step did not succeed)")

@@ -43,6 +43,7 @@ class RunOps(WorkerCore):
         failures: list[str] = []
         runner, ep, how = self._load(step, entry, package, model, want_ep, failures)
         self.runner = runner
+        self.called.discard("runner")
         self.loaded = (package, model)
         entry["how"] = how
         if failures:

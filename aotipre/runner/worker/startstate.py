@@ -33,8 +33,8 @@ class CompiledStart:
         self._read_initial = read_initial
         self._initial: dict[str, Any] | None = None
         self.error: str | None = None
-        """Why the initial values could not be read or given to a copy (comparisons then run
-        as they come); None when all is well."""
+        """Why the initial values could not be read or given to a copy (the worker then loads
+        a fresh copy for each compared call: core.WorkerCore.spent); None when all is well."""
         self._live: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
     def reset(self, model: Any, device: str) -> None:
