@@ -37,6 +37,7 @@ class Format(str, Enum):
     sarif = "sarif"
     github = "github"
     markdown = "markdown"
+    html = "html"
 
 
 class InfoFormat(str, Enum):

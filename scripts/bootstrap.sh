@@ -51,7 +51,7 @@ PYEOF
   echo "bootstrap: installing torch==$TORCH into $VENV" >&2
   "${lift[@]}" python -m pip install -q "torch==$TORCH"
 fi
-if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, xdist, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient') and u.find_spec('ray') and u.find_spec('safetensors')" 2>/dev/null; then
+if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, xdist, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient') and u.find_spec('ray') and u.find_spec('safetensors') and u.find_spec('playwright')" 2>/dev/null; then
   echo "bootstrap: installing aotipre[torch,test] into $VENV" >&2
   # flock: .ci/run builds two venvs at once from this checkout, and an editable install writes
   # aotipre.egg-info here
@@ -62,4 +62,18 @@ fi
 if [ "$(python -c 'import aotipre, os; print(os.path.dirname(os.path.dirname(os.path.realpath(aotipre.__file__))))' 2>/dev/null)" != "$(pwd -P)" ]; then
   echo "bootstrap: pointing $VENV's aotipre at $(pwd -P)" >&2
   "${lift[@]}" flock pyproject.toml python -m pip install -q --no-deps -e .
+fi
+# The HTML report's browser tests (tests/report/test_html_browser.py) drive a headless Chromium
+# through playwright: the Debian package, installed when it is missing and apt-get can (as root,
+# or through sudo without a password); apt waits for the lock another bootstrap holds.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+  && command -v apt-get >/dev/null 2>&1; then
+  as_root=()
+  [ "$(id -u)" -eq 0 ] || as_root=(sudo -n)
+  apt=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -qq -o DPkg::Lock::Timeout=600)
+  echo "bootstrap: installing chromium (apt-get) for the HTML report's browser tests" >&2
+  if ! { "${apt[@]}" install -y chromium >/dev/null 2>&1 \
+    || { "${apt[@]}" update >/dev/null 2>&1 && "${apt[@]}" install -y chromium >/dev/null 2>&1; }; }; then
+    echo "bootstrap: could not install chromium; the browser tests will be skipped" >&2
+  fi
 fi

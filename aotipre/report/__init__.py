@@ -13,7 +13,7 @@ from aotipre.report.sanitize import sanitized
 if TYPE_CHECKING:
     from aotipre.pt2.spec import PackageInfo
 
-_FORMATS = ("table", "json", "junit", "sarif", "github", "markdown")
+_FORMATS = ("table", "json", "junit", "sarif", "github", "markdown", "html")
 _MODULES = {"json": "json_format"}
 
 
@@ -44,7 +44,7 @@ BATCH_RENDERERS: Mapping[str, Callable[[Sequence[Report]], str]] = _Renderers("r
 """The same formats for one combined report over many packages (same keys as CHECK_RENDERERS)."""
 
 
-HUMAN_FORMATS = frozenset({"table", "markdown", "github", "junit", "sarif"})
+HUMAN_FORMATS = frozenset({"table", "markdown", "github", "junit", "sarif", "html"})
 """Formats people read (directly, or as CI and code-scanning pages show them) or a CI runner
 parses line by line: every string is `clean`ed. JSON keeps its strings, only made encodable."""
 

@@ -398,7 +398,7 @@ for _mode, _args in (
 # --- 14 and 15: non-UTF-8 bytes, control characters, bidi overrides --------------------------------
 
 HOSTILE_NAME = b"bad\xff\x1b[2J\xe2\x80\xae\n::error::forged.pt2"
-FORMATS = ("table", "json", "junit", "sarif", "github", "markdown")
+FORMATS = ("table", "json", "junit", "sarif", "github", "markdown", "html")
 
 
 def _check_output(fmt: str, data: bytes) -> None:
