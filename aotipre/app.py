@@ -10,6 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from inspect import cleandoc
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -27,6 +28,43 @@ _PYTHON_HELP = (
     "Run the torch workers in this interpreter (e.g. the serving venv's bin/python); "
     "repeatable: a version matrix. Default: this Python."
 )
+
+
+def _report_format_option(panel: str | None = None) -> Any:
+    """--format/-f of a command that writes a finding report (check, merge, diff)."""
+    return typer.Option(
+        Format.table,
+        "--format",
+        "-f",
+        help="Output format.",
+        rich_help_panel=panel,
+        metavar="FORMAT",
+    )
+
+
+def _report_output_option(panel: str | None = None) -> Any:
+    """--output/-o of a command that writes a finding report (check, merge, diff)."""
+    return typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write the report to this file instead of stdout.",
+        rich_help_panel=panel,
+        metavar="FILE",
+    )
+
+
+def _also_report_option(example: str, panel: str | None = None) -> Any:
+    """--report FORMAT:PATH of a command that writes a finding report (check, merge, diff);
+    `example` is the FORMAT:PATH its help shows."""
+    return typer.Option(
+        None,
+        "--report",
+        help=f"Also write a report as FORMAT:PATH (e.g. {example}); repeatable.",
+        show_default=False,
+        rich_help_panel=panel,
+        metavar="FORMAT:PATH",
+    )
 
 
 def _print_version(value: bool) -> None:
@@ -115,30 +153,9 @@ def check(
         rich_help_panel="Gate",
         metavar="",
     ),
-    fmt: Format = typer.Option(
-        Format.table,
-        "--format",
-        "-f",
-        help="Output format.",
-        rich_help_panel="Report",
-        metavar="FORMAT",
-    ),
-    output: Path | None = typer.Option(
-        None,
-        "--output",
-        "-o",
-        help="Write the report to this file instead of stdout.",
-        rich_help_panel="Report",
-        metavar="FILE",
-    ),
-    reports_to: list[str] | None = typer.Option(
-        None,
-        "--report",
-        help="Also write a report as FORMAT:PATH (e.g. junit:out.xml); repeatable.",
-        show_default=False,
-        rich_help_panel="Report",
-        metavar="FORMAT:PATH",
-    ),
+    fmt: Format = _report_format_option("Report"),
+    output: Path | None = _report_output_option("Report"),
+    reports_to: list[str] | None = _also_report_option("junit:out.xml", "Report"),
     progress: bool | None = typer.Option(
         None,
         "--progress/--no-progress",
@@ -597,23 +614,9 @@ def merge(
         max=10_000,
         metavar="N",
     ),
-    fmt: Format = typer.Option(
-        Format.table, "--format", "-f", help="Output format.", metavar="FORMAT"
-    ),
-    output: Path | None = typer.Option(
-        None,
-        "--output",
-        "-o",
-        help="Write the report to this file instead of stdout.",
-        metavar="FILE",
-    ),
-    reports_to: list[str] | None = typer.Option(
-        None,
-        "--report",
-        help="Also write a report as FORMAT:PATH (e.g. junit:out.xml); repeatable.",
-        show_default=False,
-        metavar="FORMAT:PATH",
-    ),
+    fmt: Format = _report_format_option(),
+    output: Path | None = _report_output_option(),
+    reports_to: list[str] | None = _also_report_option("junit:out.xml"),
 ) -> None:
     """Merge the JSON reports of a run's CI shards into one report (every format) and one exit
     code; a package that no shard checked is not checked (exit 2), never clean."""
@@ -872,15 +875,14 @@ def version() -> None:
     raise typer.Exit(commands.version())
 
 
-def _reflowed(doc: str | None) -> str | None:
+def _reflowed(doc: str) -> str:
     """A docstring as help text: each paragraph one line, so that the help renderer wraps it
-    to the terminal (it keeps a docstring's own line breaks, cutting summaries mid-sentence)."""
-    if not doc:
-        return doc
+    to the terminal (rich keeps a docstring's own line breaks, cutting summaries mid-sentence)."""
     paragraphs = cleandoc(doc).split("\n\n")
     return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
+# every command's help is its docstring reflowed (the docstrings themselves stay as written)
 for _command in app.registered_commands:
-    if _command.callback is not None:
-        _command.callback.__doc__ = _reflowed(_command.callback.__doc__)
+    if _command.help is None and _command.callback is not None and _command.callback.__doc__:
+        _command.help = _reflowed(_command.callback.__doc__)

@@ -51,6 +51,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from _bench import fresh, torch_version  # noqa: E402 - the benchmarks' shared helpers
 
 BUILD = r"""
 import sys, torch
@@ -233,22 +236,6 @@ sys.exit(code)
 """
 
 
-def fresh(
-    code: str, *args: str, env: dict[str, str], cwd: str | None = None
-) -> tuple[float, int, str]:
-    """Run `code` in a fresh interpreter: (seconds, exit code, stdout + stderr)."""
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        cwd=cwd,
-        timeout=1800,
-    )
-    return time.monotonic() - started, proc.returncode, proc.stdout + proc.stderr
-
-
 def answer(log: str) -> dict[str, Any]:
     found = re.findall(r"^ANSWER (.*)$", log, re.M)
     return json.loads(found[-1]) if found else {}
@@ -384,11 +371,6 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    probe = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"],
-        capture_output=True,
-        text=True,
-    )
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
@@ -402,7 +384,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "load_avg": os.getloadavg(),
         "python": platform.python_version(),
-        "torch": probe.stdout.strip() or None,
+        "torch": torch_version(),
         "commit": commit.stdout.strip() + ("+changes" if dirty.stdout.strip() else ""),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }

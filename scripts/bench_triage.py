@@ -41,6 +41,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+
+from _bench import fresh, torch_version  # noqa: E402 - the benchmarks' shared helpers
 
 PREPARE = r"""
 import sys, torch
@@ -109,34 +112,24 @@ except Exception as exc:
 """
 
 
-def fresh(code: str, *args: str, env: dict[str, str] | None = None) -> tuple[float, str]:
-    started = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=1800,
-    )
-    return time.monotonic() - started, proc.stdout + proc.stderr
-
-
 def manual(
     pkg: str, ep: str, inputs: str, device: str, tmp: str, plain: bool
 ) -> dict[str, float | str | bool]:
     sync = {"CUDA_LAUNCH_BLOCKING": "1", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
     out: dict[str, float | str | bool] = {}
     if plain:
-        out["plain_run_s"], _ = fresh(RUN, pkg, inputs, device)
-    sync_s, _ = fresh(RUN, pkg, inputs, device, env=sync)
-    p3_s, log3 = fresh(PRINTER, ep, inputs, device, "3", "", os.path.join(tmp, "p3.pt2"), env=sync)
+        out["plain_run_s"] = fresh(RUN, pkg, inputs, device).seconds
+    sync_s = fresh(RUN, pkg, inputs, device, env=sync).seconds
+    p3_s, _, log3 = fresh(
+        PRINTER, ep, inputs, device, "3", "", os.path.join(tmp, "p3.pt2"), env=sync
+    )
     launches = re.findall(r"\[ (before|after)_launch: (\S+) \]", log3)
     from aotipre.triage.parsers import faulting_launch
 
     fault = faulting_launch([(f"{a}_launch", k) for a, k in launches])
     kernel = fault.kernel if fault else ""
     kernels = ",".join(k for k in (kernel, fault.previous if fault else None) if k)
-    p2_s, log2 = fresh(
+    p2_s, _, log2 = fresh(
         PRINTER, ep, inputs, device, "2", kernels, os.path.join(tmp, "p2.pt2"), env=sync
     )
     out.update(
@@ -229,7 +222,7 @@ def aotipre_run(
 def check_vs_bare(pkg: str, good: str, device: str) -> dict[str, float | int]:
     """`aotipre check` of the package with good inputs (a fresh CLI process, what CI runs)
     against the bare script; both exit 0 or the figures mean nothing."""
-    bare_s, log = fresh(BARE, pkg, good, device)
+    bare_s, _, log = fresh(BARE, pkg, good, device)
     started = time.monotonic()
     proc = subprocess.run(
         [
@@ -277,12 +270,7 @@ def machine() -> dict[str, str | int | None]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
     }
-    probe = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"],
-        capture_output=True,
-        text=True,
-    )
-    out["torch"] = probe.stdout.strip() or None
+    out["torch"] = torch_version()
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -337,7 +325,7 @@ def main() -> int:
         good = str(fixtures / "embedding_oob_inputs_good.pt")
         ep = os.path.join(tmp, "ep.pt2")
         pkg = os.path.join(tmp, f"embedding_oob_{opts.device.split(':')[0]}.pt2")
-        prep_s, log = fresh(PREPARE, str(fixtures / "embedding_oob.pt2"), ep, pkg, opts.device)
+        prep_s, _, log = fresh(PREPARE, str(fixtures / "embedding_oob.pt2"), ep, pkg, opts.device)
         if not os.path.isfile(pkg):
             print(log[-3000:], file=sys.stderr)
             return 1

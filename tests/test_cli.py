@@ -224,22 +224,60 @@ def test_static_lane_imports_only_what_it_uses(pkg: Pkg) -> None:
         assert "imported: []" in r.stderr.splitlines(), (name, r.stderr)
 
 
-def test_help_summaries_are_whole_sentences_that_wrap_to_the_terminal() -> None:
-    """`aotipre --help` on a wide terminal shows each command's summary (its docstring's first
-    paragraph) on one line: the docstrings' own line breaks never reach the renderer."""
-    import os
-    import subprocess
-    import sys
+HELP_SCREENS = """
+import json
+import typer
+from typer.testing import CliRunner
+from aotipre.app import app
+runner = CliRunner()
+names = ["", *typer.main.get_command(app).commands]
+print(json.dumps({name: runner.invoke(app, [name, "--help"][not name:]).output for name in names}))
+"""
+"""Prints `aotipre --help` (key "") and each `aotipre COMMAND --help` as one JSON object."""
+
+
+def _screen_lines(screen: str) -> list[str]:
+    """A help screen's lines without the panels' borders, each run of spaces made one space."""
+    return [" ".join(line.strip(" │╭╮╰╯─").split()) for line in screen.splitlines()]
+
+
+def _whole(text: str) -> str:
+    """Help text as the renderer shows it on a line wide enough: its words, one space apart."""
+    return " ".join(text.split())
+
+
+def test_help_screens_show_docstrings_and_option_help_whole() -> None:
+    """`aotipre --help` and every `aotipre COMMAND --help`, rendered wider than any text: each
+    command's summary (its docstring's first paragraph) whole on its line of the Commands panel,
+    each paragraph of its docstring and each option's help whole on a line of its own screen. A
+    docstring's own line breaks would cut them mid-sentence; rich markup (`[name]`) would eat
+    words."""
+    import inspect
+
+    import typer
 
     from aotipre.app import app
 
-    out = subprocess.run(
-        [sys.executable, "-m", "aotipre", "--help"],
-        capture_output=True, text=True, timeout=60,
-        env={**os.environ, "COLUMNS": "400", "TERMINAL_WIDTH": "400"},
-    ).stdout  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", HELP_SCREENS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "1000", "TERMINAL_WIDTH": "1000"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    screens = {name: _screen_lines(screen) for name, screen in json.loads(proc.stdout).items()}
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert set(screens) == {"", *commands}
+    assert app.info.help and _whole(app.info.help) in screens[""]
     for command in app.registered_commands:
-        assert command.callback is not None and command.callback.__doc__
-        summary = command.callback.__doc__.split("\n\n")[0]
-        assert "\n" not in summary, command.name
-        assert any(summary in line for line in out.splitlines()), (summary, out)
+        assert command.callback is not None
+        name = command.name or typer.main.get_command_name(command.callback.__name__)
+        paragraphs = [_whole(p) for p in (inspect.getdoc(command.callback) or "").split("\n\n")]
+        assert paragraphs[0], f"{name} has no docstring"
+        assert f"{name} {paragraphs[0]}" in screens[""], (name, screens[""])
+        for paragraph in paragraphs:
+            assert paragraph in screens[name], (paragraph, screens[name])
+        for param in commands[name].params:
+            helped = _whole(getattr(param, "help", None) or "")
+            assert any(helped in line for line in screens[name]), (name, param.name, helped)

@@ -4,6 +4,8 @@ the code that decides the behaviour is wrong.
 1. a sample's Python scalar of another numeric type but the exported value (int 2 for an exported
    2.0) is not a changed scalar: plain torch runs it as the exported value;
 2. `--perf-tolerance`, from the flag and from the configuration, decides the `--against` verdict;
+   and every other key of the configuration reaches the check from its flag and from the file,
+   the flag over the file (a new key without a row here fails);
 3. with `max_batch_size` > 0, a Triton config's fixed size of a dim after the batch dim is checked
    against that dim's range, not the batch dim's;
 4. the state stage fails a model whose buffer update is dropped even when every call's outputs
@@ -338,6 +340,34 @@ DYNAMIC_SETTINGS: tuple[tuple[tuple[str, ...], str, str, object], ...] = (
 flag's value); both differ from the default."""
 
 
+def _options_of_a_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """`options_of(*args)`: the api.CheckOptions `aotipre check PACKAGE *args` runs with, from
+    config.Settings.check_options (captured, then the check stops with exit 2); run in
+    `tmp_path`, on a package written there."""
+    from aotipre import config
+    from aotipre.cli import main
+    from aotipre.errors import UsageError
+
+    captured: list[Any] = []
+    original = config.Settings.check_options
+
+    def capture(self: config.Settings, **kwargs: Any) -> object:
+        captured.append(original(self, **kwargs))
+        raise UsageError("captured")
+
+    monkeypatch.setattr(config.Settings, "check_options", capture)
+    monkeypatch.chdir(tmp_path)
+    package = write_package(tmp_path / "p.pt2", token_model())
+
+    def options_of(*args: str) -> Any:
+        captured.clear()
+        assert main(["check", package.path, *args]) == 2
+        (options,) = captured
+        return options
+
+    return options_of
+
+
 def _at(options: object, where: str) -> object:
     for name in where.split("."):
         options = getattr(options, name)
@@ -357,35 +387,133 @@ def test_each_dynamic_number_reaches_the_stages_from_the_flag_and_the_file(
 ) -> None:
     """The options a check runs with (config.Settings.check_options, captured; the check then
     stops), from the flag and from the configuration file, the flag over the file."""
-    from aotipre import config
-    from aotipre.cli import main
-    from aotipre.errors import UsageError
-
-    captured: list[object] = []
-    original = config.Settings.check_options
-
-    def capture(self: config.Settings, **kwargs: Any) -> object:
-        captured.append(original(self, **kwargs))
-        raise UsageError("captured")
-
-    monkeypatch.setattr(config.Settings, "check_options", capture)
-    monkeypatch.chdir(tmp_path)
-    package = write_package(tmp_path / "p.pt2", token_model())
+    options_of = _options_of_a_check(tmp_path, monkeypatch)
     toml = tmp_path / "aotipre.toml"
     toml.write_text(line + "\n")
-
-    def options_of(*args: str) -> object:
-        captured.clear()
-        assert main(["check", package.path, *args]) == 2
-        (options,) = captured
-        return options
-
     assert _at(options_of(*flag, "--no-config"), where) == value
     in_file = _at(options_of("--config", str(toml)), where)
     assert in_file == type(value)(line.split("= ")[1]) and in_file != value  # type: ignore[call-arg]
     assert _at(options_of(*flag, "--config", str(toml)), where) == value  # the flag wins
     default = _at(options_of("--no-config"), where)
     assert default not in (value, in_file)
+
+
+# and every other setting a check runs with: the flag, the file, the flag over the file
+Setting = tuple[str, tuple[str, ...], str, tuple[str, ...], Callable[[Any], Any]]
+OTHER_SETTINGS: tuple[Setting, ...] = (
+    ("fail-on", ("--fail-on", "warning"), 'fail-on = "warning"', ("--fail-on", "error"),
+     lambda o: o.fail_on),
+    ("target", ("--target", "cpu,isa=avx2"), 'target = "cuda,cc=9.0"',
+     ("--target", "cuda,cc=8.0"), lambda o: o.target),
+    ("static-only", ("--static-only",), "static-only = true", ("--no-static-only",),
+     lambda o: o.static_only),
+    ("select", ("--select", "AOT2"), 'select = ["AOT3"]', ("--select", "AOT4"), lambda o: o.select),
+    ("ignore", ("--ignore", "AOT2"), 'ignore = ["AOT3"]', ("--ignore", "AOT4"), lambda o: o.ignore),
+    ("device", ("--device", "cuda:0"), 'device = "cuda:1"', ("--device", "cpu"),
+     lambda o: o.dynamic.device),
+    ("recompile", ("--recompile",), "recompile = true", ("--no-recompile",),
+     lambda o: o.dynamic.recompile),
+    ("probe", ("--no-probe",), "probe = false", ("--probe",), lambda o: o.dynamic.probe),
+    ("cache", ("--no-cache",), "cache = false", ("--cache",), lambda o: o.dynamic.use_cache),
+    ("cache-dir", ("--cache-dir", "{tmp}/a"), 'cache-dir = "{tmp}/b"', ("--cache-dir", "{tmp}/c"),
+     lambda o: o.dynamic.cache_dir),
+    ("escalate", ("--no-escalate",), "escalate = false", ("--escalate",),
+     lambda o: o.triage.escalate),
+    ("accuracy-budget", ("--accuracy-budget", "60"), "accuracy-budget = 90",
+     ("--accuracy-budget", "120"), lambda o: o.triage.accuracy_budget_s),
+    ("minify", ("--minify",), "minify = true", ("--no-minify",), lambda o: o.triage.minify),
+    ("sanitizer", ("--sanitizer",), "sanitizer = true", ("--no-sanitizer",),
+     lambda o: o.triage.sanitizer),
+    ("artifacts", ("--artifacts", "{tmp}/a"), 'artifacts = "{tmp}/b"', ("--artifacts", "{tmp}/c"),
+     lambda o: o.triage.artifacts),
+    ("exported-program", ("--exported-program", "{tmp}/a.pt2"),
+     'exported-program = "{tmp}/b.pt2"', ("--exported-program", "{tmp}/c.pt2"),
+     lambda o: (o.dynamic.exported_program, o.triage.exported_program, o.exported_program)),
+    ("expected", ("--expected", "{tmp}/a.pt"), 'expected = "{tmp}/b.pt"',
+     ("--expected", "{tmp}/c.pt"), lambda o: o.dynamic.expected),
+    ("weights", ("--weights", "{tmp}/a.pt"), 'weights = "{tmp}/b.pt"', ("--weights", "{tmp}/c.pt"),
+     lambda o: (o.dynamic.weights, o.weights)),
+    ("compile-at-deploy", ("--compile-at-deploy",), "compile-at-deploy = true",
+     ("--no-compile-at-deploy",), lambda o: o.compile_at_deploy),
+    ("perf", ("--no-perf",), "perf = false", ("--perf",), lambda o: o.dynamic.perf is None),
+    ("against", ("--against", "{tmp}/a.pt2"), 'against = "{tmp}/b.pt2"',
+     ("--against", "{tmp}/c.pt2"), lambda o: (o.dynamic.perf.against, o.against)),
+    ("import", ("--import", "json"), 'import = ["csv"]', ("--import", "string"),
+     lambda o: o.registration.imports),
+    ("library", ("--library", "{tmp}/a.so"), 'library = ["{tmp}/b.so"]',
+     ("--library", "{tmp}/c.so"), lambda o: o.registration.libraries),
+    ("cpp", ("--cpp",), "cpp = true", ("--no-cpp",), lambda o: (o.dynamic.cpp, o.cpp)),
+    ("deployment-checks-inputs", ("--deployment-checks-inputs",), "deployment-checks-inputs = true",
+     ("--no-deployment-checks-inputs",),
+     lambda o: (o.dynamic.deployment_checks_inputs, o.deployment_checks_inputs)),
+    ("allow-pickle", ("--allow-pickle",), "allow-pickle = true", ("--no-allow-pickle",),
+     lambda o: (o.dynamic.allow_pickle, o.allow_pickle)),
+)  # fmt: skip
+"""(key, a flag, a configuration line, a flag that overrides the line, what the check runs
+with from it in api.CheckOptions: a tuple where it reaches several places, each of which must
+follow it); `{tmp}` is the test's folder, where a/b/c.pt2 are packages
+with an ExportedProgram, a/b/c.pt torch.save files and a/b/c.so files."""
+
+RUN_LEVEL_SETTINGS = {
+    "jobs": "packages at once, not how one is checked (test_config.py test_every_key, "
+    "test_batch.py test_parallel_report_is_byte_identical_to_serial)",
+    "gpus": "where packages run (scale/test_gpus.py test_the_gpus_key_and_flag)",
+    "progress": "stderr lines (test_progress_ci.py test_the_configuration_key_and_the_flag_...)",
+    "python": "the interpreters, probed before a check (test_runtimes.py test_python_is_a_...)",
+    "baseline": "a file read into a Baseline (test_baseline.py test_baseline_from_the_config_file)",
+    "targets": "a table of named targets, no flag (binaries/test_targets.py test_cli_inspect_...)",
+}
+"""Keys that do not land in one package's CheckOptions, with where they are held."""
+
+
+def test_every_configuration_key_is_held_from_the_flag_and_the_file() -> None:
+    """A new key of config.KEYS is added to a table here, so that its plumbing is tested."""
+    from aotipre.config import KEYS
+
+    held = {line.split(" = ")[0] for _, line, _, _ in DYNAMIC_SETTINGS}
+    held |= {key for key, *_ in OTHER_SETTINGS} | set(RUN_LEVEL_SETTINGS)
+    assert {key.name for key in KEYS} == held
+
+
+@pytest.mark.parametrize(
+    ("key", "flag", "line", "back", "where"), OTHER_SETTINGS, ids=[s[0] for s in OTHER_SETTINGS]
+)
+def test_each_other_setting_reaches_the_check_from_the_flag_and_the_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    pkg: Callable[[str], Path],
+    key: str,
+    flag: tuple[str, ...],
+    line: str,
+    back: tuple[str, ...],
+    where: Callable[[Any], Any],
+) -> None:
+    """What the check runs with (config.Settings.check_options, captured; the check then
+    stops) differs from the default with the flag and with the file, and the flag given with
+    the file overrides it."""
+    options_of = _options_of_a_check(tmp_path, monkeypatch)
+    for name in "abc":
+        shutil.copy(pkg("both"), tmp_path / f"{name}.pt2")
+        shutil.copy(pkg("aoti_inputs"), tmp_path / f"{name}.pt")
+        (tmp_path / f"{name}.so").write_bytes(b"")
+    toml = tmp_path / "aotipre.toml"
+    toml.write_text(line.format(tmp=tmp_path) + "\n")
+
+    def with_it(*args: str) -> Any:
+        return where(options_of(*(a.format(tmp=tmp_path) for a in args)))
+
+    default = with_it("--no-config")
+    assert _each_differs(with_it(*flag, "--no-config"), default)
+    in_file = with_it("--config", str(toml))
+    assert _each_differs(in_file, default)
+    assert _each_differs(with_it(*back, "--config", str(toml)), in_file)  # the flag wins
+
+
+def _each_differs(value: Any, other: Any) -> bool:
+    """`value` differs from `other`; for a tuple of the places one setting reaches, in each."""
+    if isinstance(value, tuple) and isinstance(other, tuple) and len(value) == len(other):
+        return all(a != b for a, b in zip(value, other))
+    return bool(value != other)
 
 
 # --- 3. Triton: the fixed size of a dim after the batch dim ----------------------------------

@@ -249,3 +249,20 @@ def test_models_are_matched_by_name_across_multi_model_packages() -> None:
         ("head", "MODEL_ADDED"),
         ("decoder", "DYNAMIC_RANGE_NARROWED"),
     }
+
+
+def test_library_versions_are_compared_by_number() -> None:
+    """GLIBCXX_3.4.9 -> GLIBCXX_3.4.30 raises what NEW needs (by name "3.4.30" sorts before
+    "3.4.9"), and a package's requirement is the highest by number over its .so files."""
+    nine = _so(versions=("GLIBCXX_3.4.9", "CXXABI_1.3.9"))
+    thirty = _so(versions=("GLIBCXX_3.4.30", "CXXABI_1.3.9"))
+    assert _rules(_model(aoti=_aoti(binaries=nine)), _model(aoti=_aoti(binaries=thirty))) == {
+        "GLIBCXX_RAISED"
+    }
+    assert _rules(_model(aoti=_aoti(binaries=thirty)), _model(aoti=_aoti(binaries=nine))) == {
+        "GLIBCXX_LOWERED"
+    }
+    both = BinaryFacts(
+        shared_objects=(*thirty.shared_objects, replace(nine.shared_objects[0], member="b.so"))
+    )
+    assert _rules(_model(aoti=_aoti(binaries=thirty)), _model(aoti=_aoti(binaries=both))) == set()
