@@ -7,10 +7,11 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes, tempdirs
+from aotipre import __version__, codes, safeio, tempdirs
 from aotipre.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.checks import run_static_checks
 from aotipre.checks.contract import check_reference_program
@@ -224,12 +225,17 @@ def _check_package(path: str | os.PathLike[str], opts: CheckOptions) -> Report:
         _cannot_check(report, exc, getattr(exc, "code", "AOT001"))
         _add_stage(report, opts, _stage("inspect", StageStatus.ERROR, started, str(exc)))
         return report
-    with opened.archive:  # the one open of the archive: every later reader gets it
-        _check_opened(report, opened, opts, started)
+    # the one open of each archive (the package's, --against's): every later reader gets it
+    with opened.archive, ExitStack() as held:
+        _check_opened(report, opened, opts, started, held)
     return report
 
 
-def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, started: float) -> None:
+def _check_opened(
+    report: Report, opened: OpenPackage, opts: CheckOptions, started: float, held: ExitStack
+) -> None:
+    """The check of the open package; what else it opens (--against's package) is closed with
+    `held`."""
     package, archive = opened.info, opened.archive
     report.package = package_to_dict(package)
     _add_stage(
@@ -325,11 +331,14 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
         ),
     )
     against = _against(opts)
+    baseline = None
     if against is not None:  # torch-free, imported only for a release diff
         from aotipre.diff.gate import diff_against
 
         _say(opts, stage_started("diff"))
-        stage, changes = diff_against(against, opened, tuple(m.name for m in models))
+        baseline = _open_baseline(against, opened, held)
+        names = tuple(m.name for m in models)
+        stage, changes = diff_against(against, opened, names, old_opened=baseline)
         report.findings.extend(changes)
         if any(f.severity.rank >= opts.fail_on.rank for f in changes):
             stage = dataclasses.replace(stage, status=StageStatus.FAILED)
@@ -341,7 +350,24 @@ def _check_opened(report: Report, opened: OpenPackage, opts: CheckOptions, start
     opts = _with_target_checks(opts, hosts)
     for model in models:
         blocked = _static_blockers(findings, model)
-        _dynamic(report, opened, model, samples.get(model.name), opts, blocked, weights)
+        sample = samples.get(model.name)
+        _dynamic(report, opened, model, sample, opts, blocked, weights, baseline)
+
+
+def _open_baseline(path: str, new: OpenPackage, held: ExitStack) -> OpenPackage | None:
+    """The --against package, opened once for the diff and perf stages (closed with `held`),
+    or NEW's own open when it is NEW's file; None when it cannot be read (each stage then says
+    why as it reads it)."""
+    old_stat, new_stat = safeio.probe(path), safeio.probe(new.info.path)
+    if old_stat is not None and new_stat is not None:
+        if (old_stat.st_dev, old_stat.st_ino) == (new_stat.st_dev, new_stat.st_ino):
+            return new
+    try:
+        baseline = open_package(path, verify_crc=False)  # as the diff reads it (weight_digests)
+    except PackageError:
+        return None
+    held.enter_context(baseline.archive)
+    return baseline
 
 
 def _against(opts: CheckOptions) -> str | None:
@@ -522,6 +548,7 @@ def _dynamic(
     opts: CheckOptions,
     blocked: list[str],
     weights: WeightsFile | None = None,
+    baseline: OpenPackage | None = None,
 ) -> None:
     from aotipre.runner.stages import run_dynamic_stages
 
@@ -565,6 +592,7 @@ def _dynamic(
         archive=opened.archive,
         sample=sample,
         weights=weights,
+        baseline=baseline,
     )
     report.stages.extend(stages)
     _settle(report, findings)

@@ -375,7 +375,8 @@ def check(
         None,
         "--accuracy-budget",
         help="Seconds for accuracy triage of one model: its diagnostic rebuild and the "
-        "rebuilds that prove a cause. (default: 900)",
+        "rebuilds that prove a cause; also for the rebuilds that prove a failed compile's "
+        "workaround. (default: 900)",
         rich_help_panel="Crash triage",
         metavar="SECONDS",
     ),
@@ -643,26 +644,37 @@ def diff(
         help="Exit 1 on a breaking change (breaking), or on any change (any).",
         metavar="breaking|any",
     ),
-    fmt: Format = typer.Option(
-        Format.table, "--format", "-f", help="Output format.", metavar="FORMAT"
-    ),
-    output: Path | None = typer.Option(
+    fmt: Format = _report_format_option(),
+    output: Path | None = _report_output_option(),
+    reports_to: list[str] | None = _also_report_option("markdown:diff.md"),
+    inputs: Path | None = typer.Option(
         None,
-        "--output",
-        "-o",
-        help="Write the report to this file instead of stdout.",
+        "--inputs",
+        "-i",
+        help="OLD's caller's inputs (a torch.save of (args, kwargs)): OLD and NEW also run on "
+        "them in torch workers, outputs compared (AOT790) and timed side by side (AOT650-655).",
+        readable=False,  # one aotipre line for a file that is not one
         metavar="FILE",
     ),
-    reports_to: list[str] | None = typer.Option(
+    serving_config: Path | None = typer.Option(
         None,
-        "--report",
-        help="Also write a report as FORMAT:PATH (e.g. markdown:diff.md); repeatable.",
+        "--serving-config",
+        help="The Triton config.pbtxt that serves OLD: what it refuses in NEW and not in OLD "
+        "is breaking.",
+        readable=False,  # one aotipre line for a file that is not a config
+        metavar="FILE",
+    ),
+    progress: bool | None = typer.Option(
+        None,
+        "--progress/--no-progress",
+        help="With --inputs: a line on stderr when each stage starts and ends. (default: progress)",
         show_default=False,
-        metavar="FORMAT:PATH",
+        metavar="",
     ),
 ) -> None:
-    """What changed from OLD to NEW (interface, deployment requirements, weights), each change
-    breaking or compatible by its rule (docs/diff.md). Loads no code, imports no torch."""
+    """What changed from OLD to NEW (interface, deployment requirements, weights, a serving
+    config), each change breaking or compatible by its rule (docs/diff.md). Loads no code and
+    imports no torch, unless --inputs runs both on the same inputs."""
     raise typer.Exit(
         commands.diff(
             old,
@@ -671,6 +683,9 @@ def diff(
             fmt=fmt.value,
             output=output,
             reports_to=reports_to or (),
+            inputs=inputs,
+            serving_config=serving_config,
+            show_progress=progress,
         )
     )
 

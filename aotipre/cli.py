@@ -35,6 +35,7 @@ _VALUE_OPTIONS = {
         "--output": "output",
         "-o": "output",
         "--report": "report",
+        "--serving-config": "serving-config",
     },
     "check": {
         "--inputs": "inputs",
@@ -215,6 +216,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
             return None
         old, new = (Path(p) for p in positional)
         output = Path(values["output"]) if "output" in values else None
+        serving = values.get("serving-config")
         return lambda: commands.diff(
             old,
             new,
@@ -222,6 +224,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
             fmt=fmt,
             output=output,
             reports_to=values.get("report", []),
+            serving_config=Path(serving) if serving is not None else None,
         )
     if name == "inspect":
         fmt = values.get("format", "table")

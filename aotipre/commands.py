@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes, config, safeio, tempdirs
+from aotipre import __version__, codes, safeio, tempdirs
 from aotipre.errors import AotipreError, UsageError
 from aotipre.report import (
     json_format,
@@ -24,7 +24,8 @@ from aotipre.report import (
 from aotipre.report.common import worst_exit_code
 from aotipre.report.sanitize import clean, encodable
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the configuration (tomllib) is read only by the commands that take one
+    from aotipre import config
     from aotipre.shard import Shard
 
 
@@ -78,6 +79,8 @@ def check(
     run_jobs = _engine(engine, address)
     sharded = _shard(shard, write_baseline)
     specs = [parse_report_spec(spec) for spec in reports_to]
+    from aotipre import config
+
     settings = config.load_config(config_file, isolated=no_config)
     parsed = config.parse_flags(flags)
     from aotipre import batch  # imported here: only `check` runs packages (start-up time)
@@ -230,16 +233,41 @@ def diff(
     fmt: str = "table",
     output: Path | None = None,
     reports_to: Sequence[str] = (),
+    inputs: Path | None = None,
+    serving_config: Path | None = None,
+    show_progress: bool | None = None,
 ) -> int:
     """`aotipre diff OLD NEW`: every change between two packages, each breaking or compatible
     by its rule (aotipre/diff/), in `fmt` (and each `--report`); exit 1 when a change at or
-    above `fail_on` (breaking, any) is found, 2 when either side cannot be read."""
+    above `fail_on` (breaking, any) is found, 2 when either side cannot be read. `inputs`:
+    OLD and NEW also run on them, compared and timed side by side (torch workers);
+    `serving_config`: a Triton config.pbtxt that serves OLD, checked against NEW too."""
     from aotipre.diff.gate import diff_packages
 
     specs = [parse_report_spec(spec) for spec in reports_to]
     outputs = [("--output", output), *(("--report", path) for _, path in specs)]
-    safeio.ReadPaths().add(old, new).refuse([*outputs, *_step_summary(fmt, specs)])
-    report = diff_packages(old, new, fail_on=fail_on)
+    reads = safeio.ReadPaths().add(old, new, inputs, serving_config)
+    reads.refuse([*outputs, *_step_summary(fmt, specs)])
+    serving = None
+    if serving_config is not None:
+        from aotipre.serving.triton import load_serving_config
+
+        serving = load_serving_config(str(serving_config))
+    if inputs is None:
+        report = diff_packages(old, new, fail_on=fail_on, serving_config=serving)
+    else:
+        from aotipre.progress import Heartbeat, stamped
+
+        tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/tempdirs.py)
+        with Heartbeat(stamped(progress)) as beat:
+            report = diff_packages(
+                old,
+                new,
+                fail_on=fail_on,
+                serving_config=serving,
+                inputs=inputs,
+                progress=beat if show_progress is not False else None,
+            )
     emit(render_report(report, fmt), output)
     for name, path in specs:
         emit(render_report(report, name), Path(path), make_folders=True)
@@ -334,6 +362,8 @@ def inspect(
     info = api.inspect(package)
     named: tuple[tuple[str, str], ...] = ()
     if target is None or ";" in target or "," not in target:
+        from aotipre import config
+
         named = config.load_config(config_file, isolated=no_config).targets
     findings, rows = api.compatibility(info, target, named)
     emit(render_package(info, fmt, findings, rows), None)
@@ -456,6 +486,8 @@ def doctor(
     from aotipre.runtimes import probe
 
     specs = [_doctor_report_spec(spec) for spec in reports_to]
+    from aotipre import config
+
     timeout = config.check_number("timeout", timeout)  # finite, in range: else one line, exit 2
     reads = safeio.ReadPaths().add(*_interpreters(python)).add(cache_dir, contents=False)
     reads.refuse(("--report", path) for _, path in specs)

@@ -220,15 +220,14 @@ class IsaScanner:
     def __call__(self, member: str) -> Any:
         from aotipre.binaries.x86 import IsaScan
         from aotipre.errors import PackageError
-        from aotipre.pt2.archive import open_archive
+        from aotipre.pt2.archive import archive_at
 
         if member not in self._done:
+            package = self.package
+            path, held = (package, None) if isinstance(package, str) else (package.path, package)
             try:
-                if isinstance(self.package, str):
-                    with open_archive(self.package) as archive:
-                        self._done[member] = self._scan(archive, member)
-                else:
-                    self._done[member] = self._scan(self.package, member)
+                with archive_at(path, held) as archive:
+                    self._done[member] = self._scan(archive, member)
             except (PackageError, SourceError, ElfError, KeyError, OSError) as exc:
                 self._done[member] = IsaScan(0, error=f"{member} could not be read: {exc}")
         return self._done[member]

@@ -1,7 +1,8 @@
 """Bounded random access to the bytes of an archive member (or a file), without extracting it.
 
 A STORED zip member (torch writes every member STORED) is read in place from the package file
-at its data offset, so a 2 GB `.so` with embedded weights costs only the bytes a parser asks for.
+at its data offset, through the descriptor the open Archive holds (the file is never opened a
+second time), so a 2 GB `.so` with embedded weights costs only the bytes a parser asks for.
 A compressed member (torch never writes one; a hostile archive can) is read whole through the
 archive's bounded reader, up to `MAX_INFLATED_BYTES`.
 """
@@ -107,12 +108,24 @@ def open_member(archive: Archive, name: str) -> Iterator[Source]:
             raise SourceError(str(exc)) from None
         yield BytesSource(data)
         return
-    with open_file(archive.path) as whole:
-        header = whole.read(info.header_offset, _LOCAL_HEADER.size)
-        fields = _LOCAL_HEADER.unpack(header)
-        if fields[0] != b"PK\x03\x04":
-            raise SourceError(f"member {name}: no local header where the zip directory says")
-        start = info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
-        if start + info.file_size > whole.size:
-            raise SourceError(f"member {name}: its data run past the end of the file (truncated)")
-        yield whole.sub(start, info.file_size)
+    whole = _open_package_file(archive)
+    header = whole.read(info.header_offset, _LOCAL_HEADER.size)
+    fields = _LOCAL_HEADER.unpack(header)
+    if fields[0] != b"PK\x03\x04":
+        raise SourceError(f"member {name}: no local header where the zip directory says")
+    start = info.header_offset + _LOCAL_HEADER.size + fields[-2] + fields[-1]
+    if start + info.file_size > whole.size:
+        raise SourceError(f"member {name}: its data run past the end of the file (truncated)")
+    yield whole.sub(start, info.file_size)
+
+
+def _open_package_file(archive: Archive) -> FileRangeSource:
+    """The whole package file as a Source, through the descriptor the archive holds open (the
+    file is never opened a second time: one open per check, and no other file that took its
+    name since is read)."""
+    try:
+        fd = archive.file_descriptor()
+        size = os.fstat(fd).st_size
+    except (PackageError, OSError) as exc:
+        raise SourceError(f"{archive.path}: cannot read: {exc}") from None
+    return FileRangeSource(fd, 0, size)

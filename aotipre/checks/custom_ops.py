@@ -12,7 +12,7 @@ from aotipre import codes
 from aotipre.errors import PackageError
 from aotipre.findings import Finding
 from aotipre.pt2.archive import Archive
-from aotipre.pt2.ops import CustomOp, archive_custom_ops, read_custom_ops
+from aotipre.pt2.ops import CustomOp, read_custom_ops
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 
 CUSTOM_OPS_ENV = "AOTIPRE_CUSTOM_OPS"
@@ -82,11 +82,7 @@ def check_custom_ops(
     for model in models:
         has_ep = model.has_exported_program
         try:
-            ops = (
-                archive_custom_ops(archive, package.root, model.name, has_ep)
-                if archive is not None
-                else read_custom_ops(package.path, package.root, model.name, has_ep)
-            )
+            ops = read_custom_ops(package.path, package.root, model.name, has_ep, archive)
         except PackageError:  # the reader reported the archive already
             continue
         for op in ops:

@@ -13,7 +13,7 @@ from aotipre.errors import PackageError
 from aotipre.findings import Finding
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.inputs.values import int_extremes
-from aotipre.pt2.archive import Archive, open_archive
+from aotipre.pt2.archive import Archive, archive_at
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
 
 
@@ -29,11 +29,9 @@ def check_index_values(
     ]
     if not ints:
         return []
-    if archive is None:
-        with open_archive(package.path) as opened:
-            return check_index_values(package, model, sample, opened)
-    bounds = index_bounds_of_inputs(package, model, archive)
-    source = _sample_bytes_or_path(sample.source, archive)
+    with archive_at(package.path, archive) as opened:
+        bounds = index_bounds_of_inputs(package, model, opened)
+        source = _sample_bytes_or_path(sample.source, opened)
     out: list[Finding] = []
     for spec, meta in ints:
         found = bounds.get(spec.tensor_index if spec.tensor_index is not None else -1)

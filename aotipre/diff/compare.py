@@ -38,8 +38,14 @@ class ModelExtras:
     """`ns::op` (`ns::op.overload`) of the custom operators it calls; `(python)` marks a
     torch.library.custom_op."""
     weight_digests: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """fqn -> (bytes, CRC-32) of the archive member holding the weight's values (the
-    ExportedProgram's data/weights), when the package stores it as a member."""
+    """fqn -> (bytes, CRC-32) of the weight's values: the archive member holding them (the
+    ExportedProgram's data/weights), else its bytes in the compiled code's constants blob
+    (binaries/constants_blob.py), by `weights_source`."""
+    weights_source: str = "member"
+    """Where `weight_digests` were read: `member` or `compiled` (padded to 64 bytes: the two
+    digest other byte runs, so they are compared only with their own kind)."""
+    weights_unread: str | None = None
+    """Why the compiled weights' values could not be read (None: read, or none to read)."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,9 @@ def compare_model(
     out.extend(compare_outputs(old, new))
     out.extend(compare_deployment(old, new, old_extra, new_extra))
     out.extend(compare_weights(old, new, old_extra, new_extra))
+    unseen = values_unseen(old_extra, new_extra)
+    if unseen is not None:
+        out.append(_c("WEIGHT_VALUES_NOT_COMPARED", old, f"weight values not compared: {unseen}"))
     return out
 
 
@@ -764,7 +773,8 @@ def compare_weights(
             out.append(_c("WEIGHT_UNFOLDED", old, f"weight '{fqn}' is swappable in NEW", input=fqn))
         da, db = old_extra.weight_digests.get(fqn), new_extra.weight_digests.get(fqn)
         if (
-            da is not None
+            old_extra.weights_source == new_extra.weights_source
+            and da is not None
             and db is not None
             and da != db
             and a.shape == b.shape
@@ -776,6 +786,18 @@ def compare_weights(
     return out
 
 
-def values_compared(old: ModelExtras, new: ModelExtras) -> bool:
-    """Whether both sides store the weights as members whose values the diff compares."""
-    return bool(old.weight_digests) and bool(new.weight_digests)
+def values_unseen(old: ModelExtras, new: ModelExtras) -> str | None:
+    """Why the diff could not compare a model's weight values (one phrase), or None when it
+    compared them (or neither side has weights to compare)."""
+    for label, extra in (("OLD", old), ("NEW", new)):
+        if extra.weights_unread is not None:
+            return f"in {label}, {extra.weights_unread}"
+    if not old.weight_digests or not new.weight_digests:
+        return None  # a side without weights: the weight rules say what was added or removed
+    if old.weights_source != new.weights_source:
+        where = {"member": "as archive members", "compiled": "in its compiled code"}
+        return (
+            f"OLD stores them {where[old.weights_source]}, NEW {where[new.weights_source]} "
+            "(other byte layouts)"
+        )
+    return None

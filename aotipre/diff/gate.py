@@ -6,17 +6,25 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from aotipre import codes, safeio
-from aotipre.diff.compare import Change, ModelExtras, SideView, compare, values_compared
-from aotipre.errors import PackageError, UsageError
+from aotipre.diff.compare import Change, ModelExtras, SideView, compare
+from aotipre.diff.rules import rule
+from aotipre.errors import InputsError, PackageError, UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.ops import archive_custom_ops
 from aotipre.pt2.reader import MAX_JSON_CONTAINERS, OpenPackage, open_package
-from aotipre.pt2.spec import PackageInfo, package_to_dict
+from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
+
+if TYPE_CHECKING:  # the runner and the serving checks are imported only when asked for
+    from aotipre.inputs.meta import SampleInputs
+    from aotipre.runner.stages import DynamicOptions
+    from aotipre.serving.triton import ServingConfig
 
 FAIL_ON: dict[str, Severity] = {"breaking": Severity.ERROR, "any": Severity.INFO}
 """`--fail-on` -> the lowest severity that fails the gate: a breaking change is an error, a
@@ -28,11 +36,24 @@ COMPATIBLE_HINT = "compatible: OLD's callers run with NEW as they ran with OLD (
 
 
 def diff_packages(
-    old: str | os.PathLike[str], new: str | os.PathLike[str], *, fail_on: str = "breaking"
+    old: str | os.PathLike[str],
+    new: str | os.PathLike[str],
+    *,
+    fail_on: str = "breaking",
+    inputs: str | os.PathLike[str] | None = None,
+    dynamic: DynamicOptions | None = None,
+    serving_config: ServingConfig | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
     """The release diff of OLD -> NEW as a Report (exit code by `fail_on`). A side that cannot
     be read gives a Report with `error` set (exit 2), never a clean one. UsageError (one line)
-    when OLD and NEW are one file (the same path twice, or two links to it)."""
+    when OLD and NEW are one file (the same path twice, or two links to it).
+
+    `serving_config`: a Triton config OLD is served with; what its checks (those of `check
+    --serving-config`) refuse in NEW and did not in OLD is breaking (serving_changes).
+    `inputs`: OLD's caller's inputs (a torch.save file); NEW and OLD run on them in torch
+    workers, the way `check NEW --against OLD` runs them (same_inputs), with `dynamic`'s
+    options (None: their defaults) and `progress` told each stage's start and end."""
     old_name, new_name = os.fspath(old), os.fspath(new)
     threshold = FAIL_ON.get(fail_on)
     if threshold is None:
@@ -41,9 +62,21 @@ def diff_packages(
     report = Report(
         package_path=f"{old_name} -> {new_name}", fail_on=threshold, tool_version=_version()
     )
+    sample = None
+    if inputs is not None:
+        from aotipre.inputs.load import load_sample_inputs
+
+        try:  # read as `check` reads them: torch-free, refusing what a weights-only load does
+            sample = load_sample_inputs(inputs)
+        except InputsError as exc:
+            named = str(exc).startswith(os.fspath(inputs))
+            report.error = f"--inputs {exc}" if named else f"--inputs {os.fspath(inputs)}: {exc}"
+            return report
+        report.inputs_source = os.fspath(inputs)
     started = time.monotonic()
     with ExitStack() as stack:
         sides: list[SideView] = []
+        opened_sides: list[OpenPackage] = []
         for label, name in (("OLD", old_name), ("NEW", new_name)):
             try:
                 opened = open_package(name, verify_crc=False)  # see weight_digests
@@ -53,31 +86,157 @@ def diff_packages(
                 )
                 return report
             stack.enter_context(opened.archive)
+            opened_sides.append(opened)
             try:
                 sides.append(_side(opened))
             except PackageError as exc:
                 report.error = f"{label} {name}: {exc}"
                 return report
         changes = compare(sides[0], sides[1])
-    report.package = package_to_dict(sides[1].package)
-    report.findings = [to_finding(c) for c in changes]
-    report.stages = [
-        StageResult(
-            STAGE,
-            StageStatus.PASSED,
-            duration_s=time.monotonic() - started,
-            detail=_summary(changes, sides[0], sides[1]),
-        )
-    ]
+        if serving_config is not None:
+            changes += serving_changes(serving_config, opened_sides[0], opened_sides[1])
+        report.package = package_to_dict(sides[1].package)
+        report.findings = [to_finding(c) for c in changes]
+        report.stages = [
+            StageResult(
+                STAGE,
+                StageStatus.PASSED,
+                duration_s=time.monotonic() - started,
+                detail=_summary(changes, sides[0], sides[1]),
+            )
+        ]
+        if sample is not None and inputs is not None:
+            same_inputs(
+                report, sides[0].package, opened_sides[1], os.fspath(inputs), sample, dynamic,
+                progress,
+            )  # fmt: skip
     return report
 
 
+def serving_changes(serving: ServingConfig, old: OpenPackage, new: OpenPackage) -> list[Change]:
+    """The serving config's refusals that changed: each error the checks of `check
+    --serving-config` (serving/triton.py check_config) find in NEW and not in OLD, keyed by
+    code, model, input and dim, is SERVING_CONFIG_REFUSES_NEW (breaking: the server that loads
+    OLD refuses NEW); each one OLD had and NEW has not, SERVING_CONFIG_ACCEPTS_NEW."""
+    from aotipre.serving.triton import check_config
+
+    def refusals(side: OpenPackage) -> dict[tuple[object, ...], Finding]:
+        found = check_config(serving, side.info, list(side.info.models), side.archive)
+        return {(f.code, f.model, f.input, f.dim): f for f in found if f.severity is Severity.ERROR}
+
+    before, after = refusals(old), refusals(new)
+    out = [
+        Change(
+            rule("SERVING_CONFIG_REFUSES_NEW"),
+            f.model,
+            f"{serving.source} accepts OLD and refuses NEW ({f.code}: {f.message})",
+            old=None,
+            new=f.code,
+            input=f.input,
+            dim=f.dim,
+        )
+        for key, f in after.items()
+        if key not in before
+    ]
+    out += [
+        Change(
+            rule("SERVING_CONFIG_ACCEPTS_NEW"),
+            f.model,
+            f"{serving.source} refused OLD ({f.code}: {f.message}) and accepts NEW there",
+            old=f.code,
+            new=None,
+            input=f.input,
+            dim=f.dim,
+        )
+        for key, f in before.items()
+        if key not in after
+    ]
+    return out
+
+
+def same_inputs(
+    report: Report,
+    old: PackageInfo,
+    new: OpenPackage,
+    inputs: str,
+    sample: SampleInputs,
+    dynamic: DynamicOptions | None,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """Behaviour on the same inputs, added to `report`: NEW's model run on `inputs` in torch
+    workers (the SAME_INPUTS stages), then OLD's by the perf stage's --against path, which
+    compares NEW's saved outputs with OLD's in OLD's worker (AOT790, diff/behaviour.py) and
+    times both, interleaved (AOT650-AOT655) — what `check NEW --against OLD` runs. The model is
+    the one both packages hold (by name, or each one's only model); with none or several, or
+    no torch for the workers, the report cannot check (`error`, exit 2)."""
+    from dataclasses import replace
+
+    from aotipre.runner.stages import SAME_INPUTS, DynamicOptions, PerfOptions, run_dynamic_stages
+    from aotipre.runtimes import probe
+
+    options = dynamic or DynamicOptions()
+    if options.worker_command is None:
+        try:
+            probe(options.python)
+        except UsageError as exc:
+            report.error = str(exc)
+            return
+    model = _common_model(old, new.info)
+    if isinstance(model, str):
+        report.error = model
+        return
+    perf = replace(options.perf or PerfOptions(), against=old.path)
+    stages, findings = run_dynamic_stages(
+        new.info,
+        model,
+        inputs,
+        None,
+        replace(options, perf=perf, probe=False),
+        progress,
+        on_perf=lambda rec, base: report.performance.append((rec, base)),
+        archive=new.archive,
+        sample=sample,
+        pipeline=SAME_INPUTS,
+    )
+    report.stages.extend(stages)
+    report.findings.extend(f for f in findings if f.stage != "perf" or f.code in SAME_INPUTS_CODES)
+
+
+SAME_INPUTS_CODES = frozenset(
+    {"AOT650", "AOT651", "AOT652", "AOT653", "AOT654", "AOT655", "AOT790"}
+)
+"""The perf stage's findings that compare NEW with OLD (regressions, a comparison that could
+not be made or decided, other outputs); its advice, budgets and leaks judge NEW alone, which is
+`check`'s concern, not a change."""
+
+
+def _common_model(old: PackageInfo, new: PackageInfo) -> ModelInfo | str:
+    """NEW's model that OLD holds too (by name; else each package's only model), or why there
+    is no one model to run the inputs through (one line)."""
+    names = [m.name for m in old.models]
+    common = [m for m in new.models if m.name in names]
+    if not common and len(names) == 1 and len(new.models) == 1:
+        common = list(new.models)
+    if len(common) == 1:
+        return common[0]
+    held = ", ".join(m.name for m in common) or "none"
+    return (
+        f"--inputs: the behaviour on the same inputs runs one model that OLD and NEW both hold; "
+        f"they have {len(common)} in common ({held})"
+    )
+
+
 def diff_against(
-    old: str | os.PathLike[str], new: OpenPackage, models: tuple[str, ...] | None = None
+    old: str | os.PathLike[str],
+    new: OpenPackage,
+    models: tuple[str, ...] | None = None,
+    *,
+    old_opened: OpenPackage | None = None,
 ) -> tuple[StageResult, list[Finding]]:
     """`check NEW --against OLD`'s release diff: OLD -> NEW's changes as findings (of the
     models named in `models`, and the package-wide ones; None: all) and the `diff` stage that
-    found them, reading NEW through the archive `check` holds open (never opened twice). No
+    found them, reading NEW through the archive `check` holds open, and OLD through
+    `old_opened` when `check` opened it (else it is opened here): neither is opened twice. No
     findings, and the stage an ERROR whose detail is one line, when OLD cannot be read; SKIPPED
     when OLD is NEW's file (nothing changes)."""
     started = time.monotonic()
@@ -87,9 +246,12 @@ def diff_against(
     except UsageError as exc:
         return StageResult(STAGE, StageStatus.SKIPPED, time.monotonic() - started, str(exc)), []
     try:
-        opened = open_package(old_name, verify_crc=False)  # see weight_digests
-        with opened.archive:
-            old_side = _side(opened)
+        if old_opened is not None:
+            old_side = _side(old_opened)
+        else:
+            opened = open_package(old_name, verify_crc=False)  # see weight_digests
+            with opened.archive:
+                old_side = _side(opened)
     except PackageError as exc:
         why = str(exc) if str(exc).startswith(old_name) else f"{old_name}: {exc}"
         failed = StageResult(STAGE, StageStatus.ERROR, time.monotonic() - started, f"OLD {why}")
@@ -128,20 +290,25 @@ def _refuse_same_file(old: str, new: str) -> None:
 def _side(opened: OpenPackage) -> SideView:
     """The package and, per model, the custom ops it calls and its weights' digests."""
     package, archive = opened.info, opened.archive
-    extras = {
-        m.name: ModelExtras(
-            custom_ops=tuple(
-                sorted(
-                    op.qualified + (" (python)" if op.python else "")
-                    for op in archive_custom_ops(
-                        archive, package.root, m.name, m.has_exported_program
-                    )
-                )
-            ),
-            weight_digests=weight_digests(archive, package, m.name),
+    extras = {}
+    for m in package.models:
+        ops = archive_custom_ops(archive, package.root, m.name, m.has_exported_program)
+        custom_ops = tuple(sorted(op.qualified + (" (python)" if op.python else "") for op in ops))
+        digests, source, unread = weight_digests(archive, package, m.name), "member", None
+        if not digests and m.aoti is not None and m.constants:
+            from aotipre.binaries.constants_blob import compiled_weight_digests
+
+            compiled = compiled_weight_digests(archive, m)
+            if isinstance(compiled, str):
+                unread = compiled
+            else:
+                digests, source = compiled, "compiled"
+        extras[m.name] = ModelExtras(
+            custom_ops=custom_ops,
+            weight_digests=digests,
+            weights_source=source,
+            weights_unread=unread,
         )
-        for m in package.models
-    }
     return SideView(package, extras)
 
 
@@ -206,12 +373,4 @@ def _summary(changes: list[Change], old: SideView, new: SideView) -> str:
     parts = [
         f"against OLD {old.package.path}: {breaking} breaking, {len(changes) - breaking} compatible"
     ]
-    common = sorted({m.name for m in old.package.models} & {m.name for m in new.package.models})
-    unseen = [m for m in common if not values_compared(old.extra(m), new.extra(m))]
-    if unseen:
-        parts.append(
-            "weight values not compared for "
-            + ", ".join(unseen)
-            + " (weights compiled into the .so, not stored as members)"
-        )
     return "; ".join(parts)

@@ -245,6 +245,20 @@ RULES: tuple[Rule, ...] = (
         DEPLOY,
         "The weights moved into or out of the .so: how the package must be loaded changed.",
     ),
+    Rule(
+        "SERVING_CONFIG_REFUSES_NEW",
+        B,
+        DEPLOY,
+        "The serving config (--serving-config) accepts OLD and refuses NEW (an error of "
+        "`check --serving-config`'s checks that OLD did not have): the server that loads OLD "
+        "refuses NEW.",
+    ),
+    Rule(
+        "SERVING_CONFIG_ACCEPTS_NEW",
+        C,
+        DEPLOY,
+        "The serving config (--serving-config) refused OLD there and accepts NEW.",
+    ),
     # weights
     Rule(
         "WEIGHT_REMOVED",
@@ -279,6 +293,14 @@ RULES: tuple[Rule, ...] = (
         C,
         WEIGHTS,
         "A weight's values changed (its stored bytes differ): same interface, other answers.",
+    ),
+    Rule(
+        "WEIGHT_VALUES_NOT_COMPARED",
+        C,
+        WEIGHTS,
+        "A model's weight values could not be compared (the message says why: one side's "
+        "compiled weights cannot be read, or the sides store them in other layouts); changed "
+        "values would be compatible too, so it is said, never silent.",
     ),
 )
 """Every rule, by family. The verdicts are grounded in tests/diff/ (packages built twice through

@@ -14,6 +14,7 @@ import unicodedata
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -59,20 +60,41 @@ class Member:
 
 
 class Archive:
-    """An open .pt2 zip whose member names have been validated."""
+    """An open .pt2 zip whose member names have been validated: the package file, opened once,
+    and everything aotipre reads of it (members, and STORED members' bytes in place)."""
 
-    def __init__(self, path: Path, zf: zipfile.ZipFile, members: dict[str, Member]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        zf: zipfile.ZipFile,
+        members: dict[str, Member],
+        file: IO[bytes] | None = None,
+    ) -> None:
         self.path = path
         self._zf = zf
         self.members = members
+        self._file = file
+        """The package file `zf` reads, when the caller opened it (open_archive): closed with
+        the archive (zipfile leaves a file it was handed open)."""
 
     @property
     def zipfile(self) -> zipfile.ZipFile:
         """The open ZipFile (for readers that need a member's header offset)."""
         return self._zf
 
+    def file_descriptor(self) -> int:
+        """The descriptor of the open package file, for readers that read a STORED member in
+        place (os.pread, which leaves the zip reader's position alone) instead of opening the
+        file again (binaries.source.open_member). CodedPackageError (AOT008) once closed."""
+        file = self._file if self._file is not None else self._zf.fp
+        if file is None or file.closed:
+            raise CodedPackageError("AOT008", f"{self.path}: the archive is closed")
+        return file.fileno()
+
     def close(self) -> None:
         self._zf.close()
+        if self._file is not None:
+            self._file.close()
 
     def __enter__(self) -> Archive:
         return self
@@ -204,7 +226,19 @@ def open_archive(path: str | os.PathLike[str]) -> Archive:
         for info in zf.infolist()
         if not info.is_dir()
     }
-    return Archive(p, zf, members)
+    return Archive(p, zf, members, fh)
+
+
+@contextmanager
+def archive_at(path: str | os.PathLike[str], archive: Archive | None = None) -> Iterator[Archive]:
+    """The package at `path` as an open Archive: `archive` when the caller holds it open (a
+    check opens its package once and hands it down: it stays open), else opened here and closed
+    on exit. The one way a reader that also stands alone (given a path) gets its archive."""
+    if archive is not None:
+        yield archive
+        return
+    with open_archive(path) as opened:
+        yield opened
 
 
 def _open_regular(p: Path) -> IO[bytes]:
@@ -472,6 +506,10 @@ class FolderArchive(Archive):
 
     def close(self) -> None:
         pass
+
+    def file_descriptor(self) -> int:
+        """A folder is no one file: its members are read from their own files (file_of)."""
+        raise CodedPackageError("AOT008", f"{self.path}: a folder, read member by member")
 
     def file_of(self, name: str) -> Path:
         return self.base / name

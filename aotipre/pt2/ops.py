@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 
 from aotipre.pt2 import layout
-from aotipre.pt2.archive import Archive, open_archive
+from aotipre.pt2.archive import Archive, archive_at
 from aotipre.pt2.exported import graph_ops
 from aotipre.pt2.reader import MAX_JSON_CONTAINERS
 
@@ -127,10 +127,13 @@ def custom_ops(ep_targets: list[str], manifest: list[tuple[str, bool]]) -> tuple
     )
 
 
-def read_custom_ops(path: str, root: str, model: str, has_ep: bool) -> tuple[CustomOp, ...]:
-    """The custom ops `model` of the package at `path` calls (PackageError: unreadable)."""
-    with open_archive(path) as archive:
-        return archive_custom_ops(archive, root, model, has_ep)
+def read_custom_ops(
+    path: str, root: str, model: str, has_ep: bool, archive: Archive | None = None
+) -> tuple[CustomOp, ...]:
+    """The custom ops `model` of the package at `path` calls, read from `archive` when the
+    caller holds the package open, else from `path` (PackageError: unreadable)."""
+    with archive_at(path, archive) as opened:
+        return archive_custom_ops(opened, root, model, has_ep)
 
 
 def archive_custom_ops(

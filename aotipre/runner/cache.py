@@ -12,7 +12,6 @@ import shutil
 import stat
 import tempfile
 import time
-import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -220,21 +219,16 @@ def exported_program_members(names: Iterable[str], root: str, model: str) -> lis
 
 def hash_members(path: str, members: Iterable[str], archive: Archive | None = None) -> str:
     """sha256 over (name, size, bytes) of each member, read in chunks from `archive` (the
-    package's, already open) when given, else from the zip at `path`."""
+    package's, already open) when given, else from the package at `path` (PackageError when
+    it cannot be read)."""
+    from aotipre.pt2.archive import archive_at
+
     digest = hashlib.sha256()
-    if archive is not None:
+    with archive_at(path, archive) as opened:
         for name in members:
-            digest.update(f"{name}\0{archive.members[name].size}\0".encode())
-            for chunk in archive.chunks(name):
+            digest.update(f"{name}\0{opened.members[name].size}\0".encode())
+            for chunk in opened.chunks(name):
                 digest.update(chunk)
-        return digest.hexdigest()
-    with zipfile.ZipFile(path) as zf:
-        for name in members:
-            info = zf.getinfo(name)
-            digest.update(f"{name}\0{info.file_size}\0".encode())
-            with zf.open(info) as member:
-                while chunk := member.read(_CHUNK):
-                    digest.update(chunk)
     return digest.hexdigest()
 
 

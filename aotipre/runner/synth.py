@@ -15,7 +15,7 @@ from typing import Any
 
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2 import symexpr
-from aotipre.pt2.archive import Archive, open_archive
+from aotipre.pt2.archive import Archive, archive_at
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo, TreeSpec
 
 DEFAULT_INT_HIGH = 2
@@ -270,9 +270,14 @@ def index_input_bounds(
     0 <= tmp < N` bound in the packaged AOTI kernel sources, or None). Reads `archive` (the
     package's, open), else opens `package.path`.
     """
-    if archive is None:
-        with open_archive(package.path) as opened:
-            return index_input_bounds(package, model, opened)
+    with archive_at(package.path, archive) as opened:
+        return _index_input_bounds(package, model, opened)
+
+
+def _index_input_bounds(
+    package: PackageInfo, model: ModelInfo, archive: Archive
+) -> tuple[dict[int, int], int | None]:
+    """index_input_bounds(), read from the open `archive`."""
     per_input: dict[int, int] = {}
     kernel_bound: int | None = None
     if model.has_exported_program:

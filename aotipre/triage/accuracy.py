@@ -336,14 +336,11 @@ class _Triage:
         spec = dict(self.case.inputs)
         if spec.get("kind") != "member":
             return spec
-        from aotipre.pt2.archive import open_archive
+        from aotipre.pt2.archive import archive_at
 
         path = os.path.join(self.workdir, "inputs.pt")
-        if self.case.archive is not None:
-            data = self.case.archive.read(str(spec["member"]))
-        else:
-            with open_archive(self.case.package.path) as archive:
-                data = archive.read(str(spec["member"]))
+        with archive_at(self.case.package.path, self.case.archive) as archive:
+            data = archive.read(str(spec["member"]))
         with open(path, "wb") as f:
             f.write(data)
         return {"kind": "file", "path": path}

@@ -8,9 +8,11 @@ its `accuracy_precision` step)."""
 from __future__ import annotations
 
 import re
-import zipfile
 from collections.abc import Mapping
 from typing import Any
+
+from aotipre.errors import PackageError
+from aotipre.pt2.archive import Archive, archive_at
 
 TF32_MARK = re.compile(
     rb"ALLOW_TF32\s*:\s*tl\.constexpr\s*=\s*True|allow_tf32\s*=\s*True|input_precision\s*=\s*"
@@ -31,27 +33,25 @@ PROCESS_KEYS = {
 both sides of its comparison run under them (shown with the knob's configs)."""
 
 
-def package_used_tf32(path: str) -> bool:
-    """Whether the AOTI sources in the package at `path` hold a Triton kernel compiled with
-    TF32; False when it has none or cannot be read."""
+def package_used_tf32(path: str, archive: Archive | None = None) -> bool:
+    """Whether the AOTI sources in the package at `path` (read from `archive` when the caller
+    holds it open) hold a Triton kernel compiled with TF32; False when it has none or cannot
+    be read."""
     scanned = 0
     try:
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                name = info.filename
+        with archive_at(path, archive) as opened:
+            for name in opened.names():
                 if "/aotinductor/" not in f"/{name}" or not name.endswith(".cpp"):
                     continue
                 tail = b""
-                with zf.open(info) as f:
-                    while scanned < MAX_SCANNED:
-                        chunk = f.read(CHUNK)
-                        if not chunk:
-                            break
-                        scanned += len(chunk)
-                        if TF32_MARK.search(tail + chunk):
-                            return True
-                        tail = chunk[-64:]
-    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError, EOFError):
+                for chunk in opened.chunks(name):
+                    if scanned >= MAX_SCANNED:
+                        return False
+                    scanned += len(chunk)
+                    if TF32_MARK.search(tail + chunk):
+                        return True
+                    tail = chunk[-64:]
+    except (PackageError, OSError):
         return False
     return False
 

@@ -19,7 +19,7 @@ from aotipre import tempdirs
 from aotipre.bounds import TRIAGE_NUMBERS
 from aotipre.errors import PackageError, UsageError
 from aotipre.findings import StageResult, StageStatus
-from aotipre.pt2.archive import Archive, open_archive
+from aotipre.pt2.archive import Archive, archive_at
 from aotipre.runner.classify import kernel_names
 from aotipre.runner.reference import exported_program_for
 from aotipre.runner.sanitizer import find_sanitizer
@@ -271,10 +271,8 @@ class TriageState:
 def crash_archive(crash: RunCrash, path: str) -> Iterator[Archive]:
     """The archive at `path`: the crashed package's own, open for the whole check, when `path`
     is that package (it stays open); else opened here and closed after."""
-    if crash.archive is not None and os.path.abspath(path) == os.path.abspath(crash.package.path):
-        yield crash.archive
-        return
-    with open_archive(path) as archive:
+    own = os.path.abspath(path) == os.path.abspath(crash.package.path)
+    with archive_at(path, crash.archive if own else None) as archive:
         yield archive
 
 
@@ -284,9 +282,7 @@ def read_generated_code(package: str, model: str, crash: RunCrash | None = None)
     Reads the crashed package's open archive when `package` is that one."""
     out: dict[str, str] = {}
     try:
-        with (
-            crash_archive(crash, package) if crash is not None else open_archive(package)
-        ) as archive:
+        with crash_archive(crash, package) if crash is not None else archive_at(package) as archive:
             names = archive.names()
             prefix = f"/data/aotinductor/{model}/"
             for name in names:

@@ -6,6 +6,7 @@ opens in its own process does not count."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import zipfile
 from collections.abc import Callable
@@ -23,16 +24,25 @@ FAKE = str(Path(__file__).resolve().parents[1] / "fakes" / "fake_torch_worker.py
 
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The files zipfile.ZipFile is constructed over in this process, in order (sample-input
-    .pt files parsed from bytes and importlib.metadata's look at python3X.zip show up too)."""
+    """The files opened in this process, in order, one entry per open: each os.open (the
+    archive's own open, and any reader that opens the file again by its path, e.g. to read a
+    member's bytes in place) and each zipfile.ZipFile made over a path (it opens the file
+    without os.open). importlib.metadata's look at python3X.zip shows up too."""
     seen: list[str] = []
     real_init = zipfile.ZipFile.__init__
+    real_open = os.open
 
     def counting(self: zipfile.ZipFile, file: Any, *args: Any, **kwargs: Any) -> None:
-        seen.append(str(getattr(file, "name", file)))
+        if isinstance(file, (str, os.PathLike)):
+            seen.append(os.fspath(file))
         real_init(self, file, *args, **kwargs)
 
+    def counting_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        seen.append(os.fsdecode(path))
+        return real_open(path, flags, *args, **kwargs)
+
     monkeypatch.setattr(zipfile.ZipFile, "__init__", counting)
+    monkeypatch.setattr(os, "open", counting_open)
     return seen
 
 

@@ -30,6 +30,7 @@ from aotipre.findings import Finding, StageResult
 from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive
+from aotipre.pt2.reader import OpenPackage
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner.launch import RUNTIME_CHECK_ENV, STARTUP_SLACK_S, WORKER_PATH
 from aotipre.runner.perf import PerfRecord
@@ -54,6 +55,7 @@ from aotipre.runner.stages.weights import WeightsStage
 __all__ = [
     "PIPELINE",
     "RUNTIME_CHECK_ENV",
+    "SAME_INPUTS",
     "STAGES",
     "STARTUP_SLACK_S",
     "WORKER_PATH",
@@ -85,6 +87,9 @@ PIPELINE: tuple[type[Stage], ...] = (
 """The stages, in the order they plan steps and report."""
 STAGES = tuple(stage.name for stage in PIPELINE)
 """The stage names, in order, as they appear in StageResult.name and Finding.stage."""
+SAME_INPUTS: tuple[type[Stage], ...] = (CompileStage, LoadStage, RunStage, PerfStage)
+"""The stages `aotipre diff OLD NEW --inputs` runs on NEW: its run on the inputs, whose saved
+outputs and timings the perf stage's --against path hands to OLD's workers (perf.py)."""
 
 
 def run_dynamic_stages(
@@ -101,6 +106,8 @@ def run_dynamic_stages(
     archive: Archive | None = None,
     sample: SampleInputs | None = None,
     weights: WeightsFile | None = None,
+    pipeline: tuple[type[Stage], ...] = PIPELINE,
+    baseline: OpenPackage | None = None,
 ) -> tuple[list[StageResult], list[Finding]]:
     """Compile (if needed), load, run, compare and probe one model in isolated torch workers.
 
@@ -108,7 +115,8 @@ def run_dynamic_stages(
     member of stored sample inputs; neither: inputs are synthesized from the contract (seeded)
     and the run stage's detail says how. `archive`: the package's archive, already open (else
     it is opened here, once, when needed); `sample`: those inputs, already read; `weights`:
-    options.weights, already read (the weights stage reads it otherwise). Returns one
+    options.weights, already read (the weights stage reads it otherwise); `baseline`: the perf
+    stage's --against package, already open (else the perf stage reads it). Returns one
     StageResult per stage in `STAGES` (each passed, failed, skipped with a reason, or error
     when it could not run) and the findings. Never raises because a worker crashed or hung;
     raises UsageError for a bad `device`. `on_run_crash` is called with a RunCrash when the
@@ -117,9 +125,11 @@ def run_dynamic_stages(
     of the --against baseline). `on_mismatch` gets an OutputMismatch when the stages found
     wrong outputs (AOT701/AOT702 on the sample inputs, AOT068, AOT525: mismatch.TRIGGERS)
     once they have all reported, while the session's files exist (accuracy triage).
+    `pipeline`: the stages to run, in PIPELINE's order (SAME_INPUTS: those of `aotipre diff
+    --inputs`); one StageResult per stage of it.
     """
     session = Session(
-        [stage() for stage in PIPELINE],
+        [stage() for stage in pipeline],
         package,
         model,
         inputs_path,
@@ -129,6 +139,7 @@ def run_dynamic_stages(
         archive=archive,
         sample=sample,
         weights=weights,
+        baseline=baseline,
     )
     session.on_run_crash = on_run_crash
     session.on_perf = on_perf

@@ -15,6 +15,7 @@ from typing import Any
 from aotipre.diff import behaviour
 from aotipre.errors import AotipreError
 from aotipre.findings import Severity, StageResult, StageStatus
+from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import PackageInfo
 from aotipre.runner import loadcost, perf
 from aotipre.runner.stages.base import PlannedStep, ok
@@ -223,11 +224,16 @@ def measure_baseline(
     unpickles without restriction is not loaded without --allow-pickle. With `compare_outputs`,
     and inputs from a file or the archive (never synthesized ones, which need not be the same
     for both), its worker also compares the checked run's outputs with the baseline's after its
-    run (the stage's `outputs_compared`). Raises AotipreError when it cannot be read."""
+    run (the stage's `outputs_compared`). Read through Session.baseline (the check's open of
+    it) when that is the package at `path`. Raises AotipreError when it cannot be read."""
     from aotipre.pt2.reader import read_package
 
-    require_file(path, "it", folder_ok=True)
-    info = read_package(path)
+    held = s.baseline
+    if held is not None and os.path.abspath(held.info.path) == os.path.abspath(path):
+        info, archive = held.info, held.archive  # the check's one open of it
+    else:
+        require_file(path, "it", folder_ok=True)
+        info, archive = read_package(path), None
     if not s.opts.allow_pickle and _refuse_pickles(s, path, info):
         return None
     model = next((m for m in info.models if m.name == s.model.name), None)
@@ -253,7 +259,9 @@ def measure_baseline(
         if compare_outputs and inputs_path is not None and os.path.exists(new_outputs)
         else None
     )
-    stage = _measure_side(s, info, model, inputs_path, None, path, direct, paired, compare)
+    stage = _measure_side(
+        s, info, model, inputs_path, None, path, direct, paired, compare, archive=archive
+    )
     if isinstance(stage, str):
         s.add("AOT654", f"the baseline package {path} could not be measured ({stage})", "perf")
         return None
@@ -264,7 +272,9 @@ def measure_again(s: Session, *, direct: bool) -> PerfStage | None:
     """The checked package measured again in a fresh worker (a nested session, as the baseline
     is), by the C++ loader alone only when `direct`; None, with AOT654 added, when it failed."""
     path = s.aoti_package or s.package.path
-    stage = _measure_side(s, s.package, s.model, s.inputs_path, s.inputs_member, path, direct, None)
+    stage = _measure_side(
+        s, s.package, s.model, s.inputs_path, s.inputs_member, path, direct, None, archive=s.archive
+    )
     if isinstance(stage, str):
         s.add(
             "AOT654",
@@ -286,9 +296,12 @@ def _measure_side(
     direct: bool,
     paired: dict[str, Any] | None,
     compare_with: str | None = None,
+    *,
+    archive: Archive | None = None,
 ) -> PerfStage | str:
     """One side of an --against comparison in a nested session: its perf stage, or why it
-    could not be measured. `compare_with`: the checked run's saved outputs, which this side's
+    could not be measured. `archive`: `info`'s package as the check opened it (the checked
+    package's, or the --against package's), never opened again. `compare_with`: the checked run's saved outputs, which this side's
     worker compares with its own after its run (the perf stage's `outputs_compared`)."""
     from aotipre.runner.stages.compile import CompileStage
     from aotipre.runner.stages.load import LoadStage
@@ -311,6 +324,7 @@ def _measure_side(
         inputs_member,
         opts,
         None if outer is None else lambda text: outer(f"against {os.path.basename(path)}: {text}"),
+        archive=archive,
     )
     nested.direct_load = direct
     try:

@@ -48,6 +48,7 @@ from aotipre.runner.stages.stagelines import StageLines
 from aotipre.runner.synth import PlanError
 
 if TYPE_CHECKING:
+    from aotipre.pt2.reader import OpenPackage
     from aotipre.runner.perf import PerfRecord
     from aotipre.runner.prewarm import Prewarmed
 
@@ -107,6 +108,7 @@ class Session:
         archive: Archive | None = None,
         sample: SampleInputs | None = None,
         weights: WeightsFile | None = None,
+        baseline: OpenPackage | None = None,
     ) -> None:
         self.stages = tuple(stages)
         self.package = package
@@ -149,6 +151,9 @@ class Session:
         """Golden outputs compare checks the compiled outputs against, if any."""
         self._archive = archive
         self._own_archive = False
+        self.baseline = baseline
+        """The --against package as the caller opened it (open while the caller's check runs),
+        read by the perf stage instead of opening it again; None: it reads the path itself."""
         self.libstdcxx = LibstdcxxRetry(
             launch.worker_key(options.python, options.worker_command), self.extra_env
         )
