@@ -164,6 +164,7 @@ def check(
                 dynamic_shapes=dynamic_shapes,
                 name=name,
                 strict=strict,
+                draft_budget_s=_draft_budget(opts),
             )
         except ExportFailed as failed:
             return _finish(_export_failed(failed, opts, started), opts)
@@ -178,6 +179,16 @@ def check(
     if written.inputs is not None and report.inputs_source == written.inputs:
         report.inputs_source = "example_inputs"
     return _finish(report, opts)
+
+
+def _draft_budget(opts: CheckOptions) -> float | None:
+    """Seconds for draft_export after a failed export (the escalation budget, --accuracy-budget);
+    None under --no-escalate."""
+    if opts.triage is None:
+        from aotipre.triage.state import TriageOptions
+
+        return TriageOptions().accuracy_budget_s
+    return opts.triage.accuracy_budget_s if opts.triage.escalate else None
 
 
 def _export_failed(failed: ExportFailed, opts: CheckOptions, started: float) -> Report:
@@ -517,6 +528,8 @@ def _dynamic_options(opts: CheckOptions) -> DynamicOptions:
             exported_program=dynamic.exported_program or opts.triage.exported_program,
             compile_minify=dynamic.compile_minify or (opts.triage.minify and opts.triage.escalate),
             minify_timeout_s=opts.triage.minify_timeout_s,
+            compile_workaround=dynamic.compile_workaround and opts.triage.escalate,
+            workaround_budget_s=opts.triage.accuracy_budget_s,
             artifacts=dynamic.artifacts or opts.triage.artifacts,
         )
     if opts.weights and not dynamic.weights:

@@ -1728,6 +1728,8 @@ ALL_CODES: tuple[Code, ...] = (
         C.COMPILE,
         "Inductor raised while lowering one op of the model (LoweringException): an Inductor "
         "bug on this op with these input shapes and dtypes, not an error in the model.",
+        "use the workaround the finding quotes when its rebuild proved it (under --escalate: the "
+        "op as an ATen fallback kernel, else every op, compiled again and compared with eager); "
         "report it to PyTorch with the op, its input shapes and dtypes (the message names them); "
         "to ship now, express that model line with other ops or use a torch whose lowering works",
         example="compiling model 'model' for cpu failed: Inductor's lowering of "
@@ -1843,7 +1845,8 @@ ALL_CODES: tuple[Code, ...] = (
         "data-dependent expression').",
         "tell export what the model guarantees with torch._check(...) on that value right after "
         "the line that produces it, or make the branch data-independent (torch.where, "
-        "torch.cond)",
+        "torch.cond); under --escalate the evidence lists every data-dependent expression "
+        "torch.export.draft_export found on the same inputs, each with its model line",
         example="exporting <Gate> failed: data-dependent expression `u0 > 2` (symbol u0) at "
         "model.py:10 in forward: `return x[:n] if n > 2 else x`",
     ),

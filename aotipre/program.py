@@ -6,11 +6,13 @@ torch object, so torch is already loaded in that process; the rest of aotipre st
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import os
 import re
 import traceback
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +55,15 @@ def write_program(
     dynamic_shapes: Any = None,
     name: str | None = None,
     strict: bool = False,
+    draft_budget_s: float | None = None,
 ) -> WrittenProgram:
     """Export `subject` if it is an nn.Module (in this process: the module lives here), save the
     ExportedProgram with torch.export.save, and save the example inputs next to it.
 
     `strict` is torch.export.export's (TorchDynamo traces the module). Raises TypeError for
-    anything but an ExportedProgram or nn.Module, ExportFailed when torch.export fails.
+    anything but an ExportedProgram or nn.Module, ExportFailed when torch.export fails; then,
+    with a `draft_budget_s`, torch.export.draft_export's report on the same module and inputs
+    (run in a forked worker within that many seconds, in `directory`) is in its finding.
     """
     import torch  # the caller passed a torch object, so torch is loaded already
 
@@ -80,7 +85,12 @@ def write_program(
                 subject, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict
             )
         except Exception as exc:  # the model's failure to export, classified for the report
-            raise ExportFailed(export_failure(exc, subject, label, strict), label) from exc
+            draft = None
+            if draft_budget_s is not None:
+                draft = draft_report(
+                    subject, args, kwargs, dynamic_shapes, strict, draft_budget_s, directory
+                )
+            raise ExportFailed(export_failure(exc, subject, label, strict, draft), label) from exc
     else:
         raise TypeError(
             "aotipre.check takes a .pt2 path, a torch.export.ExportedProgram or an "
@@ -166,16 +176,26 @@ def model_line(exc: BaseException, module: Any) -> str:
     return f"{path}:{line} in {func}" + (f": `{code}`" if code else "")
 
 
-def export_failure(exc: BaseException, module: Any, label: str, strict: bool) -> Finding:
+def export_failure(
+    exc: BaseException, module: Any, label: str, strict: bool, draft: DraftReport | None = None
+) -> Finding:
     """The finding for torch.export's `exc` on `module`: by the exception's type first (a guard
     on a data-dependent symbol, a Dynamo graph break), its message second; any other failure is
-    AOT557 and quotes torch's exception, never a guessed class."""
+    AOT557 and quotes torch's exception, never a guessed class. `draft`: draft_export's report on
+    the same module and inputs, whose failures (every one it found, with what the real values
+    made of each) follow torch's lines in the evidence."""
     text = "\n".join(str(e) for e in _chain(exc))
     lines = [_clip(ln.strip()) for ln in str(exc).splitlines()[:200] if ln.strip()]
     first = lines[0] if lines else type(exc).__name__
     where = model_line(exc, module)
     at = f" at {where}" if where else ""
-    evidence = tuple(lines[:EVIDENCE_LINES])
+    drafted = _draft_evidence(draft)
+    evidence = (*lines[:EVIDENCE_LINES], *drafted)
+    if draft is not None and draft.failures:
+        at += (
+            f"; draft_export on the same inputs found {draft.total} issue(s), "
+            "listed in the evidence"
+        )
     how = " (strict)" if strict else ""
     names = _type_names(exc)
     guard = _DATA_DEPENDENT.search(text)
@@ -209,3 +229,236 @@ def export_failure(exc: BaseException, module: Any, label: str, strict: bool) ->
         stage="export",
         evidence=evidence,
     )
+
+
+def _draft_evidence(draft: DraftReport | None) -> tuple[str, ...]:
+    """Evidence lines for draft_export's report: one per failure, or why it has none."""
+    if draft is None:
+        return ()
+    if draft.failures:
+        more = draft.total - len(draft.failures)
+        tail = (f"draft_export: {more} more issue(s) not listed",) if more > 0 else ()
+        return (*(_clip(f"draft_export: {f.line()}") for f in draft.failures), *tail)
+    if draft.note:
+        return (_clip(f"draft_export: {draft.note}"),)
+    return ("draft_export: no issue found on the same inputs",)
+
+
+MAX_DRAFT_FAILURES = 6
+"""draft_export failures a finding quotes at most."""
+DRAFT_KINDS = {
+    "DATA_DEPENDENT_ERROR": "data-dependent expression",
+    "GUARD_ADDED": "guard added",
+    "MISSING_FAKE_KERNEL": "missing fake kernel",
+    "MISMATCHED_FAKE_KERNEL": "mismatched fake kernel",
+}
+"""torch.export._draft_export.FailureType names (torch 2.13-2.15) -> the finding's words."""
+
+
+@dataclass(frozen=True)
+class DraftFailure:
+    """One failure of torch.export.draft_export's report (`ep._report.failures`)."""
+
+    kind: str
+    """Its FailureType name: DATA_DEPENDENT_ERROR, GUARD_ADDED, MISSING_FAKE_KERNEL, ..."""
+    expression: str = ""
+    """The data-dependent expression or the guard ('' for a fake-kernel failure)."""
+    result: str = ""
+    """What the real values of the example inputs made the expression ('' unknown)."""
+    op: str = ""
+    """The custom op of a fake-kernel failure."""
+    reason: str = ""
+    where: str = ""
+    """The model line: `file:line in function: `code``, '' when none is outside torch."""
+    occurrences: int = 1
+
+    def line(self) -> str:
+        """`data-dependent expression `Eq(u0, 1)` was True on the example inputs at m.py:4 ...`."""
+        what = DRAFT_KINDS.get(self.kind, self.kind.lower())
+        text = f"{what} `{self.expression}`" if self.expression else what
+        if self.op:
+            text += f" of torch.ops.{self.op}" + (f" ({self.reason})" if self.reason else "")
+        if self.result:
+            text += f" was {self.result} on the example inputs"
+        if self.occurrences > 1:
+            text += f" ({self.occurrences} times)"
+        return _clip(text + (f" at {self.where}" if self.where else ""))
+
+
+@dataclass(frozen=True)
+class DraftReport:
+    """What torch.export.draft_export said of a module export could not export."""
+
+    failures: tuple[DraftFailure, ...] = ()
+    total: int = 0
+    """Failures in its report (more than `failures` holds when it found many)."""
+    note: str = ""
+    """Why there is no report: it raised too, it ran out of time, it could not run."""
+
+
+def draft_report(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    dynamic_shapes: Any,
+    strict: bool,
+    budget_s: float,
+    directory: str,
+) -> DraftReport:
+    """torch.export.draft_export on `module` and the same inputs, in a forked worker (the module
+    lives in this process) whose TMPDIR is `directory`, its output discarded, killed with its
+    process group after `budget_s` seconds; never raises because it failed."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        return DraftReport(
+            note="not run: CUDA is initialized in this process, and a forked worker cannot use it"
+        )
+    if not hasattr(torch.export, "draft_export"):
+        return DraftReport(note=f"not run: torch {torch.__version__} has no draft_export")
+    out = os.path.join(directory, "draft_export.json")
+
+    def run() -> dict[str, Any]:
+        return _draft_failures(module, args, kwargs, dynamic_shapes, strict)
+
+    done = _in_forked_worker(run, out, directory, budget_s)
+    if done is not None:
+        return DraftReport(note=done)
+    try:
+        import json
+
+        with open(out, encoding="utf-8") as f:
+            data = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        return DraftReport(note="its worker wrote no report")
+    if data.get("raised"):
+        return DraftReport(note=f"it raised too ({_clip(str(data['raised']))})")
+    failures = tuple(
+        DraftFailure(**{k: v for k, v in f.items() if k in DraftFailure.__dataclass_fields__})
+        for f in data.get("failures") or []
+        if isinstance(f, dict)
+    )
+    return DraftReport(failures=failures, total=int(data.get("total") or len(failures)))
+
+
+def _in_forked_worker(
+    run: Callable[[], dict[str, Any]], out: str, directory: str, budget_s: float
+) -> str | None:
+    """Run `run()` in a forked child that writes its JSON result to `out`: None when it did,
+    else why not. The child dies with this process (PR_SET_PDEATHSIG), leads its own process
+    group (killed whole after `budget_s`), uses one thread and `directory` as its TMPDIR."""
+    import json
+    import signal
+    import tempfile
+    import time
+
+    from aotipre.runner.contain import child_setup
+
+    setup = child_setup(os.getpid())
+    # Python 3.12+ warns when a multi-threaded process forks: a lock another thread held stays
+    # held in the child, and the budget bounds what that can cost
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: nothing of it returns to the caller
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            if setup is not None:
+                setup()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            os.environ.update(TMPDIR=directory, TMP=directory, TEMP=directory)
+            tempfile.tempdir = directory
+            import torch
+
+            torch.set_num_threads(1)
+            try:
+                result = run()
+            except Exception as exc:
+                first = next((ln for ln in str(exc).splitlines() if ln.strip()), "")
+                result = {"raised": f"{type(exc).__name__}: {first.strip()}"}
+            with open(out + ".part", "w", encoding="utf-8") as f:
+                json.dump(result, f, default=str)
+            os.replace(out + ".part", out)
+            code = 0
+        finally:
+            os._exit(code)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child did it already, or it is gone
+    deadline = time.monotonic() + budget_s
+    try:
+        while True:
+            waited, status = os.waitpid(pid, os.WNOHANG)
+            if waited:
+                pid = 0
+                if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                    return None
+                if os.WIFSIGNALED(status):
+                    return f"its worker was killed by signal {os.WTERMSIG(status)}"
+                return f"its worker failed (exit {os.WEXITSTATUS(status)})"
+            if time.monotonic() >= deadline:
+                return f"it did not finish within {budget_s:g} s (the escalation budget)"
+            time.sleep(0.05)
+    finally:
+        if pid:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+
+
+def _draft_failures(
+    module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dynamic_shapes: Any, strict: bool
+) -> dict[str, Any]:
+    """draft_export's report as JSON-able data (runs in the forked worker)."""
+    import torch
+
+    ep = torch.export.draft_export(
+        module, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+    )
+    report = getattr(ep, "_report", None)
+    failures = list(getattr(report, "failures", None) or [])
+    # the report's file table holds only the names first interned during draft_export: a file
+    # this process met before (the failed export did) is in torch's intern table alone
+    # (torch/_logging/structured.py INTERN_TABLE, torch 2.13-2.15)
+    from torch._logging import structured
+
+    interned = getattr(structured, "INTERN_TABLE", None) or {}
+    files = {number: name for name, number in dict(interned).items()}
+    files.update(dict(getattr(report, "str_to_filename", None) or {}))
+    out = []
+    for failure in failures[:MAX_DRAFT_FAILURES]:
+        data = failure.data if isinstance(getattr(failure, "data", None), dict) else {}
+        kind = getattr(failure.failure_type, "name", str(failure.failure_type))
+        out.append(
+            {
+                "kind": kind,
+                "expression": _clip(str(data.get("expr") or "")),
+                "result": _clip(str(data.get("result") or "")),
+                "op": _clip(str(data.get("op") or "")),
+                "reason": _clip(str(data.get("reason") or "")),
+                "where": _draft_where(data.get("user_stack"), files),
+                "occurrences": int(data.get("occurrences") or 1),
+            }
+        )
+    return {"failures": out, "total": len(failures)}
+
+
+def _draft_where(stack: Any, files: dict[Any, str]) -> str:
+    """The innermost frame of a draft_export failure's user stack outside torch, aotipre and
+    the standard library, as `file:line in function: `code``."""
+    for frame in reversed(stack if isinstance(stack, list) else []):
+        if not isinstance(frame, dict):
+            continue
+        path = files.get(frame.get("filename"), "")
+        if path and not _not_the_models(path):
+            code = _clip(str(frame.get("loc") or "").strip())
+            where = f"{path}:{frame.get('line')} in {frame.get('name')}"
+            return where + (f": `{code}`" if code else "")
+    return ""

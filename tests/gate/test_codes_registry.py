@@ -93,6 +93,7 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT502": (f"{G}/test_codes_real.py::test_aot502_compiler_process_crashed",),
     "AOT503": (f"{G}/test_codes_real.py::test_aot503_compile_timeout",),
     "AOT540": (f"{G}/test_compile_classes_real.py::test_aot540_a_lowering_crash_names_the_op_and_the_model_line",),
+    "AOT541": (f"{G}/test_compile_classes_real.py::test_aot541_a_missing_lowering_is_proven_to_compile_with_implicit_fallbacks",),
     "AOT542": (f"{G}/test_compile_classes_real.py::test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line",),
     "AOT546": (f"{G}/test_compile_classes_real.py::test_aot546_no_working_cxx_is_the_toolchain",),
     "AOT510": (f"{G}/test_codes_real.py::test_aot510_so_that_is_not_a_shared_library",),
@@ -247,13 +248,6 @@ RARE: dict[str, Rare] = {
         "here builds both; held on reader data for each rule",
         (),
         ("tests/diff/test_rules.py::test_deployment_rules_from_the_binaries_fake",),
-    ),
-    "AOT541": Rare(
-        "only with implicit_fallbacks=False and an op with neither a lowering nor a "
-        "decomposition: on CPU with torch 2.13 the candidates tried (polar, linalg_det) still "
-        "fall back to ATen; held on torch's own message texts",
-        (),
-        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
     ),
     "AOT543": Rare(
         "a CppWrapperCodegenError: none known on CPU with torch 2.13; held on torch's message",

@@ -45,6 +45,51 @@ def test_aot540_a_lowering_crash_names_the_op_and_the_model_line(
     assert "in forward: return torch.cummin(torch.clone(x), -46)[0]" in message
     assert "report it to PyTorch" in findings[0].hint
     assert res["compile"].status is StageStatus.FAILED
+    # the workaround, proven by a rebuild with the op as an ATen fallback (plain torch: after
+    # make_fallback(torch.ops.aten.cummin.default, ...) it compiles, and its empty output
+    # equals eager's)
+    assert findings[0].hint.startswith(
+        "workaround, proven: aten.cummin.default as an ATen fallback kernel: run "
+        "torch._inductor.lowering.make_fallback("
+        "torch.ops.aten.cummin.default, warn=False, override_decomp=True) before compiling"
+    )
+    assert "then compile as before; compiled and matched eager on the sample inputs " in (
+        findings[0].hint
+    )
+    assert "; workaround proven: op-fallback compiled and matched eager" in res["compile"].detail
+
+
+@pytest.fixture(scope="module")
+def grid3d_package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """An ExportedProgram-only package whose 3-D grid_sample lowers to aten.grid_sampler_3d (no
+    lowering, no decomposition), its inputs, and what plain torch raised compiling it with
+    implicit_fallbacks=False."""
+    out = tmp_path_factory.mktemp("grid3d") / "grid3d.pt2"
+    package = build(RECORDER, out, "missing_lowering_grid3d")
+    return package, json.loads(Path(f"{out}.raised.json").read_text())
+
+
+def test_aot541_a_missing_lowering_is_proven_to_compile_with_implicit_fallbacks(
+    dynamic: Dynamic, grid3d_package: tuple[Path, list[str]]
+) -> None:
+    package, raised = grid3d_package
+    assert raised == ["InductorError", "MissingOperatorWithoutDecomp"]
+    # plain torch (the program saved and loaded again): with implicit_fallbacks=True it
+    # compiles and its output equals eager's (measured: max abs error 0.0)
+    res, findings = dynamic(
+        str(package),
+        f"{package}.inputs.pt",
+        use_cache=False,
+        inductor_configs={"implicit_fallbacks": False},
+    )
+    assert [f.code for f in findings] == ["AOT541"]
+    assert "Inductor has no lowering for aten.grid_sampler_3d.default" in findings[0].message
+    assert findings[0].hint.startswith(
+        "workaround, proven: the op as its ATen kernel: compile with "
+        "inductor_configs={'implicit_fallbacks': True}; compiled and matched eager on the "
+        "sample inputs (1 output(s), 16 element(s), max abs error 0)"
+    )
+    assert res["compile"].status is StageStatus.FAILED
 
 
 def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
@@ -68,6 +113,13 @@ def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
     assert "models.py:" in message and "return self.fc2(torch.relu(self.fc1(x)))" in message
     assert findings[0].evidence[0].endswith("error: ‘compile’ was not declared in this scope")
     assert res["compile"].status is StageStatus.FAILED
+    # rebuilt without the injected config, it compiles and matches eager (TinyMLP compiles
+    # with plain torch's defaults: the fixture set's aoti packages are built so)
+    assert findings[0].hint.startswith(
+        "workaround, proven: without cpp.inject_relu_bug_TESTING_ONLY: compile with "
+        "inductor_configs={}; compiled and matched eager "
+        "on the sample inputs (1 output(s), "
+    )
 
 
 def test_aot546_no_working_cxx_is_the_toolchain(dynamic: Dynamic) -> None:
@@ -90,3 +142,8 @@ def test_aot546_no_working_cxx_is_the_toolchain(dynamic: Dynamic) -> None:
     )
     assert findings[0].category.value == "environment"
     assert res["compile"].status is StageStatus.FAILED
+    # no knob avoids it: none is tried, the next step says so
+    assert findings[0].hint.endswith(
+        "(no workaround: no compile knob replaces a missing or unusable toolchain: install it)"
+    )
+    assert "workaround" not in res["compile"].detail

@@ -44,6 +44,16 @@ class CumminOutOfRange(nn.Module):
         return torch.cummin(torch.clone(x), -46)[0]
 
 
+class GridSample3d(nn.Module):
+    """A 3-D grid_sample: aten.grid_sampler_3d has no Inductor lowering and no decomposition, so
+    a compile with implicit_fallbacks=False raises MissingOperatorWithoutDecomp (torch's
+    default falls back to ATen). (aten.histogram, also unlowered, has no fake kernel: an
+    ExportedProgram loaded from a file does not compile at all.)"""
+
+    def forward(self, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
+        return nn.functional.grid_sample(x, grid, align_corners=False) * 2
+
+
 CASES: dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]] = {
     "cpp_compile_error": (
         LinearRelu(),
@@ -55,6 +65,11 @@ CASES: dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]] = {
         CumminOutOfRange(),
         (torch.bartlett_window(0, periodic=False),),
         {},
+    ),
+    "missing_lowering_grid3d": (
+        GridSample3d(),
+        (torch.randn(1, 2, 3, 4, 4), torch.rand(1, 2, 2, 2, 3) * 2 - 1),
+        {"implicit_fallbacks": False},
     ),
 }
 
@@ -82,12 +97,14 @@ def record(case: str, out: Path) -> None:
 
 
 def package(case: str, out: Path) -> None:
-    """Save CASE's ExportedProgram (torch.export.save) to OUT, and the types plain torch raised
-    compiling it (`[outer, inner]`, `[]` when it compiled) to OUT + `.raised.json`."""
+    """Save CASE's ExportedProgram (torch.export.save) to OUT, its inputs (`(args, {})`) to
+    OUT + `.inputs.pt`, and the types plain torch raised compiling it (`[outer, inner]`, `[]`
+    when it compiled) to OUT + `.raised.json`."""
     module, args, configs = CASES[case]
     torch.manual_seed(0)
     ep = torch.export.export(module, args)
     torch.export.save(ep, out)
+    torch.save((args, {}), f"{out}.inputs.pt")
     raised: list[str] = []
     try:
         target = os.path.join(tempfile.mkdtemp(), "model.pt2")

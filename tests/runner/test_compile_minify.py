@@ -73,6 +73,7 @@ def minified(
                 cache_dir=str(tmp_path_factory.mktemp("cache")),
                 probe=False,
                 inductor_configs=INJECTED,
+                compile_workaround=False,  # its rebuild is tested elsewhere
             ),
             triage=TriageOptions(minify=True, artifacts=str(bundle), minify_timeout_s=900),
         ),

@@ -27,6 +27,12 @@ from aotipre.runner.stages.compile_minify import (
     minify_failed_compile,
     report_repro,
 )
+from aotipre.runner.stages.compile_workaround import (
+    WorkaroundProof,
+    prove_workaround,
+    workaround_clause,
+    workaround_hint,
+)
 from aotipre.runner.stages.session import Session, Stage
 from aotipre.runner.stages.shims import (
     CACHE_KEY,
@@ -56,6 +62,8 @@ class CompileStage(Stage):
         self.fault_tried = False
         self.repro: CompileRepro | None = None
         """The AOTI minifier's repro of a compile that raised (--minify: compile_minify.py)."""
+        self.workaround: WorkaroundProof | None = None
+        """The rebuilds with the knob that avoids a classified failure (compile_workaround.py)."""
         self.cached_shimless: list[ShimlessOp] | None = None
         """A cache hit's record of the ops with no C shim (shims.py: not listed again)."""
 
@@ -132,6 +140,7 @@ class CompileStage(Stage):
             self.fault_tried = True
             self.fault = rerun_faulted_compile(s, failed, self.body)
             s.compile_rerun = self.fault.record if self.fault else None
+            self.workaround = prove_workaround(s, failed, self.body)
             self.repro = minify_failed_compile(s, failed, self.body)
         if self.pending is None or self.cache is None or not ok(s.records.get("compile")):
             return
@@ -220,9 +229,12 @@ class CompileStage(Stage):
                 at = known.where
                 at = f" at {at}" if at.startswith("node ") else f" {at}" if at else ""
                 evidence = tuple(dict.fromkeys((*known.evidence, *fail.evidence)))[:6]
-                found(known.code, f"{where} failed: {known.what}{at}", hint=known.hint,
+                hint = workaround_hint(self.workaround, known.hint)
+                found(known.code, f"{where} failed: {known.what}{at}", hint=hint,
                       evidence=evidence)  # fmt: skip
                 detail = known.what
+                tried = workaround_clause(self.workaround)
+                detail = f"{detail}; {tried}" if tried else detail
         recs = [r, s.compile_rerun] if s.compile_rerun is not None else [r]
         minified = report_repro(s, self.repro)
         detail = f"{detail}; {minified}" if minified else detail

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aotipre.bounds import RUN_NUMBERS
+from aotipre.bounds import RUN_NUMBERS, TRIAGE_NUMBERS
 from aotipre.errors import UsageError
 from aotipre.runner.perf import REGRESSION_TOLERANCE, Budgets
 
@@ -83,6 +83,12 @@ class DynamicOptions:
     (--minify, under --escalate; slow: stages/compile_minify.py)."""
     minify_timeout_s: float = 1800.0
     """The minifier's budget, and again the repro's run (crash triage's --minify budget)."""
+    compile_workaround: bool = True
+    """A classified compile failure is compiled again with the knob that avoids its failing
+    path, and the rebuild compared with eager (stages/compile_workaround.py; off with
+    --no-escalate)."""
+    workaround_budget_s: float = 900.0
+    """Seconds for those rebuilds of one model (--accuracy-budget, the rebuilds' budget)."""
     artifacts: str | None = None
     """--artifacts DIR: a compile's minified repro is kept in DIR/<model>/compile-repro/."""
     exported_program: str | None = None
@@ -109,7 +115,8 @@ class DynamicOptions:
         """A library caller gets the checks the flags get (aotipre.bounds): a NaN tolerance, a
         zero or endless timeout, a negative or 23-digit seed is one UsageError naming the field,
         not a worker that fails every comparison or overflows torch's generator."""
-        for name, parse in RUN_NUMBERS.values():
+        budget = ("workaround_budget_s", TRIAGE_NUMBERS["accuracy-budget"][1])
+        for name, parse in (*RUN_NUMBERS.values(), budget):
             value = getattr(self, name)
             if value is None:
                 continue

@@ -33,6 +33,27 @@ def check_inductor_configs(configs: dict[str, Any]) -> None:
             raise not_available(f"the inductor config {key!r}") from None
 
 
+def register_fallbacks(ops: list[str]) -> None:
+    """Make each op (`aten.cummin.default`) an ATen fallback kernel in this process's Inductor
+    lowering table, replacing its lowering: torch._inductor.lowering.make_fallback (2.13-2.15;
+    no inductor config falls back one op). The compile-failure workaround's rebuild uses it."""
+    from torch._inductor import lowering
+
+    make_fallback = getattr(lowering, "make_fallback", None)
+    if make_fallback is None:
+        raise not_available("torch._inductor.lowering.make_fallback")
+    for name in ops:
+        op: Any = torch.ops
+        try:
+            for part in name.split("."):
+                op = getattr(op, part)
+        except AttributeError:
+            raise not_available(f"the operator {name!r}") from None
+        if not isinstance(op, torch._ops.OpOverload):
+            raise not_available(f"the operator overload {name!r}")
+        make_fallback(op, warn=False, override_decomp=True)
+
+
 USER_KERNEL_MARKER = "@@aotipre-kernel"
 """`@@aotipre-kernel start|end NAME OP` on stderr around each Triton launch while compiling."""
 
@@ -195,6 +216,13 @@ class CompileOps(WorkerCore):
             entry["example_inputs"] = "archive"
         configs = dict(step.get("inductor_configs") or {})
         check_inductor_configs(configs)
+        fallback_ops = [str(op) for op in step.get("fallback_ops") or ()]
+        if fallback_ops:
+            register_fallbacks(fallback_ops)
+            # the FX graph cache's key does not cover the lowering table: no entry written
+            # with these fallbacks may serve a later compile of the same graph
+            configs["fx_graph_cache"] = False
+            entry["fallback_ops"] = fallback_ops
         out = step["out"]
         os.makedirs(os.path.dirname(out), exist_ok=True)
         owners = user_kernel_owners(ep) if self.device.startswith("cuda") else {}
