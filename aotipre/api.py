@@ -588,7 +588,10 @@ def _dynamic(
 
         triage_opts = opts.triage or TriageOptions()
         accuracy_opts = AccuracyOptions(
-            triage_opts.escalate, triage_opts.accuracy_budget_s, artifacts=triage_opts.artifacts
+            triage_opts.escalate,
+            triage_opts.accuracy_budget_s,
+            artifacts=triage_opts.artifacts,
+            speculate=triage_opts.accuracy_speculate,
         )
         accuracy.append(run_triage(case, accuracy_opts, opts.progress))
 

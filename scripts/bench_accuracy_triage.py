@@ -15,10 +15,12 @@ The manual steps, each a fresh `python` process as a person runs scripts:
      order, whose rebuild matches eager.
 The aotipre side: `python -m aotipre check PKG --inputs IN --exported-program EP` in a fresh
 process, timed end to end, and its triage part from the arrival of its `compare done` stage
-line (the moment the outputs are known to differ) to the end of accuracy triage.
+line (the moment the outputs are known to differ) to the arrival of its `accuracy: cause
+proven:` progress line (the kernel is named before it; the verified repro may follow), or to
+the end of accuracy triage when no cause is proven; `ratio_with_repro` counts to the end.
 
 Ratio, as the issue defines it: (aotipre's outputs differ -> named + proven) / (manual steps
-1-3). The run is refused (exit 1, no figures) when a side failed or the two sides name another
+1-3; the person cuts no repro). The run is refused (exit 1, no figures) when a side failed or the two sides name another
 kernel or cause. Both sides get a fresh, empty inductor cache (TORCHINDUCTOR_CACHE_DIR) per
 repeat, aotipre also a fresh aotipre cache; the sides alternate which goes first.
 
@@ -343,12 +345,16 @@ def aotipre_side(case: dict[str, str], tmp: str, tol: tuple[float, float]) -> di
     differ = next(
         (t for t, x in lines if x.endswith(" compare done") or " compare done (" in x), None
     )
+    proven = next((t for t, x in lines if ": accuracy: cause proven: " in x), None)
     diag = (data.get("accuracy") or [None])[0]
     if differ is None or "end" not in rec or not diag:
         out["failed"] = "no accuracy diagnosis: " + "\n".join(x for _, x in lines[-30:])
         return out
     out.update(
-        named_proven_s=rec["end"] - differ,
+        # the moment the kernel is named and its cause proven: its progress line (the verified
+        # repro may follow), else the end of triage
+        named_proven_s=(proven if proven is not None else rec["end"]) - differ,
+        differ_to_end_s=rec["end"] - differ,
         triage_s=rec["end"] - rec["start"],
         before_differ_s=differ - started,
         kernel=diag.get("kernel"),
@@ -456,10 +462,14 @@ def main() -> int:
             manual_named_proven_s=med("manual", "named_proven_s"),
             manual_named_proven_first_cause_s=med("manual", "named_proven_first_cause_s"),
             aotipre_named_proven_s=med("aotipre", "named_proven_s"),
+            aotipre_differ_to_end_s=med("aotipre", "differ_to_end_s"),
             aotipre_triage_s=med("aotipre", "triage_s"),
             aotipre_check_total_s=med("aotipre", "check_total_s"),
         )
         summary["ratio"] = summary["aotipre_named_proven_s"] / summary["manual_named_proven_s"]
+        summary["ratio_with_repro"] = (
+            summary["aotipre_differ_to_end_s"] / summary["manual_named_proven_s"]
+        )
         summary["ratio_vs_first_cause"] = (
             summary["aotipre_named_proven_s"] / summary["manual_named_proven_first_cause_s"]
         )

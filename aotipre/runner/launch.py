@@ -67,11 +67,13 @@ def run_job_file(
     env: Mapping[str, str],
     budget_s: float,
     on_output: Callable[[str], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> tuple[tuple[str, ...], ProcessOutcome]:
     """Write `job` as `<workdir>/<tag>.json`, run the worker `argv_for(that path)` over it in
     `workdir` within the budget plus start-up slack, and read `<tag>.result.json`. Never raises
     because the worker crashed or hung: the outcome says so. A cache the job's worker would
-    execute from (the C++ harness's) is verified first and sealed after (`_trusted_caches`)."""
+    execute from (the C++ harness's) is verified first and sealed after (`_trusted_caches`).
+    `on_start` gets the worker's pid (proc.stop_child ends it from another thread)."""
     workdir, tag = str(job["workdir"]), str(job["tag"])
     job = _trusted_caches(job, workdir)
     job_path = os.path.join(workdir, f"{tag}.json")
@@ -85,6 +87,7 @@ def run_job_file(
         cwd=workdir,
         result_path=os.path.join(workdir, f"{tag}.result.json"),
         on_output=on_output,
+        on_start=on_start,
     )
     _seal_caches(job, outcome)
     return argv, outcome

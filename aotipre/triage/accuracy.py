@@ -7,6 +7,7 @@ rebuild matches eager. Every rebuild runs in a fresh worker within the triage's 
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -36,6 +37,7 @@ from aotipre.triage.accuracy_diagnosis import (
     opt_float,
 )
 from aotipre.triage.accuracy_repro import keep, latency_of, latency_step, repro_and_trials
+from aotipre.triage.accuracy_spec import Speculation
 
 DIAGNOSTIC_CONFIGS: Mapping[str, Any] = {
     "aot_inductor.debug_intermediate_value_printer": "1",
@@ -211,6 +213,10 @@ class AccuracyOptions:
     """Seconds for the diagnostic rebuild and the cause ladder together."""
     artifacts: str | None = None
     """Where the verified repro is kept (DIR/<model>/accuracy-repro; --artifacts)."""
+    speculate: bool | None = None
+    """Start the program's likeliest knob's rebuild beside the localizing one
+    (accuracy_spec.py); False: one worker at a time; None: when this process may use 2+ CPUs
+    (on one, the two compiles would share it)."""
 
 
 @dataclass
@@ -313,18 +319,23 @@ class _Triage:
         self.progress = progress
         self.workdir = workdir
         self.deadline = time.monotonic() + options.budget_s
-        self.jobs = 0
+        self.jobs = itertools.count(1)
         self.inputs = self._inputs()
         self.nonfinite = "AOT702" in case.codes  # NaN/Inf: localize where they start
         self.weights = None if {"AOT701", "AOT702"} & set(case.codes) else case.weights
         """The swapped weights (AOT068 alone): the program's rebuilds and eager runs carry them."""
         self.cuda = case.device.startswith("cuda")
-        self.package_tf32 = self.cuda and package_used_tf32(case.package.path)
+        self.package_tf32 = self.cuda and package_used_tf32(case.package.path, case.archive)
         """The deployed package's Triton kernels were compiled with TF32: rebuilds are too."""
         self.torch_version = ""
         """The worker's torch (the diagnostic rebuild's trace says it)."""
         self.latencies: dict[str, Latency] = {}
         """The latency cost measured by each whole-program rebuild that matched eager."""
+        self.spec: Speculation | None = None
+        """The likeliest knob's whole-program rebuild, run beside localization."""
+        self.started = time.monotonic()
+        self.announced = False
+        """Whether the proven cause was said already (before the repro)."""
 
     def say(self, text: str) -> None:
         if self.progress is not None:
@@ -348,15 +359,20 @@ class _Triage:
     def left_s(self) -> float:
         return self.deadline - time.monotonic()
 
-    def job(self, name: str, steps: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    def job(
+        self,
+        name: str,
+        steps: list[dict[str, Any]],
+        on_start: Callable[[int], None] | None = None,
+    ) -> tuple[dict[str, Any], str]:
         """Run `steps` in a fresh worker within what is left of the budget: (the entries by
-        step id, '' or why the worker did not finish)."""
-        self.jobs += 1
+        step id, '' or why the worker did not finish). Thread-safe (the speculative rebuild
+        runs one beside the others)."""
         opts = self.case.options
         left = max(1.0, self.left_s())
         job = {
             "protocol": 1,
-            "tag": f"accuracy-{name}-{self.jobs}",
+            "tag": f"accuracy-{name}-{next(self.jobs)}",
             "package": self.case.reference,
             "source_package": self.case.reference,
             "model": self.case.reference_model,
@@ -381,10 +397,34 @@ class _Triage:
             lambda path: launch.worker_argv(opts.python, opts.worker_command, path),
             env=launch.job_env(self.case.env),
             budget_s=budget,
+            on_start=on_start,
         )
         return _entries(outcome), _died(outcome, self.left_s() <= 0)
 
     def run(self) -> AccuracyResult:
+        """Localize, then prove; the speculative rebuild (accuracy_spec.py) runs beside the
+        localizing one and is stopped, whatever happens, before this returns."""
+        device = "cuda" if self.cuda else "cpu"
+        guesses = tuple(
+            k
+            for k in KNOBS
+            if k.device in ("any", device)
+            and not k.min_torch
+            and inductor_only(k.configs) == dict(k.configs)
+        )
+        speculate = self.opts.speculate
+        if speculate is None:
+            cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else ()
+            speculate = (len(cpus) or os.cpu_count() or 1) >= 2
+        if guesses and speculate:
+            self.spec = Speculation(guesses, self._trial)
+        try:
+            return self._run()
+        finally:
+            if self.spec is not None:
+                self.spec.stop()
+
+    def _run(self) -> AccuracyResult:
         model = self.case.model.name
         result = AccuracyResult()
         started = time.monotonic()
@@ -459,9 +499,11 @@ class _Triage:
             )
         )
         repro, trials, trials_on, confirm = self._prove(
-            [str(n) for n in first.get("nodes") or ()], facts
+            [str(n) for n in first.get("nodes") or ()], facts, trace.get("graph_facts") or {}
         )
         cause = next((t.knob for t in trials if t.verdict == "cause"), None)
+        if cause and not self.announced:
+            self.say(f"cause proven: {cause} ({time.monotonic() - self.started:.1f} s)")
         diagnosis = AccuracyDiagnosis(
             model=model,
             trigger=self.case.codes,
@@ -490,13 +532,24 @@ class _Triage:
         return result
 
     def _prove(
-        self, nodes: list[str], facts: Mapping[str, bool]
+        self, nodes: list[str], facts: Mapping[str, bool], program_facts: Mapping[str, bool]
     ) -> tuple[Repro, list[KnobTrial], str, KnobTrial | None]:
         """Cut the kernel's verified repro and run the ladder on it (cheap compiles), then
         confirm its cause with one full rebuild of the program (timed against the deployed
-        package); without a verified repro, the ladder on the whole program. (the repro, the
-        trials, what they rebuilt, the confirming rebuild)."""
+        package); without a verified repro, the ladder on the whole program. When the
+        speculative rebuild used the kernel's first knob and matches eager, the cause is proven
+        on the whole program and the repro is only cut and verified. (the repro, the trials,
+        what they rebuilt, the confirming rebuild)."""
         tried, _ = ladder_for(facts)
+        early = self._speculated(tried[0] if tried else None, program_facts)
+        if early is not None and early.verdict == "cause":
+            self.say(
+                f"cause proven: {early.knob}, by the whole-program rebuild started beside "
+                f"localization ({time.monotonic() - self.started:.1f} s); the repro follows"
+            )
+            self.announced = True
+            repro = self._repro_only(nodes)
+            return repro, [early], "program", None
         # the repro is compiled with inductor configs alone: a knob with process settings
         # (TF32), one this torch may lack, or a package compiled with TF32 rebuild the program
         on_repro = not self.package_tf32 and all(
@@ -504,27 +557,50 @@ class _Triage:
             and not untestable(k.min_torch, self.torch_version)
             for k in tried
         )
-        if not nodes:
-            repro = Repro(False, "", detail="the kernel has no FX nodes to cut (provenance)")
-        else:
-            self.say("cutting the divergent kernel's FX nodes out and compiling them alone")
-            repro, trials, folder = repro_and_trials(self, nodes, tried if on_repro else [])
-            if folder is not None:
-                try:
-                    kept = keep(folder, self.opts.artifacts, self.case.model.name)
-                except OSError as exc:
-                    why = f"; it could not be kept in {self.opts.artifacts}: {exc}"
-                    repro = replace(repro, detail=repro.detail + why)
-                else:
-                    repro = replace(repro, path=kept)
-            if repro.verified and on_repro:
-                cause = next((t for t in trials if t.verdict == "cause"), None)
-                if cause is None:
-                    return repro, trials, "repro", None
-                knob = next(k for k in KNOBS if k.id == cause.knob)
-                self.say(f"confirming with one full rebuild with {_configs_text(knob.configs)}")
-                return repro, trials, "repro", self._trial(knob, timed="always")
+        repro, trials = self._cut(nodes, tried if on_repro else [])
+        if repro.verified and on_repro:
+            cause = next((t for t in trials if t.verdict == "cause"), None)
+            if cause is None:
+                return repro, trials, "repro", None
+            knob = next(k for k in KNOBS if k.id == cause.knob)
+            if early is not None and early.knob == knob.id:  # the same rebuild, done already
+                return repro, trials, "repro", early
+            self.say(f"confirming with one full rebuild with {_configs_text(knob.configs)}")
+            return repro, trials, "repro", self._trial(knob, timed="always")
         return repro, self._ladder(facts), "program", None
+
+    def _cut(self, nodes: list[str], knobs: list[Knob]) -> tuple[Repro, list[KnobTrial]]:
+        """The kernel's repro, cut, verified and kept (accuracy_repro.py), with `knobs` tried
+        on it."""
+        if not nodes:
+            return Repro(False, "", detail="the kernel has no FX nodes to cut (provenance)"), []
+        self.say("cutting the divergent kernel's FX nodes out and compiling them alone")
+        repro, trials, folder = repro_and_trials(self, nodes, knobs)
+        if folder is not None:
+            try:
+                kept = keep(folder, self.opts.artifacts, self.case.model.name)
+            except OSError as exc:
+                why = f"; it could not be kept in {self.opts.artifacts}: {exc}"
+                repro = replace(repro, detail=repro.detail + why)
+            else:
+                repro = replace(repro, path=kept)
+        return repro, trials
+
+    def _repro_only(self, nodes: list[str]) -> Repro:
+        return self._cut(nodes, [])[0]
+
+    def _speculated(self, first: Knob | None, program_facts: Mapping[str, bool]) -> Any:
+        """The speculative rebuild's KnobTrial when it rebuilt with `first` (the kernel's first
+        knob; waits for it), else None, after stopping it (its CPU is the next steps')."""
+        spec = self.spec
+        if spec is None:
+            return None
+        guess = spec.predicted(program_facts)
+        if first is None or guess is None or guess.id != first.id:
+            spec.stop()
+            return None
+        trial = spec.result()
+        return trial if trial is not None and trial.knob == first.id else None
 
     def _ladder(self, facts: Mapping[str, bool]) -> list[KnobTrial]:
         tried, _ = ladder_for(facts)
@@ -540,24 +616,46 @@ class _Triage:
                 break
         return trials
 
-    def _trial(self, knob: Knob, timed: str = "") -> KnobTrial:
+    def _trial(
+        self,
+        knob: Knob | None = None,
+        timed: str = "",
+        *,
+        among: tuple[Knob, ...] = (),
+        on_start: Callable[[int], None] | None = None,
+    ) -> KnobTrial:
         """Rebuild the whole program with `knob` and compare it with eager; then time it
-        against the deployed package (self.latencies): `timed` "always", or "if it matches"."""
+        against the deployed package (self.latencies): `timed` "always", or "if it matches".
+        Without `knob`, the speculative rebuild: the worker takes the first of `among` whose
+        fact holds on the program, timed if it matches."""
         started = time.monotonic()
-        why_not = untestable(knob.min_torch, self.torch_version)
-        if why_not:
-            return KnobTrial(knob.id, knob.configs, "not testable on this torch", why_not)
-        package = os.path.join(self.workdir, knob.id, "package.pt2")
-        configs = {**dict(self.case.compiled_with), **inductor_only(knob.configs)}
+        if knob is not None:
+            why_not = untestable(knob.min_torch, self.torch_version)
+            if why_not:
+                return KnobTrial(knob.id, knob.configs, "not testable on this torch", why_not)
+        name = knob.id if knob is not None else "speculative"
+        package = os.path.join(self.workdir, name, "package.pt2")
+        configs = dict(self.case.compiled_with)
+        compile_step: dict[str, Any] = {"id": "compile", "op": "compile", "out": package}
+        if knob is not None:
+            configs.update(inductor_only(knob.configs))
+        else:
+            compile_step["configs_by_fact"] = [[k.fact, inductor_only(k.configs)] for k in among]
+            timed = "if it matches"
         steps = rebuild_steps(
-            {"id": "compile", "op": "compile", "out": package, "inductor_configs": configs},
+            {**compile_step, "inductor_configs": configs},
             [{"id": "compare", "op": "accuracy_compare", "package": package, "model": "model"}],
             self.package_tf32,
-            knob_tf32(knob.configs),
+            knob_tf32(knob.configs) if knob is not None else None,
         )
         timing = latency_step(self.case, package, timed != "always") if timed else None
-        entries, died = self.job(knob.id, steps + ([timing] if timing else []))
+        entries, died = self.job(name, steps + ([timing] if timing else []), on_start)
         took = time.monotonic() - started
+        if knob is None:
+            fact = (entries.get("compile") or {}).get("fact")
+            knob = next((k for k in among if k.fact == fact), None)
+            if knob is None:
+                return KnobTrial(name, {}, "inconclusive", _why(entries, ("compile",), died))
         latency = latency_of(entries)
         if latency is not None:
             self.latencies[knob.id] = latency

@@ -48,6 +48,9 @@ class TriageOptions:
     minify_timeout_s: float = 1800.0
     accuracy_budget_s: float = 900.0
     """Seconds for accuracy triage of one model (its diagnostic rebuild and cause ladder)."""
+    accuracy_speculate: bool | None = None
+    """Rebuild with the program's likeliest knob beside the localizing rebuild
+    (triage/accuracy_spec.py): True, False, or None (when this process may use 2+ CPUs)."""
 
     def __post_init__(self) -> None:
         """A library caller gets the checks the flags get (aotipre.bounds): a NaN, zero or

@@ -98,6 +98,18 @@ def node_facts(nodes: list[Any]) -> dict[str, bool]:
     return {"low_precision": low, "rng": rng, "reduction": red, **fp32_matmul_facts(nodes)}
 
 
+def configs_by_facts(nodes: list[Any], choices: list[Any]) -> tuple[str, dict[str, Any]]:
+    """The first of `choices` (`[fact, configs]` pairs, in ladder order) whose fact holds over
+    `nodes` (node_facts), as (fact, configs): how accuracy triage's speculative rebuild, started
+    before the divergent kernel is known, picks the program's likeliest knob. Raises StepError
+    when no fact holds (nothing to rebuild)."""
+    facts = node_facts(nodes)
+    for fact, configs in choices:
+        if facts.get(str(fact)):
+            return str(fact), dict(configs)
+    raise StepError(f"no candidate knob's fact holds on the program ({facts})")
+
+
 def reduces(node: Any) -> bool:
     """Whether an FX node's aten op reduces (the all-fallback rebuild's class: reduction order,
     decompositions), by its schema: a `reduction` tag or one of REDUCING_OPS; a batch norm

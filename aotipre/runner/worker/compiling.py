@@ -215,6 +215,11 @@ class CompileOps(WorkerCore):
             ep.example_inputs = to_device(ep.example_inputs, self.device)
             entry["example_inputs"] = "archive"
         configs = dict(step.get("inductor_configs") or {})
+        if step.get("configs_by_fact"):  # accuracy triage's speculative rebuild
+            from .accuracy import configs_by_facts
+
+            entry["fact"], chosen = configs_by_facts(list(ep.graph.nodes), step["configs_by_fact"])
+            configs.update(chosen)
         check_inductor_configs(configs)
         fallback_ops = [str(op) for op in step.get("fallback_ops") or ()]
         if fallback_ops:
