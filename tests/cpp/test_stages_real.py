@@ -158,12 +158,12 @@ print(json.dumps(runs))
 
 
 @pytest.fixture(scope="module")
-def state_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/runner/state_models.py's packages: `running.pt2` updates a running mean in place."""
-    from tests.building import build
+def state_built() -> Path:
+    """tests/runner/state_models.py's packages (built once for this module and
+    tests/runner/test_state_real.py): `running.pt2` updates a running mean in place."""
+    from tests.building import shared_build
 
-    out = tmp_path_factory.mktemp("cpp-state")
-    return build(Path(__file__).resolve().parents[1] / "runner" / "state_models.py", out)
+    return shared_build(Path(__file__).resolve().parents[1] / "runner" / "state_models.py")
 
 
 def test_a_stateful_model_is_judged_against_its_sequential_calls(

@@ -102,6 +102,7 @@ def plain_torch_default(package: Path, inputs: Path, check_inputs: bool) -> dict
     return dict(line.split(" ", 1) for line in lines)
 
 
+@pytest.mark.torch_versions  # the runtime's input checks, plain loads
 def test_healthy_aoti_package_runs_in_one_worker(check: Check, pkg: Callable[[str], Path]) -> None:
     res, findings = check("aoti", "aoti_inputs")
     # the over-max probes and transposed layouts are refused under AOTI_RUNTIME_CHECK_INPUTS=1
@@ -241,6 +242,7 @@ def test_out_of_range_index_names_the_cpp_kernel(check: Check) -> None:
     assert res["probe"].status is StageStatus.SKIPPED
 
 
+@pytest.mark.torch_versions  # the runtime's dtype error text
 def test_wrong_dtype_is_caught_at_run_time_without_static_checks(check: Check) -> None:
     res, findings = check("both", "aoti_inputs_bad_dtype")
     assert [f.code for f in findings] == ["AOT201"]
@@ -268,6 +270,7 @@ print("ran", tuple(model(*args, **kwargs).shape))
 """
 
 
+@pytest.mark.torch_versions  # the loader's crash, load_pt2's workaround
 def test_weights_on_disk_segfault_is_contained(check: Check, pkg: Callable[[str], Path]) -> None:
     res, findings = check("weights_on_disk", "aoti_inputs")
     assert [f.code for f in findings] == ["AOT607"]
@@ -299,6 +302,7 @@ def test_weights_on_disk_segfault_is_contained(check: Check, pkg: Callable[[str]
     assert plain["aoti_load_package"].returncode == -11  # SIGSEGV
 
 
+@pytest.mark.torch_versions  # the worker's compile
 def test_exported_program_compiles_passes_and_hits_the_cache(check: Check) -> None:
     started = time.monotonic()
     res, findings = check("ep_only")
@@ -322,6 +326,7 @@ def test_exported_program_compiles_passes_and_hits_the_cache(check: Check) -> No
     assert warm < cold
 
 
+@pytest.mark.torch_versions  # a package of several models, loaded by name
 def test_multi_model_package_by_name(check: Check) -> None:
     res, findings = check("multi", "aoti_inputs", model="encoder", probe=False)
     assert findings == []

@@ -14,7 +14,7 @@ import pytest
 from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
 from aotipre.runner.stages import DynamicOptions
-from tests.building import build
+from tests.building import shared_build
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +33,9 @@ print(json.dumps({"compiled": compiled, "eager": eager}))
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("state")
-    return build(HERE / "state_models.py", out)
+def built() -> Path:
+    """state_models.py's packages, built once for this module and tests/cpp/test_stages_real.py."""
+    return shared_build(HERE / "state_models.py")
 
 
 def plain_torch(

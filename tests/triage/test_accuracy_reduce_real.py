@@ -59,6 +59,7 @@ REDUCE_TOLERANCE = {"rtol": 0.0, "atol": 1e-5}
 """Tighter than the fp32 default (rtol 1e-4): the reduction-order difference is then AOT701."""
 
 
+@pytest.mark.torch_versions  # the all-fallback rebuild's configs
 def test_a_reduction_order_difference_is_proven_by_the_all_fallback_rebuild(built: Path) -> None:
     plain = facts(built, "reduce")
     assert plain["gap"] > REDUCE_TOLERANCE["atol"]  # plain torch: the compiled sum differs
@@ -79,6 +80,7 @@ def test_a_reduction_order_difference_is_proven_by_the_all_fallback_rebuild(buil
     assert "fallback_by_default" in hint and "selective_decompose" in hint
 
 
+@pytest.mark.torch_versions  # a program rebuilt with swapped weights
 def test_a_weight_swaps_difference_is_rebuilt_with_the_swapped_weights(built: Path) -> None:
     """AOT068 alone (the sample's outputs agree until --weights is swapped in): triage rebuilds
     the program with the swapped weights, localizes the sum and proves its cause; a rebuild

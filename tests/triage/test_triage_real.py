@@ -47,6 +47,7 @@ def oob_report(pkg: Callable[[str], Path], triage_cache: Path) -> tuple[Report, 
     return report, time.monotonic() - started
 
 
+@pytest.mark.torch_versions  # the kernel's own exception text
 def test_out_of_range_embedding_is_named_with_its_index_statistics(
     oob_report: tuple[Report, float], pkg: Callable[[str], Path]
 ) -> None:
@@ -114,6 +115,7 @@ def test_a_second_triage_reuses_the_printer_builds(
     assert report.diagnosis[0].kernel == first.diagnosis[0].kernel
 
 
+@pytest.mark.torch_versions  # the level-3 printer's output, read after a crash
 def test_unchecked_indirect_load_segfault_is_named(
     pkg: Callable[[str], Path], triage_cache: Path, tmp_path: Path
 ) -> None:
