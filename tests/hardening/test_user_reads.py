@@ -95,6 +95,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.triage.parsers", "read_lines"): "a worker's log",
     ("aotipre.triage.state", "TriageState._inputs"): "writes inputs in the triage work folder",
     ("aotipre.triage.state", "read_log"): "a worker's log",
+    ("aotipre.program", "draft_report"): "the JSON its own forked draft_export worker wrote in "
+    "aotipre's private folder (bounded: 1 MiB)",
+    ("aotipre.program", "_in_forked_worker"): "/dev/null, and the forked worker's result JSON it "
+    "writes in aotipre's private folder",
 }
 
 
