@@ -1,4 +1,13 @@
-"""aotipre: a deployment preflight checker for PyTorch AOTInductor (.pt2) packages."""
+"""aotipre: a deployment preflight checker for PyTorch AOTInductor (.pt2) packages.
+
+The root holds the library's faces only: api.py (check() and inspect()), config.py (the settings
+every front end reads), program.py (the in-memory programs check() accepts) and pytest_plugin.py;
+every other module sits in a package named for its role, in the order of the data flow
+(docs/how-it-works.md shows the tree): the CLI (cli/) on top, the fleet (fleet/) beside the
+pipeline, then inspect (pt2/, binaries/, inputs/) -> checks/ -> runs (runner/, cpp/) -> triage/ ->
+findings/ and report/, the tools beside a check (diff/, serving/, doctor/), and what they all stand
+on (environment/, foundation/).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,11 @@
 """The library entry points: inspect() and check(). Data flows one way:
-inspect -> static checks -> staged runs -> escalation -> select/ignore, baseline -> Report."""
+inspect -> static checks -> staged runs -> escalation -> select/ignore, baseline -> Report.
+
+Longer than the ~600 lines of the other modules on purpose: it is the path of one check read
+top-down (check -> _check_package -> _check_opened -> the static checks -> _dynamic -> _settle), and
+every helper here serves one step of that path; the steps' own logic lives in the packages it calls
+(pt2, inputs, checks, runner, triage), so a split would only scatter the order of the steps.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +17,21 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes, safeio, tempdirs
-from aotipre.baseline import Baseline, apply_baseline, replace_findings
+from aotipre import __version__
 from aotipre.checks import run_static_checks
 from aotipre.checks.contract import check_reference_program
 from aotipre.checks.custom_ops import Registration, check_custom_ops
 from aotipre.checks.package import export_vs_compiled_bounds
-from aotipre.errors import InputsError, PackageError, UnsafeInputsError, UsageError
-from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
-from aotipre.host import HostInfo, detect_local, parse_targets
+from aotipre.environment.host import HostInfo, detect_local, parse_targets
+from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus, codes
+from aotipre.findings.baseline import Baseline, apply_baseline, replace_findings
+from aotipre.foundation import safeio, tempdirs
+from aotipre.foundation.errors import InputsError, PackageError, UnsafeInputsError, UsageError
+from aotipre.foundation.progress import stage_ended, stage_started
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.program import ExportFailed, is_path, write_program
-from aotipre.progress import stage_ended, stage_started
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.reader import OpenPackage, open_package, read_package, with_reference_values
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
@@ -439,7 +446,7 @@ def _runtime_ready(report: Report, opts: CheckOptions, models: list[ModelInfo]) 
     (how to get a torch) as its error and each model's dynamic stages skipped for it, instead of
     a worker dying on `import torch`. A test's fake worker (`worker_command`) stands for its own
     runtime."""
-    from aotipre.runtimes import probe
+    from aotipre.environment.runtimes import probe
 
     dynamic = opts.dynamic
     if dynamic is not None and dynamic.worker_command is not None:

@@ -19,11 +19,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from aotipre import codes, safeio
-from aotipre.bounds import RUN_NUMBERS, TRIAGE_NUMBERS, Parser, integer, number
-from aotipre.errors import UsageError
-from aotipre.findings import Severity
-from aotipre.safeio import MAX_SETTINGS_BYTES, read_text
+from aotipre.findings import Severity, codes
+from aotipre.foundation import safeio
+from aotipre.foundation.bounds import RUN_NUMBERS, TRIAGE_NUMBERS, Parser, integer, number
+from aotipre.foundation.errors import UsageError
+from aotipre.foundation.safeio import MAX_SETTINGS_BYTES, read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -32,7 +32,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 if TYPE_CHECKING:
     from aotipre.api import CheckOptions
-    from aotipre.baseline import Baseline
+    from aotipre.findings.baseline import Baseline
 
 CONFIG_FILE = "aotipre.toml"
 PYPROJECT = "pyproject.toml"
@@ -71,7 +71,7 @@ class Settings:
     is checked static-only (no worker runs)."""
     gpus: tuple[int, ...] | None = None
     """The GPUs (nvidia-smi indices) a run's packages are spread over, one package per GPU at a
-    time (aotipre.gpus); None: every visible GPU, pinned only when several run at once."""
+    time (aotipre.fleet.gpus); None: every visible GPU, pinned only when several run at once."""
     escalate: bool = True
     """Crash triage after a run that crashed inside the model (aotipre.triage)."""
     accuracy_budget: float = 900.0
@@ -99,7 +99,7 @@ class Settings:
     """A baseline package measured in the same run; regressions beyond perf_tolerance fail."""
     perf_tolerance: float = 0.2
     python: tuple[str, ...] = ()
-    """Interpreters the workers run in (aotipre.runtimes); several: a version matrix; empty:
+    """Interpreters the workers run in (aotipre.environment.runtimes); several: a version matrix; empty:
     the one running aotipre."""
     imports: tuple[str, ...] = ()
     """Modules imported in every worker before anything is loaded (custom operators)."""
@@ -279,7 +279,7 @@ def _string(value: Any, base: Path) -> str:
 
 
 def _target(value: Any, base: Path) -> str:
-    from aotipre.host import is_target_name, parse_targets
+    from aotipre.environment.host import is_target_name, parse_targets
 
     text = _string(value, base)
     specs = ";".join(i for i in text.split(";") if i.strip() and not is_target_name(i))
@@ -382,8 +382,8 @@ def _libraries(value: Any, base: Path) -> tuple[str, ...]:
 
 def _gpus(value: Any, base: Path) -> tuple[int, ...]:
     """nvidia-smi indices (`[0, 2, 3]` or `"0,2,3"`); that they are visible is checked when
-    the run starts (aotipre.gpus.parse_gpus)."""
-    from aotipre.gpus import gpu_indices
+    the run starts (aotipre.fleet.gpus.parse_gpus)."""
+    from aotipre.fleet.gpus import gpu_indices
 
     return gpu_indices(value)
 
@@ -731,7 +731,7 @@ def load_config(
 
 def _check_target_names(values: Mapping[str, Any], where: str) -> None:
     """A `target` naming targets must name ones of this file's `[targets]` table."""
-    from aotipre.host import is_target_name
+    from aotipre.environment.host import is_target_name
 
     text = values.get("target")
     named = dict(values.get("targets", ()))

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre import codes
-from aotipre.findings import Finding
+from aotipre.findings import Finding, codes
 
 
 @dataclass(frozen=True)

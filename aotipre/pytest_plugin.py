@@ -45,7 +45,7 @@ class AotipreCheck:
         does not pass fails the test, and the message shows the findings table.
         """
         __tracebackhide__ = True
-        from aotipre.errors import AotipreError
+        from aotipre.foundation.errors import AotipreError
 
         try:
             report = run_check(self.rootpath, subject, dict(options))
@@ -59,7 +59,7 @@ class AotipreCheck:
 def run_check(rootpath: Path, subject: Any, options: dict[str, Any]) -> Report:
     """Settings: defaults < the config file found from `rootpath` < `options`."""
     from aotipre import api, config
-    from aotipre.baseline import load_baseline
+    from aotipre.findings.baseline import load_baseline
     from aotipre.program import is_path
 
     call = {k: options.pop(k) for k in _CALL_ONLY if k in options}

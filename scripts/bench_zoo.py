@@ -28,7 +28,7 @@ same options (`--no-config --format json --no-progress --no-probe --no-perf --no
           head: their difference is the engine's fixed cost, with no check to hide it.
   shards  `--shard 1/2` and `--shard 2/2` at the same time (two CI jobs), each `-j 1`; the wall
           is until both are done. Then `aotipre merge` of their two JSON reports, timed alone
-          (median of --merge-runs), and the CLI's start alone (`import aotipre.app`).
+          (median of --merge-runs), and the CLI's start alone (`import aotipre.cli.app`).
 Every mode must give every package the sequential run's verdict and the same exit code (the
 merged report for shards; the static pair against each other), and the sequential run the
 zoo's expected verdicts: a mismatch is printed and the script exits 1.
@@ -322,7 +322,7 @@ def run_shards(zoo: Path, folder: Path, merge_runs: int) -> dict[str, Any]:
     imports = []
     for _ in range(max(1, merge_runs)):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import aotipre.app"], env=env, check=True)
+        subprocess.run([sys.executable, "-c", "import aotipre.cli.app"], env=env, check=True)
         imports.append(time.perf_counter() - t0)
     result = {
         "wall_s": round(wall, 3),
@@ -646,7 +646,7 @@ def markdown(result: dict[str, Any]) -> str:
             " | | | | |"
         )
         lines.append(
-            "| (the CLI's start alone: `python -c 'import aotipre.app'`) | "
+            "| (the CLI's start alone: `python -c 'import aotipre.cli.app'`) | "
             f"{result['modes']['shards']['cli_import_s']:.2f} | | | | |"
         )
     lines += ["", "| goal | value | limit | result |", "|---|---:|---:|---|"]

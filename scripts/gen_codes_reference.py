@@ -1,4 +1,4 @@
-"""Write docs/codes.md (the finding-code reference) from aotipre/codes.py; `--check` only says
+"""Write docs/codes.md (the finding-code reference) from aotipre/findings/codes.py; `--check` only says
 whether it is current (exit 1 when not). tests/test_codes.py fails on a stale docs/codes.md."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aotipre.codes_doc import DOC_PATH, render_reference  # noqa: E402
+from aotipre.findings.codes_doc import DOC_PATH, render_reference  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ works:
   in each child only, after the mutant is written.
 
     python scripts/mutate.py --list                   # the mutants, no run
-    python scripts/mutate.py --module aotipre/findings.py -j 2
+    python scripts/mutate.py --module aotipre/findings/__init__.py -j 2
     python scripts/mutate.py --named-only             # the issue's mutants
     python scripts/mutate.py --module M --function F  # only function F of module M
     python scripts/mutate.py --report mutants.json    # every mutant with its outcome
@@ -75,7 +75,7 @@ class Target:
 
 TARGETS: tuple[Target, ...] = (
     Target(
-        "aotipre/placement.py",
+        "aotipre/fleet/placement.py",
         None,
         ("tests/scale/test_placement.py",),
     ),
@@ -104,12 +104,12 @@ TARGETS: tuple[Target, ...] = (
         ("tests/gate/test_static_package.py",),
     ),
     Target(
-        "aotipre/findings.py",
+        "aotipre/findings/__init__.py",
         ("Severity.rank", "Report.verdict", "Report.exit_code", "Report.counts"),
         (INVARIANTS,),
     ),
     Target(
-        "aotipre/baseline.py",
+        "aotipre/findings/baseline.py",
         ("finding_key", "package_id", "Baseline.split", "load_baseline", "_entry_key",
          "write_baseline", "apply_baseline", "replace_findings", "_failed_by"),
         ("tests/gate/test_baseline_edges.py", INVARIANTS, "tests/test_baseline.py"),
@@ -178,7 +178,7 @@ TARGETS: tuple[Target, ...] = (
          "tests/binaries/test_targets.py", "tests/binaries/test_torch_bugs_real.py"),
     ),
     Target(
-        "aotipre/host.py",
+        "aotipre/environment/host.py",
         ("TorchRuntime.release", "isa_words", "parse_targets", "is_target_name",
          "parse_target", "_target_value", "_version_value", "isa_flags", "_norm_cc"),
         ("tests/gate/test_mutants_targets.py", "tests/binaries/test_targets.py"),
@@ -267,7 +267,7 @@ TARGETS: tuple[Target, ...] = (
         ("tests/gate/test_mutants_options.py", *CONFIG),
     ),
     Target(
-        "aotipre/bounds.py",
+        "aotipre/foundation/bounds.py",
         ("number.parse", "integer.parse"),
         ("tests/gate/test_mutants_options.py", *CONFIG),
     ),
@@ -277,12 +277,12 @@ TARGETS: tuple[Target, ...] = (
         ("tests/gate/test_mutants_options.py", *CONFIG),
     ),
     Target(
-        "aotipre/batch.py",
+        "aotipre/fleet/batch.py",
         ("run_settings", "plan"),
         ("tests/gate/test_mutants_options.py", "tests/test_batch.py"),
     ),
     Target(
-        "aotipre/commands.py",
+        "aotipre/cli/commands.py",
         ("check", "inspect", "doctor", "_render_doctors", "_doctor_report_spec"),
         ("tests/gate/test_mutants_options.py", "tests/test_batch.py"),
     ),
@@ -302,13 +302,13 @@ TARGETS: tuple[Target, ...] = (
     ),
     # many packages: CI shards and their merged verdict (issue #25)
     Target(
-        "aotipre/shard.py",
+        "aotipre/fleet/shard.py",
         ("parse_shard", "_pair", "_checked", "_number", "_from_env", "package_keys", "numbered",
          "assign", "ShardPlan.keys", "plan_shards"),
         ("tests/scale/test_shard.py",),
     ),
     Target(
-        "aotipre/merge.py",
+        "aotipre/fleet/merge.py",
         ("merge", "read_shard_file", "_report", "_shard_block", "_one_count", "_one_plan",
          "_agreed"),
         ("tests/scale/test_merge.py", "--deselect",
@@ -316,13 +316,13 @@ TARGETS: tuple[Target, ...] = (
     ),
     # one GPU per package (issue #25): who is pinned, and no archive opened only to place it
     Target(
-        "aotipre/gpus.py",
+        "aotipre/fleet/gpus.py",
         ("pinned_check",),
         ("tests/scale/test_gpus.py", "-m", "not slow and not gpu"),
     ),
     # the first fork server, started before its job reads its package (issue #25/#28)
     Target(
-        "aotipre/batch.py",
+        "aotipre/fleet/batch.py",
         ("start_server_early",),
         ("tests/runner/test_forkserver.py", "-k", "early"),
     ),
@@ -389,14 +389,14 @@ NAMED: tuple[Named, ...] = (
     ),
     Named(
         "a stage ERROR no longer makes the verdict an error",
-        "aotipre/findings.py",
+        "aotipre/findings/__init__.py",
         "if any(s.status is StageStatus.ERROR for s in self.stages):",
         "if False:",
         (INVARIANTS,),
     ),
     Named(
         "a baseline matches findings without their input and dim",
-        "aotipre/baseline.py",
+        "aotipre/findings/baseline.py",
         '        finding.input or "",\n        "" if finding.dim is None else str(finding.dim),',
         '        "",\n        "",',
         (INVARIANTS,),

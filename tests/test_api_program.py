@@ -79,8 +79,8 @@ def test_wrong_subjects(torch, net, pkg: Pkg) -> None:  # type: ignore[no-untype
 def test_new_modules_do_not_import_torch(pkg: Pkg) -> None:
     code = (
         "import sys\n"
-        "import aotipre, aotipre.pytest_plugin, aotipre.batch, aotipre.config, aotipre.report\n"
-        "from aotipre import batch, config\n"
+        "import aotipre, aotipre.pytest_plugin, aotipre.fleet.batch, aotipre.config, aotipre.report\n"
+        "from aotipre import config; from aotipre.fleet import batch\n"
         f"reports = batch.check_packages([{str(pkg('both'))!r}, {str(pkg('aoti'))!r}], "
         "config.Settings(static_only=True, jobs=2))\n"
         "from aotipre.report import BATCH_RENDERERS\n"

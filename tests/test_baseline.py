@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import codes
-from aotipre.baseline import apply_baseline, load_baseline, write_baseline
 from aotipre.cli import main
-from aotipre.errors import UsageError
-from aotipre.findings import Report, StageResult, StageStatus
+from aotipre.findings import Report, StageResult, StageStatus, codes
+from aotipre.findings.baseline import apply_baseline, load_baseline, write_baseline
+from aotipre.foundation.errors import UsageError
 
 Pkg = Callable[[str], Path]
 

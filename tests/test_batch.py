@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import batch, config
+from aotipre import config
 from aotipre.cli import main
-from aotipre.errors import UsageError
 from aotipre.findings import Severity
+from aotipre.fleet import batch
+from aotipre.foundation.errors import UsageError
 
 Pkg = Callable[[str], Path]
 

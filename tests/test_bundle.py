@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from aotipre import CheckOptions, check
-from aotipre.bundle import write_bundle
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
+from aotipre.pt2.bundle import write_bundle
 from aotipre.pt2.reader import read_package
 from aotipre.runner.stages import DynamicOptions
 

@@ -194,7 +194,7 @@ STATIC_LANE_NEVER_IMPORTS = {
     "aotipre.runner.synth",
 }
 # `inspect` and `diff` run no check of packages either
-NO_CHECK_RUN_IMPORTS = {"aotipre.batch", "aotipre.runner", "aotipre.runner.proc"}
+NO_CHECK_RUN_IMPORTS = {"aotipre.fleet.batch", "aotipre.runner", "aotipre.runner.proc"}
 
 
 def test_static_lane_imports_only_what_it_uses(pkg: Pkg) -> None:
@@ -228,7 +228,7 @@ HELP_SCREENS = """
 import json
 import typer
 from typer.testing import CliRunner
-from aotipre.app import app
+from aotipre.cli.app import app
 runner = CliRunner()
 names = ["", *typer.main.get_command(app).commands]
 print(json.dumps({name: runner.invoke(app, [name, "--help"][not name:]).output for name in names}))
@@ -256,7 +256,7 @@ def test_help_screens_show_docstrings_and_option_help_whole() -> None:
 
     import typer
 
-    from aotipre.app import app
+    from aotipre.cli.app import app
 
     proc = subprocess.run(
         [sys.executable, "-c", HELP_SCREENS],

@@ -1,4 +1,4 @@
-"""The static fast lane of aotipre/cli.py: it answers exactly as the typer app does (exit code,
+"""The static fast lane of aotipre/cli/__init__.py: it answers exactly as the typer app does (exit code,
 stdout, stderr, written files), takes only the argv it fully knows, and imports neither typer nor
 pydantic nor torch."""
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from aotipre import codes, codes_doc
+from aotipre.findings import codes, codes_doc
 
 
 def test_codes_and_names_are_unique() -> None:
@@ -167,7 +167,7 @@ def _codes_of(call: ast.Call, func: ast.AST) -> list[str]:
 def emitted_severity_overrides() -> list[tuple[str, str, int, set[str] | None]]:
     """(code, file, line, severities) of every finding built in aotipre/ with a severity other
     than its code's default; severities None where they cannot be read from the source."""
-    root = Path(codes.__file__).resolve().parent
+    root = Path(codes.__file__).resolve().parents[1]
     out: list[tuple[str, str, int, set[str] | None]] = []
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))

@@ -12,8 +12,8 @@ import pytest
 
 from aotipre import config
 from aotipre.cli import main
-from aotipre.errors import UsageError
 from aotipre.findings import Severity
+from aotipre.foundation.errors import UsageError
 from tests.conftest import tmpfs
 
 Pkg = Callable[[str], Path]
@@ -230,7 +230,7 @@ def toml_blocks(path: Path) -> list[str]:
 
 
 def test_documented_examples_are_valid(project: Path) -> None:
-    from aotipre import batch
+    from aotipre.fleet import batch
 
     repo = Path(__file__).resolve().parents[1]
     pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
@@ -270,7 +270,7 @@ def test_library_dynamic_options_are_checked_like_the_flags(
 
 def _planned(monkeypatch: pytest.MonkeyPatch, *args: str) -> list[bool]:
     """`aotipre check ARGS` up to its plan: each job's deployment_checks_inputs (nothing runs)."""
-    from aotipre import batch
+    from aotipre.fleet import batch
 
     seen: list[bool] = []
 
@@ -336,8 +336,8 @@ def test_deployment_checks_inputs_errors(project: Path, line: str, message: str)
 
 
 def test_a_target_says_whether_its_deployment_checks_inputs() -> None:
-    from aotipre.errors import UsageError
-    from aotipre.host import parse_target
+    from aotipre.environment.host import parse_target
+    from aotipre.foundation.errors import UsageError
 
     assert parse_target("cuda,cc=9.0,checks-inputs=yes").checks_inputs is True
     assert parse_target("cpu,checks-inputs=off").checks_inputs is False

@@ -16,8 +16,8 @@ from aotipre import api
 from aotipre.doctor import DoctorOptions, DoctorReport, run_doctor
 from aotipre.doctor import canary as canary_mod
 from aotipre.doctor.render import render
-from aotipre.errors import UsageError
 from aotipre.findings import Finding, StageStatus, Verdict
+from aotipre.foundation.errors import UsageError
 from aotipre.runner import stages as stages_mod
 from aotipre.runner.stages import DynamicOptions, libstdcxx
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from aotipre import codes, codes_doc
 from aotipre.cli import main
+from aotipre.findings import codes, codes_doc
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -131,13 +131,13 @@ def test_lazy_and_type_checking_imports_are_edges(tmp_path: Path) -> None:
         "    from aotipre.findings import Report\n"
         "def f():\n"
         "    from aotipre.runner import launch\n"
-        "    import aotipre.codes\n"
+        "    import aotipre.findings.codes\n"
     )
     modules = module_files()
     assert imports_of(src, modules) == {
         "aotipre.findings",
         "aotipre.runner.launch",
-        "aotipre.codes",
+        "aotipre.findings.codes",
     }
 
 
@@ -182,3 +182,33 @@ def test_the_worker_imports_torch_the_standard_library_and_itself_only() -> None
         assert siblings <= set(files), f"runner/worker/{path.name} imports {sorted(siblings)}"
         graph[name] = siblings - {name}
     assert cycles(graph) == []
+
+
+def test_the_cli_is_the_top_layer() -> None:
+    """Nothing outside aotipre/cli/ (but `python -m aotipre`) imports it: the library, the fleet
+    and the pytest plugin stand without the command line, which only parses, calls and renders."""
+    graph = import_graph()
+    users = sorted(
+        module
+        for module, imported in graph.items()
+        if not module.startswith(("aotipre.cli", "aotipre.__main__"))
+        and any(i == "aotipre.cli" or i.startswith("aotipre.cli.") for i in imported)
+    )
+    assert users == [], f"modules outside the CLI that import it: {users}"
+
+
+FOUNDATION_MAY_IMPORT = {"aotipre.foundation.tempdirs": {"aotipre.runner.cache"}}
+"""The one import of the foundation out of itself: tempdirs asks the compile cache (lazily)
+whether a cache root is safe to use."""
+
+
+def test_the_foundation_is_the_bottom_layer() -> None:
+    """aotipre/foundation/ imports nothing of aotipre outside itself (but FOUNDATION_MAY_IMPORT),
+    so every layer can stand on it without a circle."""
+    graph = import_graph()
+    for module, imported in sorted(graph.items()):
+        if not module.startswith("aotipre.foundation"):
+            continue
+        outside = {i for i in imported if not i.startswith("aotipre.foundation")}
+        outside -= FOUNDATION_MAY_IMPORT.get(module, set())
+        assert not outside, f"{module} imports {sorted(outside)}"

@@ -15,8 +15,8 @@ import pytest
 
 from aotipre.api import CheckOptions, check, inspect
 from aotipre.checks.contract import check_reference_program
-from aotipre.errors import UsageError
-from aotipre.host import ISA_LEVELS, isa_flags, parse_target, parse_targets
+from aotipre.environment.host import ISA_LEVELS, isa_flags, parse_target, parse_targets
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.exported import program_difference
 from aotipre.pt2.reader import read_package
 from aotipre.report.table import render_package

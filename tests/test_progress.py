@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aotipre.progress import Heartbeat
+from aotipre.foundation.progress import Heartbeat
 
 
 class FakeClock:

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from aotipre import cli, progress
+from aotipre import cli
+from aotipre.foundation import progress
 from aotipre.runner import launch
 from tests.progress_lines import PROGRESS, progress_lines, without_progress
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import matrix, runtimes
 from aotipre.api import CheckOptions
 from aotipre.cli import main
-from aotipre.errors import UsageError
+from aotipre.environment import runtimes
 from aotipre.findings import StageStatus, Verdict
+from aotipre.fleet import matrix
+from aotipre.foundation.errors import UsageError
 from aotipre.report import render_report
 from aotipre.runner.stages import DynamicOptions
 from tests.progress_lines import without_progress
@@ -279,9 +280,10 @@ def test_doctor_with_several_interpreters_fake(
     """Fake doctors (run_doctor and the interpreter probe replaced): one report per --python,
     every interpreter probed before any doctor runs, the worst exit code, one JSON object. The
     real doctor of two interpreters ran by hand (this torch and the 2.14.1 venv: both passed)."""
-    from aotipre import commands, runtimes
+    from aotipre.cli import commands
     from aotipre.doctor import report as doctor_report
-    from aotipre.runtimes import Runtime
+    from aotipre.environment import runtimes
+    from aotipre.environment.runtimes import Runtime
 
     order: list[str] = []
 

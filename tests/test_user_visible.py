@@ -346,7 +346,7 @@ def _options_of_a_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Call
     `tmp_path`, on a package written there."""
     from aotipre import config
     from aotipre.cli import main
-    from aotipre.errors import UsageError
+    from aotipre.foundation.errors import UsageError
 
     captured: list[Any] = []
     original = config.Settings.check_options

@@ -219,7 +219,7 @@ class IsaScanner:
 
     def __call__(self, member: str) -> Any:
         from aotipre.binaries.x86 import IsaScan
-        from aotipre.errors import PackageError
+        from aotipre.foundation.errors import PackageError
         from aotipre.pt2.archive import archive_at
 
         if member not in self._done:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from aotipre.errors import PackageError
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2.archive import Archive, FolderArchive
 
 MAX_INFLATED_BYTES = 256 * 1024 * 1024

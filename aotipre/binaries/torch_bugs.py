@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from aotipre.binaries.elf import ElfError, ElfFile
 from aotipre.binaries.source import SourceError, open_file
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 
 _JSON_RACE = re.compile(rb"_ZZN5torch8inductor\w{0,40}14load_json_file\w{0,200}E8json_obj")
 """The mangled name of load_json_file's static `json_obj` (as runner/worker/cpp.py reads it)."""
@@ -137,7 +137,7 @@ class _Function:
 
 
 def _source(folder: str, parts: tuple[str, ...], resolve: Callable[[str], str]) -> str | None:
-    from aotipre.safeio import read_text
+    from aotipre.foundation.safeio import read_text
 
     path = resolve(os.path.join(folder, *parts))
     if not os.path.isfile(path):

@@ -15,8 +15,8 @@ from aotipre.checks.indices import check_index_values
 from aotipre.checks.inputs import check_inputs
 from aotipre.checks.package import check_package
 from aotipre.checks.target import TargetRow, check_host, check_runtime_bugs, row_for
+from aotipre.environment.host import HostInfo
 from aotipre.findings import Finding
-from aotipre.host import HostInfo
 from aotipre.inputs.meta import SampleInputs
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo

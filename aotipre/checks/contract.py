@@ -8,8 +8,7 @@ import ast
 import re
 from typing import Any
 
-from aotipre import codes
-from aotipre.findings import Finding
+from aotipre.findings import Finding, codes
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.exported import program_difference
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo

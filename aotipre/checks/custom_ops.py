@@ -8,9 +8,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aotipre import codes
-from aotipre.errors import PackageError
-from aotipre.findings import Finding
+from aotipre.findings import Finding, codes
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.ops import CustomOp, read_custom_ops
 from aotipre.pt2.spec import ModelInfo, PackageInfo

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import os
 
-from aotipre import codes
 from aotipre.checks.contract import at_path
 from aotipre.checks.inputs import _flatten as flatten
-from aotipre.errors import PackageError
-from aotipre.findings import Finding
+from aotipre.findings import Finding, codes
+from aotipre.foundation.errors import PackageError
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.inputs.values import int_extremes
 from aotipre.pt2.archive import Archive, archive_at

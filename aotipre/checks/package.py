@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from aotipre import codes
 from aotipre.binaries.facts import GpuMember, SharedObject
 from aotipre.checks.inputs import zero_one_hint
 from aotipre.checks.target import KNOWN_DEVICES
-from aotipre.findings import Finding, Severity
+from aotipre.environment.versions import SUPPORTED_TEXT, SUPPORTED_TORCH, major_minor
+from aotipre.findings import Finding, Severity, codes
 from aotipre.pt2.reader import FALLBACK, PickleMember, merge_wrapper_bounds, pickle_members
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
-from aotipre.versions import SUPPORTED_TEXT, SUPPORTED_TORCH, major_minor
 
 
 def check_package(

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aotipre import codes
 from aotipre.binaries.elf import version_key
 from aotipre.binaries.facts import GCC_FLAGS, SharedObject
-from aotipre.findings import Finding, Severity
-from aotipre.host import ISA_FLAGS, ISA_RANK, TORCH_SYMBOLS, HostInfo
+from aotipre.environment.host import ISA_FLAGS, ISA_RANK, TORCH_SYMBOLS, HostInfo
+from aotipre.findings import Finding, Severity, codes
 from aotipre.pt2.spec import AotiPart, ModelInfo, PackageInfo
 
 if TYPE_CHECKING:

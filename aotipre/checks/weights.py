@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import difflib
 
-from aotipre import codes
-from aotipre.findings import Finding, Severity
+from aotipre.findings import Finding, Severity, codes
 from aotipre.inputs.meta import TensorMeta
 from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.spec import ConstantSpec, ModelInfo, StateTensor, inlinable_shape

@@ -25,8 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre import codes
-from aotipre.findings import Finding, Severity
+from aotipre.findings import Finding, Severity, codes
 from aotipre.runner import cache as cache_mod
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness.cpp")

@@ -1,5 +1,11 @@
 """Compare two read packages (PackageInfo, plus what else the archives say) model by model: every
-change between OLD and NEW as a Change decided by one rule of aotipre/diff/rules.py."""
+change between OLD and NEW as a Change decided by one rule of aotipre/diff/rules.py.
+
+Longer than the ~600 lines of the other modules on purpose: one comparison per side of a package
+(inputs, outputs, deployment: versions, ISA, shims, libtorch, GPU images; weights), each a short
+function that emits Changes decided by diff/rules.py; they share the views of a package built once
+(SideView, ModelExtras), and what a change means is read in the rules, not here.
+"""
 
 from __future__ import annotations
 

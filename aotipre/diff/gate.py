@@ -10,11 +10,11 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
-from aotipre import codes, safeio
 from aotipre.diff.compare import Change, ModelExtras, SideView, compare
 from aotipre.diff.rules import rule
-from aotipre.errors import InputsError, PackageError, UsageError
-from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
+from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus, codes
+from aotipre.foundation import safeio
+from aotipre.foundation.errors import InputsError, PackageError, UsageError
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.ops import archive_custom_ops
@@ -171,8 +171,8 @@ def same_inputs(
     no torch for the workers, the report cannot check (`error`, exit 2)."""
     from dataclasses import replace
 
+    from aotipre.environment.runtimes import probe
     from aotipre.runner.stages import SAME_INPUTS, DynamicOptions, PerfOptions, run_dynamic_stages
-    from aotipre.runtimes import probe
 
     options = dynamic or DynamicOptions()
     if options.worker_command is None:

@@ -25,7 +25,7 @@ class Rule:
     """Stable upper-case id (`INPUT_REMOVED`), as in the report and docs/diff.md."""
     impact: Impact
     code: str
-    """The finding code of the rule's family (aotipre/codes.py)."""
+    """The finding code of the rule's family (aotipre/findings/codes.py)."""
     summary: str
     """What the rule detects and why it has its verdict (one sentence, docs/diff.md)."""
 

@@ -1,5 +1,9 @@
 """The canary: a trivial model compiled, loaded and run here, to tell a broken host from a model.
 
+A little over the ~600 lines of the other modules: making, running, summarizing and caching the
+canary share one cache key (the host and the torch version) and one result record, used by `doctor`
+and by `check` after a crash alike.
+
 The canary runs through the same dynamic stages as any package (`run_dynamic_stages`): the same
 workers, the same compile cache, the same retry of a load crash with the compiler's libstdc++
 preloaded (AOT515). This module adds what is specific to it: making the program (a worker op,
@@ -23,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre import codes, tempdirs
 from aotipre.doctor.frames import CrashSite, build_backtrace_helper, crash_site
-from aotipre.errors import AotipreError
-from aotipre.findings import Finding, Severity, StageResult, StageStatus
-from aotipre.progress import stage_ended, stage_started
+from aotipre.findings import Finding, Severity, StageResult, StageStatus, codes
+from aotipre.foundation import tempdirs
+from aotipre.foundation.errors import AotipreError
+from aotipre.foundation.progress import stage_ended, stage_started
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch
 from aotipre.runner.classify import watchdog_fired
@@ -433,7 +437,7 @@ def capture_crash_site(
 
 
 def result_key(device: str, options: DynamicOptions) -> str:
-    from aotipre.host import detect_local
+    from aotipre.environment.host import detect_local
 
     kind, _ = parse_device(device)
     env = dict(os.environ)

@@ -13,10 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre import codes
 from aotipre.cpp import harness as cpp
 from aotipre.doctor import canary as canary_mod
-from aotipre.findings import Finding, Severity
+from aotipre.findings import Finding, Severity, codes
 from aotipre.runner.stages import DynamicOptions
 
 CONCURRENT_LOADERS = 8

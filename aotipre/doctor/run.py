@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre import __version__, codes, tempdirs
+from aotipre import __version__
 from aotipre.doctor import canary as canary_mod
 from aotipre.doctor.canary import CanaryResult
 from aotipre.doctor.cpp import check_cpp_loader
@@ -35,8 +35,9 @@ from aotipre.doctor.toolchain import (
     probe_compiler,
     version_key,
 )
-from aotipre.errors import AotipreError
-from aotipre.findings import Finding, Severity
+from aotipre.findings import Finding, Severity, codes
+from aotipre.foundation import tempdirs
+from aotipre.foundation.errors import AotipreError
 from aotipre.runner import cache as cache_mod
 from aotipre.runner.proc import run_process
 from aotipre.runner.stages import DynamicOptions, parse_device

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre import tempdirs
+from aotipre.foundation import tempdirs
 from aotipre.runner.proc import run_process
 
 # How torch picks the compiler (torch/_inductor/config.py `cpp.cxx`, cpp_builder.get_cpp_compiler):

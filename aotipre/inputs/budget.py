@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import _compat_pickle
 
-from aotipre.errors import InputsError
+from aotipre.foundation.errors import InputsError
 
 MAX_DEPTH = 100
 """Containers nested deeper than this (or a cyclic structure) are refused."""

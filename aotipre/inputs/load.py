@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
-from aotipre.dtypes import EXPORT_SCHEMA_DTYPES, ITEMSIZE, STORAGE_DTYPES
-from aotipre.errors import InputsError, UnsafeInputsError
+from aotipre.foundation.errors import InputsError, UnsafeInputsError
 from aotipre.inputs.budget import MAX_DEPTH, MAX_MEMO, MAX_OPCODES, Simulation, python3_name
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.archive import ZipRefused, open_zip
+from aotipre.pt2.dtypes import EXPORT_SCHEMA_DTYPES, ITEMSIZE, STORAGE_DTYPES
 
 MAX_PICKLE_BYTES = 64 * 1024 * 1024
 """A data.pkl larger than this is refused without being read."""
@@ -39,7 +39,7 @@ _LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 _ZIP_MAGIC = b"PK\x03\x04"
 _EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 
-# Dtypes torch allows in a weights-only load that aotipre.dtypes.ITEMSIZE does not list.
+# Dtypes torch allows in a weights-only load that aotipre.pt2.dtypes.ITEMSIZE does not list.
 _EXTRA_ITEMSIZE: dict[str, int] = {
     "float4_e2m1fn_x2": 1,
     "bits8": 1,

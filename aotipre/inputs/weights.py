@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring
 from typing import NoReturn
 
-from aotipre.errors import AotipreError, UsageError
+from aotipre.foundation.errors import AotipreError, UsageError
+from aotipre.foundation.safeio import require_file
 from aotipre.inputs.load import load_sample_inputs
 from aotipre.inputs.meta import TensorMeta
-from aotipre.safeio import require_file
 
 MAX_SAFETENSORS_HEADER = 100_000_000
 """The safetensors library's own limit on the header (its `MAX_HEADER_SIZE`)."""

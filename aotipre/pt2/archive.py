@@ -1,6 +1,10 @@
 """Safe, bounded access to a .pt2 package: a zip (member-name validation, size limits, CRC
 checks) or an already-extracted folder (FolderArchive, at the end), read through one interface.
 
+Long because the zip and the extracted-folder readers are two implementations of one
+interface with one set of limits and error codes; together they are the only code that opens a
+package, which is what keeps every read bounded.
+
 Nothing is extracted and no member is read whole unless it is small: a member that inflates to
 gigabytes is refused from its declared size, and reads stop at a fixed limit whatever the header
 claims. Every failure is a PackageError with a stable code and one clear line.
@@ -19,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from aotipre import safeio
-from aotipre.errors import PackageError
+from aotipre.foundation import safeio
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2 import layout
 
 MAX_MEMBERS = 100_000

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre.dtypes import EXPORT_SCHEMA_DTYPES
 from aotipre.pt2 import symexpr
+from aotipre.pt2.dtypes import EXPORT_SCHEMA_DTYPES
 from aotipre.pt2.spec import (
     CallSignature,
     Dim,

@@ -13,7 +13,7 @@ EXTRA_DIR = "extra"
 """extra/<name>: text files; torch's loader reads every one as UTF-8 (binary ones break it)."""
 EXPECTED_OUTPUTS_FORMAT = "data/aotipre/{model}.expected_outputs.pt"
 """Where `aotipre bundle` keeps a model's expected outputs for its sample inputs: a folder that
-torch's loaders do not read (aotipre/bundle.py)."""
+torch's loaders do not read (aotipre/pt2/bundle.py)."""
 TS_SAMPLE_INPUTS_SUFFIX = ".forward.sample_input.pt"
 """extra/<name>.forward.sample_input.pt: the other place sample inputs are stored (2.11+,
 `TS_SAMPLE_INPUTS_FILENAME_FORMAT`); read when data/sample_inputs/<name>.pt is absent."""

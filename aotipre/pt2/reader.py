@@ -13,7 +13,8 @@ from functools import partial
 from typing import Any
 
 from aotipre.binaries.facts import read_binary_facts
-from aotipre.errors import InputsError
+from aotipre.environment.versions import SUPPORTED_TEXT
+from aotipre.foundation.errors import InputsError
 from aotipre.inputs.load import ALLOWED_GLOBALS, MAX_PICKLE_BYTES, pickle_contents
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive, CodedPackageError, ZipRefused, open_archive, open_zip
@@ -27,7 +28,6 @@ from aotipre.pt2.spec import (
     with_exported_ranges,
 )
 from aotipre.pt2.wrapper_contract import WrapperView, contract_from_wrapper
-from aotipre.versions import SUPPORTED_TEXT
 
 SUPPORTED_ARCHIVE_VERSIONS = ("0",)
 MAX_JSON_CONTAINERS = 4_000_000

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from ..dtypes import ALL_DTYPES, C10_DTYPES, canonical
+from .dtypes import ALL_DTYPES, C10_DTYPES, canonical
 from .spec import DataSymbol, Dim, DimBound
 
 # c10 DeviceType numbers (torch/headeronly/core/DeviceType.h), as torch names the device types.

@@ -6,8 +6,8 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aotipre.errors import UsageError
 from aotipre.findings import Report
+from aotipre.foundation.errors import UsageError
 from aotipre.report.sanitize import sanitized
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def render_report(report: Report, fmt: str) -> str:
 def render_reports(
     reports: Sequence[Report], fmt: str, *, shard: Mapping[str, Any] | None = None
 ) -> str:
-    """Many reports in `fmt`; `shard`: a CI shard's block (aotipre.shard.ShardPlan.to_dict()),
+    """Many reports in `fmt`; `shard`: a CI shard's block (aotipre.fleet.shard.ShardPlan.to_dict()),
     which the JSON report carries."""
     human = fmt in HUMAN_FORMATS
     cleaned = [sanitized(r, human=human) for r in reports]

@@ -26,8 +26,8 @@ def combined_verdict(reports: Sequence[Report]) -> Verdict:
 def package_labels(reports: Sequence[Report]) -> list[str]:
     """What names each report's package to a person: its path, and for a path checked more
     than once (a manifest's entries with other inputs or models) `#2`, `#3`... on the later
-    ones, the keys shards and `merge` give them (aotipre/shard.py)."""
-    from aotipre.shard import numbered
+    ones, the keys shards and `merge` give them (aotipre/fleet/shard.py)."""
+    from aotipre.fleet.shard import numbered
 
     return numbered([r.package_path for r in reports])
 
@@ -48,7 +48,7 @@ def counts_text(counts: dict[str, int]) -> str:
 
 def gpu_label(gpu: Mapping[str, Any]) -> str:
     """Report.gpu for a header line: `0 NVIDIA H100 80GB HBM3 (GPU-5a1c...)`."""
-    from aotipre.gpus import Gpu
+    from aotipre.fleet.gpus import Gpu
 
     index = gpu.get("index")
     index = index if isinstance(index, int) else None

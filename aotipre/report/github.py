@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from aotipre.codes import BY_CODE
-from aotipre.errors import AotipreError
 from aotipre.findings import Finding, Report, Severity, StageStatus
+from aotipre.findings.codes import BY_CODE
+from aotipre.foundation.errors import AotipreError
 from aotipre.report.common import counts_text, finding_text, gpu_label, package_labels
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}

@@ -1,5 +1,9 @@
 """One self-contained HTML page for people: a check (one package or many), a merge or a diff.
 
+Long because the page is one document, and its CSS, script, SVG charts and section
+renderers share one escaping helper and one set of class names; split, every part would import the
+others' names and the escaping rule would be spread over files.
+
 The page is drawn from each report's `to_dict()`, the very data the JSON report holds (nothing
 is measured or judged here): the verdict and exit code on top, a filterable, sortable table of
 the packages, then per package its findings (each code linked to its reference at the foot of
@@ -29,8 +33,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from aotipre import codes
-from aotipre.findings import Report, Severity
+from aotipre.findings import Report, Severity, codes
 from aotipre.report.common import (
     by_severity,
     combined_counts,

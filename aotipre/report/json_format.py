@@ -38,7 +38,7 @@ def dumps(data: Any) -> str:
 
 def render_reports(reports: Sequence[Report], shard: Mapping[str, Any] | None = None) -> str:
     """Many packages: the worst verdict and exit code, every complete report, summed counts;
-    a CI shard's run (`check --shard`) also its `shard` block (aotipre.shard.ShardPlan)."""
+    a CI shard's run (`check --shard`) also its `shard` block (aotipre.fleet.shard.ShardPlan)."""
     verdicts = [r.verdict.value for r in reports]
     summary: dict[str, Any] = {"packages": len(reports)}
     summary.update({v: verdicts.count(v) for v in ("pass", "fail", "error")})

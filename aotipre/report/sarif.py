@@ -9,9 +9,9 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
-from aotipre import __version__, codes
-from aotipre.baseline import fingerprint
-from aotipre.findings import Finding, Report, Severity, StageStatus
+from aotipre import __version__
+from aotipre.findings import Finding, Report, Severity, StageStatus, codes
+from aotipre.findings.baseline import fingerprint
 from aotipre.report.common import gpu_label
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"

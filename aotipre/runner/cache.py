@@ -433,7 +433,7 @@ class CompileCache:
 
 def cache_warning(exc: OSError, model: str | None = None) -> Finding:
     """The AOT420 finding for a cache that could not be used (the check went on without it)."""
-    from aotipre import codes
+    from aotipre.findings import codes
 
     where = exc.filename or "the compile cache"
     return codes.get("AOT420").finding(

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre.dtypes import C10_DTYPES
+from aotipre.pt2.dtypes import C10_DTYPES
 
 __all__ = [
     "Failure",

@@ -77,7 +77,7 @@ CODES = {
     "data_dependent": "AOT545",
     "toolchain": "AOT546",
 }
-"""Class -> finding code (aotipre/codes.py); an unknown failure stays AOT501."""
+"""Class -> finding code (aotipre/findings/codes.py); an unknown failure stays AOT501."""
 
 _LEADING_TYPES = re.compile(r"^([A-Z][A-Za-z0-9_]*): ")
 """A type name at the start of a message: `str(InductorError)` is `<Inner>: <inner message>`."""

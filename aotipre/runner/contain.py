@@ -20,7 +20,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping
 
-from aotipre import tempdirs
+from aotipre.foundation import tempdirs
 
 TREE_ENV = "AOTIPRE_TREE"
 """Set in each child's environment to a token of its own: every descendant inherits it, so one

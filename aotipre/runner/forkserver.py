@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from aotipre import tempdirs
+from aotipre.foundation import tempdirs
 from aotipre.runner import launch
 from aotipre.runner.proc import ProcessOutcome, run_process, stop_child
 

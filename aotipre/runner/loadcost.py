@@ -398,7 +398,7 @@ def _runtime(python: str | None) -> tuple[str, str | None, str]:
         spec = importlib.util.find_spec("torch")
         where = os.path.dirname(spec.origin) if spec is not None and spec.origin else ""
         return sys.executable, cache_mod.torch_version(), where
-    from aotipre import runtimes
+    from aotipre.environment import runtimes
 
     rt = runtimes.probe(python)
     return rt.python, rt.torch_version, rt.torch_path

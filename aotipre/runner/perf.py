@@ -1,7 +1,13 @@
 """What a deployment pays, from the worker's measurements (runner/worker/perf.py `measure_load`,
 `latency_runs`): the cold-start breakdown, memory and latency of one model as a record, and the
 judgements on it: budgets, a regression against a baseline package, a leak, and what the user
-can do about a slow load. Pure functions on plain data (no torch, no processes)."""
+can do about a slow load. Pure functions on plain data (no torch, no processes).
+
+Longer than the ~600 lines of the other modules on purpose: the record and every judgement on it
+(budgets, --against, regression, leak, advice) read the same fields with the same statistics (the
+interval cut, the samples compared); each function is short, and their agreement matters more than
+their number.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from aotipre import jsonfields
+from aotipre.foundation import jsonfields
 
 MB = 1024 * 1024
 

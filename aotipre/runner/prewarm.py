@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from aotipre import tempdirs
+from aotipre.foundation import tempdirs
 from aotipre.runner import launch
 from aotipre.runner.proc import (
     INTERRUPT_GRACE_S,

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from aotipre.errors import AotipreError, UsageError
+from aotipre.foundation.errors import AotipreError, UsageError
+from aotipre.foundation.safeio import require_file
 from aotipre.inputs.load import load_sample_inputs
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo
-from aotipre.safeio import require_file
 
 
 @dataclass(frozen=True)

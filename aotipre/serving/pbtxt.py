@@ -16,8 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from aotipre import safeio
-from aotipre.errors import UsageError
+from aotipre.foundation import safeio
+from aotipre.foundation.errors import UsageError
 
 INSTALL_HINT = "install it with: pip install 'aotipre[serving]' (tritonclient, protobuf>=6.30,<7)"
 MAX_CONFIG_BYTES = 1024 * 1024

@@ -21,9 +21,9 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from aotipre import codes, safeio
-from aotipre.errors import UsageError
-from aotipre.findings import Finding
+from aotipre.findings import Finding, codes
+from aotipre.foundation import safeio
+from aotipre.foundation.errors import UsageError
 from aotipre.serving import pbtxt
 from aotipre.serving.triton import DEFAULT_FILENAME, ServingConfig
 

@@ -22,9 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre import codes
-from aotipre.errors import PackageError
-from aotipre.findings import Finding, Severity
+from aotipre.findings import Finding, Severity, codes
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2.spec import Dim, ModelInfo, PackageInfo, TensorSpec, TreeSpec
 from aotipre.serving import pbtxt
 
@@ -811,7 +810,7 @@ def write_serving_config(
     check` would check it (`source` names it in the notes); no `name` unless given (Triton
     then takes the model folder's). UsageError, one line, when the package cannot be served by
     the backend or read, or when the check would refuse the config (an error finding)."""
-    from aotipre.errors import UsageError
+    from aotipre.foundation.errors import UsageError
     from aotipre.pt2.reader import open_package
 
     pbtxt.model_config_pb2()  # the install line before the package is read

@@ -3,7 +3,13 @@ reference does not (AOT702) on the sample inputs. One diagnostic rebuild of the 
 with the intermediate value printer's save mode and provenance tracking localizes the first
 kernel whose outputs differ while its inputs agree (worker step `accuracy_trace`); then a ladder
 of single-knob rebuilds, ordered by what that kernel's FX nodes hold, proves a cause only when a
-rebuild matches eager. Every rebuild runs in a fresh worker within the triage's own budget."""
+rebuild matches eager. Every rebuild runs in a fresh worker within the triage's own budget.
+
+Longer than the ~600 lines of the other modules on purpose: the localization, the cause ladder and
+the findings share one triage's state (_Triage: its budget, its workers, the rebuilds so far); its
+record (accuracy_diagnosis.py), its repro (accuracy_repro.py) and its CUDA knobs (accuracy_cuda.py)
+are already their own modules.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aotipre import codes, tempdirs
-from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.findings import Finding, StageResult, StageStatus, codes
+from aotipre.foundation import tempdirs
 from aotipre.runner import launch
 from aotipre.runner.proc import ProcessOutcome
 from aotipre.runner.stages.mismatch import OutputMismatch

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from aotipre.errors import PackageError
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2.archive import Archive, archive_at
 
 TF32_MARK = re.compile(

@@ -11,9 +11,10 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, safeio
-from aotipre.errors import UsageError
+from aotipre import __version__
 from aotipre.findings import StageStatus
+from aotipre.foundation import safeio
+from aotipre.foundation.errors import UsageError
 
 if TYPE_CHECKING:
     from aotipre.triage.diagnosis import Diagnosis

@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from aotipre import codes
 from aotipre.checks.contract import at_path
-from aotipre.errors import AotipreError, PackageError
-from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.findings import Finding, StageResult, StageStatus, codes
+from aotipre.foundation.errors import AotipreError, PackageError
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import TensorMeta
 from aotipre.inputs.values import IntExtremes, int_extremes

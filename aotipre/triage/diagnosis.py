@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre import jsonfields
+from aotipre.foundation import jsonfields
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from aotipre.errors import PackageError
 from aotipre.findings import Finding, StageResult, StageStatus
-from aotipre.progress import stage_ended
+from aotipre.foundation.errors import PackageError
+from aotipre.foundation.progress import stage_ended
 from aotipre.runner.stages.base import RunCrash
 from aotipre.triage.artifacts import write_bundle
 from aotipre.triage.conclude import conclude

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aotipre import tempdirs
-from aotipre.bounds import TRIAGE_NUMBERS
-from aotipre.errors import PackageError, UsageError
 from aotipre.findings import StageResult, StageStatus
+from aotipre.foundation import tempdirs
+from aotipre.foundation.bounds import TRIAGE_NUMBERS
+from aotipre.foundation.errors import PackageError, UsageError
 from aotipre.pt2.archive import Archive, archive_at
 from aotipre.runner.classify import kernel_names
 from aotipre.runner.reference import exported_program_for
@@ -53,7 +53,7 @@ class TriageOptions:
     (triage/accuracy_spec.py): True, False, or None (when this process may use 2+ CPUs)."""
 
     def __post_init__(self) -> None:
-        """A library caller gets the checks the flags get (aotipre.bounds): a NaN, zero or
+        """A library caller gets the checks the flags get (aotipre.foundation.bounds): a NaN, zero or
         endless budget is one UsageError naming the field."""
         for name, parse in TRIAGE_NUMBERS.values():
             try:

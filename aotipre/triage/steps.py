@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aotipre.findings import StageStatus
-from aotipre.progress import stage_ended, stage_started
+from aotipre.foundation.progress import stage_ended, stage_started
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import InputSpec
 from aotipre.runner import cache as cache_mod

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from aotipre.api import CheckOptions, check
+from aotipre.environment.host import detect_local
 from aotipre.findings import Severity, Verdict
-from aotipre.host import detect_local
 from aotipre.pt2.reader import read_package
 
 BUILDER = Path(__file__).with_name("build_packages.py")

@@ -13,9 +13,9 @@ import pytest
 
 from aotipre.api import CheckOptions, check, compatibility
 from aotipre.binaries.versions import load_table, producer_range
-from aotipre.errors import UsageError
+from aotipre.environment.host import detect_local, parse_target, parse_targets
 from aotipre.findings import Severity, Verdict
-from aotipre.host import detect_local, parse_target, parse_targets
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.reader import read_package
 from tests.binaries.synth import compile_so, cuda_package, rewrite
 
@@ -65,7 +65,7 @@ def test_this_machine_is_read_without_torch() -> None:
     if Path("/proc/cpuinfo").is_file():
         assert host.cpu_flags and "sse2" in host.cpu_flags
     probe = (
-        "import sys; from aotipre.host import detect_local; h = detect_local(probe_cuda=False); "
+        "import sys; from aotipre.environment.host import detect_local; h = detect_local(probe_cuda=False); "
         "assert h.torch is not None; assert 'torch' not in sys.modules, 'imported torch'"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)

@@ -159,7 +159,7 @@ def test_the_metadata_read_twice_is_reported_for_large_packages_only_fake() -> N
     """#196025 read from this torch, with fake packages: reported for 1,000 members (or 1 GiB)
     and more, where opening the archive again costs something, not for a smaller one."""
     from aotipre.checks.target import LARGE_PACKAGE_MEMBERS, check_runtime_bugs
-    from aotipre.host import HostInfo, TorchRuntime
+    from aotipre.environment.host import HostInfo, TorchRuntime
     from aotipre.pt2.spec import AotiPart, MemberInfo, ModelInfo, PackageInfo
 
     folder = _torch_folder(Path(sys.executable))

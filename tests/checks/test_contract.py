@@ -271,8 +271,8 @@ def test_missing_and_extra_positional_scalars_say_what_the_compiled_model_does()
 def test_no_compiled_code_does_not_stop_the_compile_stage() -> None:
     """AOT015 is an error of the deployment, but the dynamic stages still check the
     ExportedProgram by compiling it; other errors (bad inputs) still block them."""
-    from aotipre import codes
     from aotipre.api import _static_blockers
+    from aotipre.findings import codes
 
     model = _model(())
     no_code = codes.get("AOT015").finding("x", model="model")

@@ -13,7 +13,7 @@ import pytest
 from aotipre import api
 from aotipre.checks.custom_ops import CUSTOM_OPS_ENV, Registration, check_custom_ops
 from aotipre.config import Settings, parse_flags, parse_values
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.exported import graph_ops
 from aotipre.pt2.ops import custom_ops, manifest_ops, split_target
 from aotipre.pt2.reader import read_package

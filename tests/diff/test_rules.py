@@ -8,14 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from aotipre import codes
 from aotipre.binaries.cuda import GpuImage
 from aotipre.binaries.facts import BinaryFacts, CompileFlags, GpuMember, SharedObject
 from aotipre.binaries.versions import load_table
 from aotipre.diff.compare import ModelExtras, compare_model, min_libtorch
 from aotipre.diff.gate import to_finding
 from aotipre.diff.rules import RULES, Impact
-from aotipre.findings import Severity
+from aotipre.findings import Severity, codes
 from aotipre.pt2.spec import (
     AotiPart,
     ConstantSpec,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import codes
-from aotipre.baseline import (
+from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus, codes
+from aotipre.findings.baseline import (
     apply_baseline,
     fingerprint,
     load_baseline,
@@ -18,8 +18,7 @@ from aotipre.baseline import (
     replace_findings,
     write_baseline,
 )
-from aotipre.errors import UsageError
-from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
+from aotipre.foundation.errors import UsageError
 
 
 def finding(code: str = "AOT304", **kw: object) -> Finding:

@@ -25,8 +25,8 @@ from aotipre.checks.inputs import (
     check_inputs,
     compiled_layouts,
 )
+from aotipre.environment.host import parse_target
 from aotipre.findings import Finding, Severity
-from aotipre.host import parse_target
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from aotipre import CheckOptions, check
+from aotipre.environment.host import detect_local
 from aotipre.findings import Finding, Severity, StageStatus, Verdict
-from aotipre.host import detect_local
 from aotipre.runner.stages import DynamicOptions
 from aotipre.runner.stages.libstdcxx import find_system_libstdcxx
 from aotipre.triage.escalate import TriageOptions

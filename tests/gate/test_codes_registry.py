@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from aotipre import codes
+from aotipre.findings import codes
 
 TESTS = Path(__file__).resolve().parents[1]
 REPO = TESTS.parent

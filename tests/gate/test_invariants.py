@@ -22,11 +22,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from aotipre import codes
 from aotipre.api import CheckOptions, _finish, check
-from aotipre.baseline import apply_baseline, load_baseline, write_baseline
 from aotipre.cli import main
-from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus, Verdict
+from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus, Verdict, codes
+from aotipre.findings.baseline import apply_baseline, load_baseline, write_baseline
 
 RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 CODES = [c.code for c in codes.ALL_CODES]

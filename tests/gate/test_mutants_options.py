@@ -19,13 +19,16 @@ from typing import Any
 
 import pytest
 
-from aotipre import batch, codes, commands, config, safeio
-from aotipre.bounds import integer, number
+from aotipre import config
+from aotipre.cli import commands
 from aotipre.doctor.report import DoctorReport
-from aotipre.errors import UsageError
-from aotipre.findings import Report, Severity, StageResult, StageStatus
+from aotipre.environment.runtimes import Runtime
+from aotipre.findings import Report, Severity, StageResult, StageStatus, codes
+from aotipre.fleet import batch
+from aotipre.foundation import safeio
+from aotipre.foundation.bounds import integer, number
+from aotipre.foundation.errors import UsageError
 from aotipre.runner.stages.options import DynamicOptions, parse_device
-from aotipre.runtimes import Runtime
 
 
 @pytest.fixture(autouse=True)
@@ -322,12 +325,12 @@ def doctor_report(exit_code: int) -> DoctorReport:
 class FakeDoctor:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, exits: list[int]) -> None:
         import aotipre.doctor
-        import aotipre.runtimes
+        import aotipre.environment.runtimes
 
         self.exits = list(exits)
         self.options: list[Any] = []
         monkeypatch.setattr(aotipre.doctor, "run_doctor", self)
-        monkeypatch.setattr(aotipre.runtimes, "probe", lambda p: runtime(p or "python"))
+        monkeypatch.setattr(aotipre.environment.runtimes, "probe", lambda p: runtime(p or "python"))
 
     def __call__(self, opts: Any) -> DoctorReport:
         self.options.append(opts)
@@ -387,7 +390,7 @@ def test_doctor_options_reach_the_canary(
 
 @pytest.mark.parametrize("spec", ["json", "json:", ":x", "junit:x.xml"])
 def test_doctor_report_spec_is_table_or_json_to_a_path(spec: str) -> None:
-    from aotipre.errors import AotipreError
+    from aotipre.foundation.errors import AotipreError
 
     with pytest.raises(AotipreError, match="FORMAT table or json"):
         commands.doctor(reports_to=[spec])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo
 from aotipre.runner.reference import (

@@ -12,8 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from aotipre import codes
-from aotipre.findings import Report, Severity, StageResult, StageStatus
+from aotipre.findings import Report, Severity, StageResult, StageStatus, codes
 from aotipre.report import common, github, junit, render_report, render_reports, sarif, table
 
 RT_A = {"python": "/a/python", "python_version": "3.11", "torch": "2.13.0+cpu", "torch_path": "/a"}

@@ -20,9 +20,7 @@ from aotipre.binaries.cuda import GpuImage
 from aotipre.binaries.facts import BinaryFacts, CompileFlags, GpuMember, SharedObject
 from aotipre.binaries.x86 import FeatureUse, IsaScan
 from aotipre.checks.target import CANNOT_RUN, check_host, row_for
-from aotipre.errors import UsageError
-from aotipre.findings import Finding, Severity
-from aotipre.host import (
+from aotipre.environment.host import (
     ISA_LEVELS,
     HostInfo,
     TorchRuntime,
@@ -32,6 +30,8 @@ from aotipre.host import (
     parse_target,
     parse_targets,
 )
+from aotipre.findings import Finding, Severity
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo
 
@@ -348,7 +348,7 @@ def test_the_hint_for_a_gpu_older_than_the_compile_gpu() -> None:
 
 def _bug_host(*issues: int) -> object:
     from aotipre.binaries.torch_bugs import KnownBug
-    from aotipre.host import HostInfo, TorchRuntime
+    from aotipre.environment.host import HostInfo, TorchRuntime
 
     bugs = tuple(KnownBug(i, f"bug {i}", f"file.py:{i % 1000}", "python") for i in issues)
     return HostInfo(

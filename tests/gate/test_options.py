@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from aotipre import batch
 from aotipre.cli import main
+from aotipre.fleet import batch
 from tests.gate.archives import merge
 from tests.gate.conftest import FACTS, plain_torch
 

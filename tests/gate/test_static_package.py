@@ -13,8 +13,8 @@ import pytest
 from aotipre.binaries.facts import IsaScanner
 from aotipre.checks.package import check_package as check_package_with_facts
 from aotipre.checks.target import check_host
+from aotipre.environment.host import HostInfo, parse_target
 from aotipre.findings import Finding, Severity
-from aotipre.host import HostInfo, parse_target
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 

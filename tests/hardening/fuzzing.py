@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from aotipre.api import CheckOptions, check
-from aotipre.errors import AotipreError, InputsError, PackageError
+from aotipre.foundation.errors import AotipreError, InputsError, PackageError
 from aotipre.inputs.load import load_sample_inputs_bytes
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import PackageInfo

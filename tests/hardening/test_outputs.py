@@ -297,7 +297,7 @@ def test_the_doctor_headers_escape_control_and_bidi_characters(
     import json
     from types import SimpleNamespace
 
-    from aotipre import commands
+    from aotipre.cli import commands
     from aotipre.doctor import render as doctor_render
 
     monkeypatch.setattr(doctor_render, "render", lambda r, fmt: "{}" if fmt == "json" else "x\n")

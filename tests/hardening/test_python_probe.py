@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import config, runtimes
+from aotipre import config
 from aotipre.cli import main
-from aotipre.errors import UsageError
+from aotipre.environment import runtimes
+from aotipre.foundation.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -182,8 +183,8 @@ def test_a_path_that_is_no_interpreter_is_one_line(
 
 _MEASURE = """
 import json, sys, time
-from aotipre import runtimes
-from aotipre.errors import UsageError
+from aotipre.environment import runtimes
+from aotipre.foundation.errors import UsageError
 start = time.monotonic()
 try:
     message = "ok " + runtimes.probe(sys.argv[1]).torch_version

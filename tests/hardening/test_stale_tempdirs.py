@@ -1,4 +1,4 @@
-"""The folders a SIGKILLed aotipre leaves in the temp dir are swept (aotipre/tempdirs.py): only
+"""The folders a SIGKILLed aotipre leaves in the temp dir are swept (aotipre/foundation/tempdirs.py): only
 aotipre's, only this user's, never through a link, only once their owner process is gone (a
 reused pid is not the owner) and the grace period is over; folders of older versions (no owner
 record) only after a day. Ends with a real `aotipre check` killed by SIGKILL mid-run."""
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from aotipre import tempdirs
-from aotipre.errors import UsageError
+from aotipre.foundation import tempdirs
+from aotipre.foundation.errors import UsageError
 
 ME = tempdirs._this_process()
 pytestmark = pytest.mark.skipif(ME is None, reason="needs Linux's /proc")
@@ -259,7 +259,7 @@ def _cli(grace_s: float | None = None) -> list[str]:
     tempdirs.GRACE_S in that process (the test hook)."""
     patch = "" if grace_s is None else f"tempdirs.GRACE_S = {grace_s!r}; "
     code = (
-        "import runpy, sys; from aotipre import tempdirs; "
+        "import runpy, sys; from aotipre.foundation import tempdirs; "
         f"{patch}sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
     return [sys.executable, "-c", code, FAKE_CLI, FAKE_WORKER]

@@ -1,6 +1,6 @@
 """Issue #30 (P1.2): every read of a user-named file goes through the safe readers.
 
-`aotipre.safeio.read_text` / `require_file` (text: a regular file, bounded, never blocking on a
+`aotipre.foundation.safeio.read_text` / `require_file` (text: a regular file, bounded, never blocking on a
 FIFO, strict UTF-8, one line naming the file) and `aotipre.binaries.source.open_file`
 (binaries). An AST scan of aotipre/ fails on any new plain `open()`, `io.open`, `os.open` or
 `.read_text()` / `.read_bytes()` / `.open()` that is not in ALLOWED with its reason. Then the
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from aotipre.errors import UsageError
-from aotipre.host import parse_target
-from aotipre.safeio import read_text, require_file
+from aotipre.environment.host import parse_target
+from aotipre.foundation.errors import UsageError
+from aotipre.foundation.safeio import read_text, require_file
 
 PACKAGE = Path(__file__).resolve().parents[2] / "aotipre"
 OUT_OF_SCOPE = ("aotipre/runner/worker/",)
@@ -36,10 +36,13 @@ bounded), or a zipfile member."""
 
 ALLOWED: dict[tuple[str, str], str] = {
     # the safe readers and writers themselves
-    ("aotipre.safeio", "read_text"): "the safe text reader (O_NONBLOCK, fstat, bounded)",
-    ("aotipre.safeio", "_write_in_place"): "opens a special output without O_CREAT/O_TRUNC",
-    ("aotipre.safeio", "ensure_std_fds"): "/dev/null and descriptors 1 and 2",
-    ("aotipre.safeio", "_silence"): "/dev/null",
+    ("aotipre.foundation.safeio", "read_text"): "the safe text reader (O_NONBLOCK, fstat, bounded)",
+    (
+        "aotipre.foundation.safeio",
+        "_write_in_place",
+    ): "opens a special output without O_CREAT/O_TRUNC",
+    ("aotipre.foundation.safeio", "ensure_std_fds"): "/dev/null and descriptors 1 and 2",
+    ("aotipre.foundation.safeio", "_silence"): "/dev/null",
     ("aotipre.binaries.source", "open_file"): "the safe binary reader (O_NONBLOCK, fstat)",
     ("aotipre.inputs.weights", "_open"): "--weights: O_NONBLOCK, fstat regular, as safeio",
     ("aotipre.pt2.archive", "_open_regular"): "the package reader: O_NONBLOCK, fstat regular",
@@ -47,18 +50,21 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.pt2.archive", "FolderArchive.chunks"): "folder member, walked: regular, no link",
     ("aotipre.pt2.archive", "FolderArchive.crc_ok"): "folder member, walked: regular, no link",
     ("aotipre.inputs.load", "_open"): "--inputs: O_NONBLOCK, fstat regular, as safeio",
-    ("aotipre.engines.ray", "_started_with"): "/proc/self/environ: the kernel's, not the user's",
+    (
+        "aotipre.fleet.engines.ray",
+        "_started_with",
+    ): "/proc/self/environ: the kernel's, not the user's",
     # user-named, read again after the safe open above checked them
     ("aotipre.inputs.values", "_storage_bytes"): "--inputs again, after load_sample_inputs",
     ("aotipre.runner.stages.compile", "_inputs_digest"): "--inputs, after load_sample_inputs",
     # aotipre's package data, the kernel's and the system's files
     ("aotipre.binaries.versions", "load_table"): "torch_table.json shipped in aotipre",
-    ("aotipre.host", "_local_flags"): "/proc/cpuinfo",
-    ("aotipre.host", "_local_driver"): "/proc/driver/nvidia/version",
+    ("aotipre.environment.host", "_local_flags"): "/proc/cpuinfo",
+    ("aotipre.environment.host", "_local_driver"): "/proc/driver/nvidia/version",
     ("aotipre.doctor.canary", "_machine_id"): "/etc/machine-id",
     ("aotipre.doctor.dirs", "probe_directory"): "the mount table (/proc/self/mountinfo)",
     ("aotipre.runner.contain", "_tree_members"): "/proc/PID/stat and environ",
-    ("aotipre.tempdirs", "_read_small"): "/proc/PID/stat and the boot id (bounded)",
+    ("aotipre.foundation.tempdirs", "_read_small"): "/proc/PID/stat and the boot id (bounded)",
     ("aotipre.doctor.toolchain", "inspect_library"): "the libstdc++ the compiler or torch names",
     ("aotipre.report.github", "append_step_summary"): "$GITHUB_STEP_SUMMARY (the CI's file)",
     # files aotipre wrote itself: its work folders and its caches
@@ -85,9 +91,18 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("aotipre.runner.prewarm", "Prewarmed.hand"): "writes a job file in its private folder",
     ("aotipre.triage.accuracy", "_Triage._inputs"): "writes the archive's sample inputs in "
     "accuracy triage's private folder",
-    ("aotipre.tempdirs", "_write_record"): "writes an owner record (O_EXCL|O_NOFOLLOW, 0600)",
-    ("aotipre.tempdirs", "_read_record"): "an owner record: O_NOFOLLOW, fstat regular, bounded",
-    ("aotipre.tempdirs", "_is_stale"): "opens a temp folder (O_DIRECTORY|O_NOFOLLOW) to fstat it",
+    (
+        "aotipre.foundation.tempdirs",
+        "_write_record",
+    ): "writes an owner record (O_EXCL|O_NOFOLLOW, 0600)",
+    (
+        "aotipre.foundation.tempdirs",
+        "_read_record",
+    ): "an owner record: O_NOFOLLOW, fstat regular, bounded",
+    (
+        "aotipre.foundation.tempdirs",
+        "_is_stale",
+    ): "opens a temp folder (O_DIRECTORY|O_NOFOLLOW) to fstat it",
     ("aotipre.runner.proc", "_read_result"): "a worker's result file (size-bounded)",
     ("aotipre.runner.stages.compile_fault", "_read"): "a sanitizer log a worker wrote",
     ("aotipre.runner.stages.jobs", "died"): "a worker's step log in aotipre's work folder",
@@ -153,7 +168,7 @@ def test_no_new_plain_read_of_a_file() -> None:
     new = [f"{m}:{line} in {fn}()" for m, fn, line in scan() if (m, fn) not in ALLOWED]
     assert not new, (
         "plain open()/read_text()/read_bytes() outside the safe readers: read a user-named "
-        "file with aotipre.safeio.read_text / require_file (text) or binaries.source.open_file "
+        "file with aotipre.foundation.safeio.read_text / require_file (text) or binaries.source.open_file "
         "(binaries); add a file aotipre itself wrote to ALLOWED with its reason:\n  "
         + "\n  ".join(new)
     )
@@ -189,13 +204,13 @@ PROBES = frozenset({"stat", "lstat", "is_dir", "is_file", "exists", "is_symlink"
 `exists` on ENAMETOOLONG or EACCES; `resolve` on a link loop; `stat` on anything); `os.stat`
 and `os.lstat` likewise. `os.path.isdir` / `isfile` / `exists` never raise."""
 NO_IO_RECEIVERS = frozenset({"os.path", "safeio", "info", "i"})
-"""The safe probes (aotipre.safeio), os.path's, and zipfile ZipInfo (`info.is_dir()`)."""
+"""The safe probes (aotipre.foundation.safeio), os.path's, and zipfile ZipInfo (`info.is_dir()`)."""
 DIR_ENTRIES = frozenset({"entry", "e"})
 """os.scandir entries: `entry.is_dir(follow_symlinks=False)` reads the listing's d_type."""
 
 ALLOWED_PROBES: dict[tuple[str, str], str] = {
-    ("aotipre.batch", "load_manifest"): "resolves the manifest read_toml has just read",
-    ("aotipre.batch", "keep_shard"): "resolves the manifest load_manifest has read",
+    ("aotipre.fleet.batch", "load_manifest"): "resolves the manifest read_toml has just read",
+    ("aotipre.fleet.batch", "keep_shard"): "resolves the manifest load_manifest has read",
     ("aotipre.config", "load_config"): "resolves the config file read_toml has just read",
     ("aotipre.pt2.reader", "_read"): "the package the archive reader has opened",
     (
@@ -281,7 +296,7 @@ def test_no_new_unguarded_path_probe() -> None:
     new = [f"{m}:{line} in {fn}()" for m, fn, line in probe_scan() if (m, fn) not in ALLOWED_PROBES]
     assert not new, (
         "Path.stat/is_dir/is_file/exists/resolve or os.stat outside a try that catches OSError: "
-        "probe a user-given path with aotipre.safeio.probe / is_dir / is_file / exists / "
+        "probe a user-given path with aotipre.foundation.safeio.probe / is_dir / is_file / exists / "
         "resolved; add one on a path already opened, or aotipre's own, to ALLOWED_PROBES with "
         "its reason:\n  " + "\n  ".join(new)
     )
@@ -352,7 +367,7 @@ def test_no_such_file_is_said_only_of_a_missing_file(tmp_path: Path) -> None:
 
 
 def test_the_bundle_package_message_names_a_link_loop(tmp_path: Path) -> None:
-    from aotipre.bundle import write_bundle
+    from aotipre.pt2.bundle import write_bundle
 
     (tmp_path / "loop.pt2").symlink_to("loop.pt2")
     with pytest.raises(UsageError, match="is a symbolic link loop"):

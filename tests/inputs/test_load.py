@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aotipre.errors import InputsError
+from aotipre.foundation.errors import InputsError
 from aotipre.inputs import load
 from aotipre.inputs.load import (
     DeviceValue,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from aotipre.checks.weights import check_weights
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 from aotipre.inputs.weights import read_weights
 from aotipre.pt2.spec import ConstantSpec
 from tests.fakes.specs import token_model

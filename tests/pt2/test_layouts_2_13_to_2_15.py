@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from aotipre.api import CheckOptions, check
-from aotipre.errors import PackageError
 from aotipre.findings import Verdict
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2.reader import read_package
 from aotipre.pt2.spec import package_to_dict
 

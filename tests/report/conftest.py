@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aotipre import codes
-from aotipre.findings import Report, Severity, StageResult, StageStatus
+from aotipre.findings import Report, Severity, StageResult, StageStatus, codes
 
 TRICKY = "50% of 'x': a,b\r\nnext line <tag> & | pipe \x1b[31m"
 """A message with every character some format must escape."""

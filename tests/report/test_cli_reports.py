@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aotipre.app import Format
 from aotipre.cli import main
+from aotipre.cli.app import Format
 from aotipre.report import BATCH_RENDERERS, CHECK_RENDERERS, parse_report_spec
 
 Pkg = Callable[[str], Path]

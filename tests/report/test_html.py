@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import codes
 from aotipre.cli import main
-from aotipre.findings import Report, StageResult, StageStatus
+from aotipre.findings import Report, StageResult, StageStatus, codes
 from aotipre.report import render_report, render_reports
 from aotipre.report.sanitize import clean
 from aotipre.runner.perf import ColdStart, Latency, Memory, PerfRecord

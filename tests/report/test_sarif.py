@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aotipre import codes
-from aotipre.findings import Report
+from aotipre.findings import Report, codes
 from aotipre.report import sarif
 
 LEVELS = {"none", "note", "warning", "error"}

@@ -48,7 +48,7 @@ def test_paths_are_not_broken_at_their_hyphens() -> None:
 
 def test_a_huge_word_is_clipped_in_the_table_and_whole_in_the_json() -> None:
     # a sample whose keyword name is 1M characters (30M took tabulate's wrapping minutes)
-    from aotipre import codes
+    from aotipre.findings import codes
     from aotipre.report.table import findings_table
 
     name = "k" * 1_000_000

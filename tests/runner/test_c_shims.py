@@ -119,7 +119,7 @@ class _Session:
     def __init__(self, records: dict[str, StepRecord]) -> None:
         from types import SimpleNamespace
 
-        from aotipre import codes
+        from aotipre.findings import codes
 
         self.records = records
         self.model = SimpleNamespace(name="model")

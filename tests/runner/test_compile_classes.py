@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aotipre import codes
+from aotipre.findings import codes
 from aotipre.runner.compile_classes import CODES, classify_compile_class, phase_clause
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compile_failures"

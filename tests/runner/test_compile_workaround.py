@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 from aotipre.runner.compile_classes import CompileClass
 from aotipre.runner.stages import DynamicOptions
 from aotipre.runner.stages.base import StepRecord

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from aotipre.environment.host import detect_local
 from aotipre.findings import Severity, StageStatus
-from aotipre.host import detect_local
 from aotipre.pt2.reader import read_package
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
 from aotipre.runner.stages.devicegate import refuse_device

@@ -134,7 +134,8 @@ def test_the_server_started_early_is_the_one_the_first_job_asks_for(
     # batch.run starts the first job's server before that job reads its package: with the
     # interpreter and environment (extra_env included) its session then asks for, so no job
     # starts a second one, and both packages are forked by it
-    from aotipre import api, batch
+    from aotipre import api
+    from aotipre.fleet import batch
     from aotipre.runner.stages import DynamicOptions, PerfOptions
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
@@ -172,9 +173,10 @@ def test_the_server_started_early_is_the_one_the_first_job_asks_for(
 def test_no_server_is_started_early_for_a_job_that_runs_no_forked_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from aotipre import api, batch
+    from aotipre import api
+    from aotipre.environment.runtimes import Runtime
+    from aotipre.fleet import batch
     from aotipre.runner.stages import DynamicOptions
-    from aotipre.runtimes import Runtime
 
     started: list[str] = []
 

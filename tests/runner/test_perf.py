@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
-from aotipre import codes
+from aotipre.findings import codes
 from aotipre.runner import perf
 
 MB = perf.MB

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from aotipre import codes as codes_mod
-from aotipre.errors import UsageError
 from aotipre.findings import Finding, Severity, StageResult, StageStatus
+from aotipre.findings import codes as codes_mod
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.runner import cache as cache_mod
 from aotipre.runner import launch

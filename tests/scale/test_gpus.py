@@ -1,4 +1,4 @@
-"""Several GPUs on one machine (aotipre.gpus): which GPUs are visible (a FAKE nvidia-smi on PATH
+"""Several GPUs on one machine (aotipre.fleet.gpus): which GPUs are visible (a FAKE nvidia-smi on PATH
 stands for the host: this machine has no GPU), --gpus and the `gpus` key, the pool that lends
 one GPU per package, and batch.run pinning each CUDA package's workers to its GPU (the FAKE
 torch worker, tests/fakes/env_worker.py, records the CUDA_VISIBLE_DEVICES each worker got)."""
@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import batch, config, gpus
+from aotipre import config
 from aotipre.api import CheckOptions
 from aotipre.cli import main
-from aotipre.errors import UsageError
 from aotipre.findings import Report
-from aotipre.gpus import Gpu, GpuPool
+from aotipre.fleet import batch, gpus
+from aotipre.fleet.gpus import Gpu, GpuPool
+from aotipre.foundation.errors import UsageError
 from aotipre.report import markdown, table
 from aotipre.runner.stages import DynamicOptions
 from aotipre.triage.escalate import TriageOptions

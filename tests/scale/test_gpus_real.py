@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import gpus
 from aotipre.cli import main
+from aotipre.fleet import gpus
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""`aotipre merge` (aotipre.merge) and Report.from_dict: a zoo checked as shards and merged gives
+"""`aotipre merge` (aotipre.fleet.merge) and Report.from_dict: a zoo checked as shards and merged gives
 the unsharded run's report in every format and its exit code; a missing or cut-off shard, a
 package no shard checked, two verdicts for one package, another schema version: never clean.
 
@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 
 from aotipre import __version__, api
-from aotipre import merge as merge_module
 from aotipre.api import CheckOptions
-from aotipre.errors import UsageError
 from aotipre.findings import Report, StageResult, StageStatus
-from aotipre.merge import MAX_NESTING, merge, parsed_size
+from aotipre.fleet import merge as merge_module
+from aotipre.fleet.merge import MAX_NESTING, merge, parsed_size
+from aotipre.fleet.shard import Shard, plan_shards
+from aotipre.foundation.errors import UsageError
 from aotipre.report import render_report, render_reports
 from aotipre.runner.perf import ColdStart, Latency, Memory, PerfRecord
-from aotipre.shard import Shard, plan_shards
 from aotipre.triage.diagnosis import Diagnosis, IndexBound, TensorStats
 from tests.scale.shards import Pkg, cli, enter_project, one_error_line, write_zoo
 

@@ -12,8 +12,8 @@ import pytest
 
 from aotipre import api
 from aotipre.api import CheckOptions
-from aotipre.batch import PackageJob
-from aotipre.placement import GPU_KINDS, GpuCode, Placement, gpu_code, needs_gpu, place
+from aotipre.fleet.batch import PackageJob
+from aotipre.fleet.placement import GPU_KINDS, GpuCode, Placement, gpu_code, needs_gpu, place
 from aotipre.runner.stages.options import DynamicOptions
 
 DATA = Path(__file__).parents[1] / "data" / "torch211"

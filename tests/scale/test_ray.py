@@ -386,7 +386,7 @@ def test_a_listener_that_is_not_ray_is_one_line(
     """--address naming a TCP listener that is not a Ray head (it accepts and says nothing):
     one line once the probe's time is up (3 s here), none of Ray's log lines on stderr."""
     from aotipre.cli import main
-    from aotipre.engines import ray as ray_engine
+    from aotipre.fleet.engines import ray as ray_engine
 
     monkeypatch.chdir(project)
     monkeypatch.setattr(ray_engine, "PROBE_S", 3.0)

@@ -1,4 +1,4 @@
-"""CI shards (aotipre.shard, `check --shard`): parsing I/N and the CI variables of `auto`, and an
+"""CI shards (aotipre.fleet.shard, `check --shard`): parsing I/N and the CI variables of `auto`, and an
 assignment of packages to shards that is balanced and stays the same whatever the manifest's
 order, the working directory or the checkout folder."""
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import batch, config
-from aotipre.errors import UsageError
-from aotipre.shard import MAX_SHARDS, Shard, assign, package_keys, parse_shard
+from aotipre import config
+from aotipre.fleet import batch
+from aotipre.fleet.shard import MAX_SHARDS, Shard, assign, package_keys, parse_shard
+from aotipre.foundation.errors import UsageError
 from tests.scale.shards import ZOO, Pkg, cli, enter_project, one_error_line, write_zoo
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aotipre.cli import main
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 from aotipre.pt2.spec import (
     AotiPart,
     CallSignature,

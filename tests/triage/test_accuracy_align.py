@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from aotipre import codes as code_table
 from aotipre.findings import StageStatus
+from aotipre.findings import codes as code_table
 from aotipre.runner.stages import DynamicOptions, OutputMismatch
 from aotipre.runner.worker import kernelmap
 from aotipre.triage.accuracy import (

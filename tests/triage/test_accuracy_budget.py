@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from aotipre import batch, config
+from aotipre import config
 from aotipre.cli import main
-from aotipre.errors import UsageError
+from aotipre.fleet import batch
+from aotipre.foundation.errors import UsageError
 from aotipre.triage.escalate import TriageOptions
 
 

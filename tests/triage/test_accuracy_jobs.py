@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aotipre import codes as code_table
+from aotipre.findings import codes as code_table
 from aotipre.runner import launch
 from aotipre.runner.stages import DynamicOptions, OutputMismatch
 from aotipre.runner.stages.mismatch import hand_mismatch

@@ -9,8 +9,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from aotipre import codes as code_table
 from aotipre.findings import Finding, StageStatus
+from aotipre.findings import codes as code_table
 from aotipre.runner.stages import DynamicOptions, OutputMismatch
 from aotipre.runner.stages.mismatch import hand_mismatch
 from aotipre.triage.accuracy import AccuracyOptions, triage_accuracy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from aotipre import codes
+from aotipre.findings import codes
 from aotipre.triage.ladder import (
     BY_ID,
     LADDER,

@@ -160,7 +160,7 @@ def host_traits(device_type: str) -> dict[str, Any]:
     """What of this host changes the generated code: the CPU's ISA (cpu code is built with
     -march=native), the GPUs' compute capability (cuda)."""
     traits: dict[str, Any] = {"machine": platform.machine(), "system": platform.system()}
-    from aotipre.host import detect_local
+    from aotipre.environment.host import detect_local
 
     try:
         host = detect_local(probe_cuda=device_type == "cuda")

@@ -11,10 +11,9 @@ import dataclasses
 import os
 from typing import Any
 
-from aotipre import codes
 from aotipre.checks.custom_ops import Registration
 from aotipre.cpp import harness as cpp
-from aotipre.findings import StageResult, StageStatus
+from aotipre.findings import StageResult, StageStatus, codes
 from aotipre.runner.stages.base import PlannedStep, StepRecord, ok
 from aotipre.runner.stages.compare import mismatch_text
 from aotipre.runner.stages.session import Session, Stage

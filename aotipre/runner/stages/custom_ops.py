@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from aotipre.checks.custom_ops import Registration, register_hint
-from aotipre.errors import PackageError
 from aotipre.findings import StageResult, StageStatus
+from aotipre.foundation.errors import PackageError
 from aotipre.pt2.ops import CustomOp, archive_custom_ops, split_target
 from aotipre.runner.compile_classes import CODES as COMPILE_CLASS_CODES
 from aotipre.runner.stages.base import PlannedStep, StepRecord, ok

@@ -18,7 +18,7 @@ _CVD = "CUDA_VISIBLE_DEVICES"
 
 def gpu_count() -> int:
     """GPUs on this host (nvidia-smi; torch-free)."""
-    from aotipre.host import detect_local
+    from aotipre.environment.host import detect_local
 
     try:
         return len(detect_local(probe_cuda=True).compute_capabilities)
@@ -38,7 +38,7 @@ class DeviceIndexStage(Stage):
             self.why_not = "the package runs on the CPU (device_index applies to CUDA packages)"
             return []
         gpus = gpu_count()
-        # the workers' own CUDA_VISIBLE_DEVICES (a package pinned to one GPU: aotipre.gpus)
+        # the workers' own CUDA_VISIBLE_DEVICES (a package pinned to one GPU: aotipre.fleet.gpus)
         pinned = {**os.environ, **s.opts.extra_env}.get(_CVD)
         if pinned is not None and gpus > 0:
             gpus = min(gpus, len([d for d in pinned.split(",") if d.strip()]))

@@ -47,7 +47,7 @@ def refuse_device(
         )
     if device_type != "cuda" or not check_host:
         return None
-    from aotipre.host import detect_local
+    from aotipre.environment.host import detect_local
 
     host = detect_local(probe_cuda=True)
     if "cuda" not in host.device_types:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aotipre.checks.inputs import CompiledLayout, compiled_layouts
-from aotipre.errors import InputsError
+from aotipre.foundation.errors import InputsError
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
 from aotipre.pt2.archive import Archive

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aotipre.errors import AotipreError
 from aotipre.findings import Finding
+from aotipre.foundation.errors import AotipreError
 from aotipre.inputs.weights import read_weights
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo

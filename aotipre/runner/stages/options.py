@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aotipre.bounds import RUN_NUMBERS, TRIAGE_NUMBERS
-from aotipre.errors import UsageError
+from aotipre.foundation.bounds import RUN_NUMBERS, TRIAGE_NUMBERS
+from aotipre.foundation.errors import UsageError
 from aotipre.runner.perf import REGRESSION_TOLERANCE, Budgets
 
 
@@ -112,7 +112,7 @@ class DynamicOptions:
     """The perf stage's options; None: no perf stage (and no measuring in load and run)."""
 
     def __post_init__(self) -> None:
-        """A library caller gets the checks the flags get (aotipre.bounds): a NaN tolerance, a
+        """A library caller gets the checks the flags get (aotipre.foundation.bounds): a NaN tolerance, a
         zero or endless timeout, a negative or 23-digit seed is one UsageError naming the field,
         not a worker that fails every comparison or overflows torch's generator."""
         budget = ("workaround_budget_s", TRIAGE_NUMBERS["accuracy-budget"][1])

@@ -13,14 +13,14 @@ from dataclasses import replace
 from typing import Any
 
 from aotipre.diff import behaviour
-from aotipre.errors import AotipreError
 from aotipre.findings import Severity, StageResult, StageStatus
+from aotipre.foundation.errors import AotipreError
+from aotipre.foundation.safeio import require_file
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.spec import PackageInfo
 from aotipre.runner import loadcost, perf
 from aotipre.runner.stages.base import PlannedStep, ok
 from aotipre.runner.stages.session import Session, Stage
-from aotipre.safeio import require_file
 
 
 class PerfStage(Stage):

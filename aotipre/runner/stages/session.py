@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from aotipre import codes, tempdirs
-from aotipre.errors import InputsError, PackageError
-from aotipre.findings import Finding, StageResult, StageStatus
+from aotipre.findings import Finding, StageResult, StageStatus, codes
+from aotipre.foundation import tempdirs
+from aotipre.foundation.errors import InputsError, PackageError
 from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive, open_archive

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from aotipre.findings import StageResult
-from aotipre.progress import stage_ended, stage_started
+from aotipre.foundation.progress import stage_ended, stage_started
 from aotipre.runner.stages.base import PlannedStep, StepRecord
 
 _OUTCOMES = {

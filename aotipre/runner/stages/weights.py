@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from aotipre.errors import AotipreError
 from aotipre.findings import StageResult, StageStatus
+from aotipre.foundation.errors import AotipreError
 from aotipre.inputs.weights import WeightsFile, read_weights
 from aotipre.runner.stages.base import PlannedStep, describe_output, first_line, ok
 from aotipre.runner.stages.compare import mismatch_text

@@ -1,6 +1,6 @@
 """The finding-code table: every code aotipre can emit, with its default severity, category and hint.
 
-Numbering policy (also in docs/codes.md, which aotipre/codes_doc.py renders from this module):
+Numbering policy (also in docs/codes.md, which aotipre/findings/codes_doc.py renders from this module):
 
 - `AOTxyy`: `x` is the family, `yy` the number inside it; a code is never reused or renumbered.
 - 0 package and archive; 1 call structure; 2 dtype and device; 3 shape, dynamic range and stride;

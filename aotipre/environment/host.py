@@ -1,5 +1,11 @@
 """Facts about a deployment host, torch-free: this machine's (detected) or a `--target`'s (described).
 
+Longer than the ~600 lines of the other modules on purpose: a target is one record whether detected
+here (/proc/cpuinfo, nvidia-smi, glibc, libstdc++, the installed torch) or described by `--target`
+(its parser, libtorch and image folders), and the checks compare the two field by field; the
+detection and the description of each fact sit side by side so that their spellings and units stay
+one.
+
 A target is what a package will meet: a device type, GPUs (compute capabilities, a driver), CPUs
 (instruction-set extensions), a C library and a C++ runtime, and a torch (a release, whose shim
 exports aotipre ships as data, or a libtorch folder whose exports are read). Unknown facts stay
@@ -19,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 
 if TYPE_CHECKING:
     from aotipre.binaries.torch_bugs import KnownBug
@@ -547,7 +553,7 @@ def _libtorch_version(
     bounded, never blocking, strict UTF-8). `shown` names the folder in the one-line
     UsageError for a version file that is there but cannot be read (a FIFO, a directory, a
     link loop, not UTF-8); None (the torch installed here): such a file is skipped."""
-    from aotipre.safeio import read_text
+    from aotipre.foundation.safeio import read_text
 
     for name, limit in _VERSION_FILES:
         path = resolve(os.path.join(folder, name))

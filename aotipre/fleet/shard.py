@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 
 MAX_SHARDS = 10_000
 """Most shards a run may be split into."""

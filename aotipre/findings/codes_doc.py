@@ -1,4 +1,4 @@
-"""The finding-code reference, rendered from aotipre/codes.py: docs/codes.md, and one code's section
+"""The finding-code reference, rendered from aotipre/findings/codes.py: docs/codes.md, and one code's section
 for the terminal (`aotipre explain`). Installed aotipre needs no docs/ folder for either."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from aotipre.codes import ALL_CODES, BY_CODE, BY_NAME, FAMILIES, Code
+from aotipre.findings.codes import ALL_CODES, BY_CODE, BY_NAME, FAMILIES, Code
 
 DOC_PATH = "docs/codes.md"
 """Where scripts/gen_codes_reference.py writes render_reference(), relative to the repository."""
@@ -80,7 +80,7 @@ def render_reference() -> str:
     out = [
         "# Finding codes",
         "",
-        "<!-- Generated from aotipre/codes.py by scripts/gen_codes_reference.py: do not edit by "
+        "<!-- Generated from aotipre/findings/codes.py by scripts/gen_codes_reference.py: do not edit by "
         "hand. -->",
         "",
         "Every finding aotipre reports carries one of these codes. Each section below gives the "

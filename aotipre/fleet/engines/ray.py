@@ -3,7 +3,7 @@ cluster, running the same worker processes as a local check, with the same progr
 reports; a task whose worker or node dies runs again once.
 
 Ray is imported only here, and only when this engine runs (the `ray` extra). The task runs
-aotipre.matrix.check, as batch.run does, on a node that sees the same paths (a shared
+aotipre.fleet.matrix.check, as batch.run does, on a node that sees the same paths (a shared
 filesystem) and has aotipre with the same interpreters.
 """
 
@@ -23,14 +23,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes, tempdirs
-from aotipre.errors import AotipreError, UsageError
-from aotipre.findings import Report
-from aotipre.placement import GpuCode, gpu_code, place
+from aotipre import __version__
+from aotipre.findings import Report, codes
+from aotipre.fleet.placement import GpuCode, gpu_code, place
+from aotipre.foundation import tempdirs
+from aotipre.foundation.errors import AotipreError, UsageError
 from aotipre.runner import forkserver, proc
 
 if TYPE_CHECKING:
-    from aotipre.batch import PackageJob
+    from aotipre.fleet.batch import PackageJob
 
 INSTALL_HINT = "pip install 'aotipre[ray]'"
 POLL_S = 0.2
@@ -471,8 +472,8 @@ class ProgressLines:
 def _check_task(job: PackageJob, cwd: str, index: int, lines: Any) -> Report:
     """One job, as batch.run checks it, in this Ray worker: in the driver's working directory
     (relative paths), its progress sent to `lines`; a cancel stops its workers first."""
-    from aotipre.batch import start_server_early
-    from aotipre.matrix import check as check_in_runtimes
+    from aotipre.fleet.batch import start_server_early
+    from aotipre.fleet.matrix import check as check_in_runtimes
 
     say: Callable[[str], None] | None = None
     if lines is not None:

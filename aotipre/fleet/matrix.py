@@ -1,6 +1,6 @@
 """A version matrix: one package checked with its workers in each of several interpreters
 (`--python` given more than once), merged into one Report whose dynamic stages and findings say
-which torch ran them. The interpreters themselves are probed by aotipre.runtimes.
+which torch ran them. The interpreters themselves are probed by aotipre.environment.runtimes.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from aotipre.runtimes import STATIC_STAGES, Runtime, remember
+from aotipre.environment.runtimes import STATIC_STAGES, Runtime, remember
 
 if TYPE_CHECKING:
     from aotipre.api import CheckOptions
@@ -24,7 +24,7 @@ def check(package: str, options: CheckOptions, runtimes: Sequence[Runtime]) -> R
     is applied once, to the merged report.
     """
     from aotipre import api
-    from aotipre.baseline import apply_baseline
+    from aotipre.findings.baseline import apply_baseline
 
     if options.static_only or not runtimes:
         return api.check(package, options)

@@ -1,9 +1,15 @@
 """The `aotipre` entry point: `main(argv) -> int` runs one command and turns every outcome into a
 documented exit code, never a traceback for a user error.
 
-Commands go to the typer app (aotipre/app.py), except the hot static ones (`inspect`, `check
+Why a package: the command line is the top layer and nothing else: this module (the entry point, and
+the static fast lane that answers `inspect` and `check --static-only` without importing typer),
+app.py (the typer app: every command and option) and commands.py (each command's body: settings and
+options -> the library -> a renderer -> an exit code). Nothing else in aotipre imports them; they
+call the library (aotipre.api, aotipre.fleet.batch) and the renderers (aotipre.report).
+
+Commands go to the typer app (aotipre/cli/app.py), except the hot static ones (`inspect`, `check
 --static-only`, `diff`, `explain`, `version`) written in the plain form their options allow: those
-take a fast lane straight to aotipre/commands.py. Typer builds a pydantic validator for every
+take a fast lane straight to aotipre/cli/commands.py. Typer builds a pydantic validator for every
 option of every command before it runs one, which costs more start-up than the static check
 itself; the lane knows only the options listed below and hands anything else (help, another
 option, an unusual spelling) to typer, which runs the same command function.
@@ -21,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aotipre import safeio
-from aotipre.errors import AotipreError
 from aotipre.findings import ExitCode
+from aotipre.foundation import safeio
+from aotipre.foundation.errors import AotipreError
 
 _VALUE_OPTIONS = {
     "inspect": {"--format": "format", "-f": "format", "--target": "target", "--config": "config"},
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
         with _early_worker(args):
             return _run_app(args)
     except AotipreError as exc:
-        from aotipre.commands import say_error
+        from aotipre.cli.commands import say_error
 
         say_error(str(exc))
         return int(ExitCode.CANNOT_CHECK)
@@ -133,7 +139,7 @@ def _early_worker(args: list[str]) -> contextlib.AbstractContextManager[None]:
 def _usage_error(exc: Exception) -> int:
     """A click usage error (bad option type, bad choice, unknown option, missing argument) as
     one line, like every other error, instead of click's usage block."""
-    from aotipre.commands import say_error
+    from aotipre.cli.commands import say_error
 
     message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
     if not message:  # `aotipre` alone: click printed the help, there is nothing more to say
@@ -148,7 +154,7 @@ def _usage_error(exc: Exception) -> int:
 def _run_app(args: list[str]) -> int:
     import typer
 
-    from aotipre.app import app
+    from aotipre.cli.app import app
 
     command = typer.main.get_command(app)
     _plain_help_option(command)
@@ -190,7 +196,7 @@ def _plain_help_option(command: Any) -> None:
 def _fast_lane(args: list[str]) -> Callable[[], int] | None:
     """The command function for `args` when the fast lane knows every word of them, else None."""
     if args in (["version"], ["--version"]):
-        from aotipre import commands
+        from aotipre.cli import commands
 
         return commands.version
     if not args or args[0] not in _VALUE_OPTIONS:
@@ -200,7 +206,7 @@ def _fast_lane(args: list[str]) -> Callable[[], int] | None:
     if parsed is None:
         return None
     values, positional = parsed
-    from aotipre import commands
+    from aotipre.cli import commands
 
     if name == "explain":
         fmt = values.get("format", "table")

@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TextIO
 
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 
 MAX_SETTINGS_BYTES = 4 * 1024 * 1024
 """Largest configuration or manifest file aotipre reads."""

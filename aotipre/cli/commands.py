@@ -1,6 +1,10 @@
 """What each CLI command does once its options are parsed: call the library, render, return the
-exit code. Shared by the typer app (aotipre/app.py) and the static fast lane (aotipre/cli.py), so
-neither holds behaviour of its own; nothing here imports typer."""
+exit code. Shared by the typer app (aotipre/cli/app.py) and the static fast lane (aotipre/cli/__init__.py), so
+neither holds behaviour of its own; nothing here imports typer.
+
+Long because it holds one function per CLI command, each short, shared by the typer app and
+the static fast lane; a module per command would repeat the shared rendering and exit-code helpers.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aotipre import __version__, codes, safeio, tempdirs
-from aotipre.errors import AotipreError, UsageError
+from aotipre import __version__
+from aotipre.findings import codes
+from aotipre.foundation import safeio, tempdirs
+from aotipre.foundation.errors import AotipreError, UsageError
 from aotipre.report import (
     json_format,
     parse_report_spec,
@@ -26,7 +32,7 @@ from aotipre.report.sanitize import clean, encodable
 
 if TYPE_CHECKING:  # the configuration (tomllib) is read only by the commands that take one
     from aotipre import config
-    from aotipre.shard import Shard
+    from aotipre.fleet.shard import Shard
 
 
 class Format(str, Enum):
@@ -75,7 +81,7 @@ def check(
     `packages` (or `serving_config`) checks each package against its config.pbtxt. `engine`
     `ray` runs the packages on a Ray cluster (`address`: `auto`, HOST:PORT, or None for a
     local Ray of this run). `shard` (`I/N` or `auto`): check only that CI shard's packages
-    (aotipre/shard.py), always in the report of many packages, the JSON one with the plan."""
+    (aotipre/fleet/shard.py), always in the report of many packages, the JSON one with the plan."""
     run_jobs = _engine(engine, address)
     sharded = _shard(shard, write_baseline)
     specs = [parse_report_spec(spec) for spec in reports_to]
@@ -83,8 +89,8 @@ def check(
 
     settings = config.load_config(config_file, isolated=no_config)
     parsed = config.parse_flags(flags)
-    from aotipre import batch  # imported here: only `check` runs packages (start-up time)
-    from aotipre.progress import Heartbeat, stamped
+    from aotipre.fleet import batch  # imported here: only `check` runs packages (start-up time)
+    from aotipre.foundation.progress import Heartbeat, stamped
 
     loaded = batch.load_manifest(manifest) if manifest is not None else None
     # on stderr whatever the format, terminal or --output: never mixed with a report
@@ -145,7 +151,7 @@ def check(
         select = keep_shard
 
     if runs_workers:
-        tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/tempdirs.py)
+        tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/foundation/tempdirs.py)
     with Heartbeat(stamped(progress)) as beat:
         reports = batch.check_packages(
             list(packages),
@@ -204,8 +210,8 @@ def merge(
 ) -> int:
     """`aotipre merge`: the JSON reports of a run's CI shards (`check --shard I/N`) as one
     report in `fmt` (and each `--report`), with one exit code: `check`'s, in which a package
-    that no shard checked could not be checked (aotipre/merge.py)."""
-    from aotipre.merge import merge as merge_shards
+    that no shard checked could not be checked (aotipre/fleet/merge.py)."""
+    from aotipre.fleet.merge import merge as merge_shards
 
     specs = [parse_report_spec(spec) for spec in reports_to]
     outputs = [("--output", output), *(("--report", path) for _, path in specs)]
@@ -256,9 +262,9 @@ def diff(
     if inputs is None:
         report = diff_packages(old, new, fail_on=fail_on, serving_config=serving)
     else:
-        from aotipre.progress import Heartbeat, stamped
+        from aotipre.foundation.progress import Heartbeat, stamped
 
-        tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/tempdirs.py)
+        tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/foundation/tempdirs.py)
         with Heartbeat(stamped(progress)) as beat:
             report = diff_packages(
                 old,
@@ -297,7 +303,7 @@ def _shard(text: str | None, write_baseline: Path | None) -> Shard | None:
     or with --write-baseline (a shard's baseline would lack the other shards' findings)."""
     if text is None:
         return None
-    from aotipre.shard import parse_shard
+    from aotipre.fleet.shard import parse_shard
 
     if write_baseline is not None:
         raise UsageError(
@@ -340,7 +346,7 @@ def _engine(name: str, address: str | None) -> Any:
         raise UsageError(f"--engine {name!r}: use local or ray")
     import functools
 
-    from aotipre.engines import ray as ray_engine
+    from aotipre.fleet.engines import ray as ray_engine
 
     if address is not None:
         ray_engine.check_address(address)
@@ -382,7 +388,7 @@ def bundle(
     """`aotipre bundle`: one .pt2 with the AOTI code, the ExportedProgram, sample inputs and
     expected outputs, which `aoti_load_package` loads unchanged and `aotipre check` checks
     against its own references."""
-    from aotipre.bundle import write_bundle
+    from aotipre.pt2.bundle import write_bundle
 
     def text(p: Path | None) -> str | None:
         return None if p is None else str(p)
@@ -449,7 +455,7 @@ def explain(code: str, fmt: str = "table") -> int:
     """`aotipre explain CODE`: one code's section of docs/codes.md as plain text (a code in any
     case, or a code's name), or one line per code for a prefix (`AOT6`). UsageError (one line,
     exit 2) for anything else."""
-    from aotipre import codes_doc
+    from aotipre.findings import codes_doc
 
     found = codes_doc.lookup(code)
     if not found:
@@ -482,8 +488,8 @@ def doctor(
     `python`: the interpreters whose torch is proved (each validated first: exit 2 when one
     cannot); several: one doctor report each, and the worst exit code."""
     from aotipre.doctor import DoctorOptions, run_doctor
+    from aotipre.environment.runtimes import probe
     from aotipre.runner.stages import DynamicOptions
-    from aotipre.runtimes import probe
 
     specs = [_doctor_report_spec(spec) for spec in reports_to]
     from aotipre import config
@@ -495,11 +501,11 @@ def doctor(
     # all validated before any canary runs; none given: the running interpreter
     runtimes = [probe(p) for p in python] if python else [probe(None)]
     reads.add(*(rt.python for rt in runtimes)).refuse(("--report", path) for _, path in specs)
-    from aotipre.progress import Heartbeat, stamped
+    from aotipre.foundation.progress import Heartbeat, stamped
 
     results = []
     said = stamped(progress)
-    tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/tempdirs.py)
+    tempdirs.sweep()  # the folders of an aotipre that was SIGKILLed (aotipre/foundation/tempdirs.py)
     for runtime in runtimes:
         dynamic = DynamicOptions(
             timeout_s=timeout,

@@ -95,7 +95,7 @@ def require_safe(directory: str | None = None) -> str:
     others unless sticky. Anywhere else another user could rename aotipre's folder away and put
     one of their own in its place, whose job file a worker would run as this user: UsageError
     naming the folder, never a fall-back to a folder the user did not choose."""
-    from aotipre.errors import UsageError
+    from aotipre.foundation.errors import UsageError
     from aotipre.runner.cache import root_problem
 
     folder = directory if directory is not None else tempfile.gettempdir()

@@ -1,4 +1,12 @@
-"""The result records of a check: findings, stage results, the report and its exit-code policy."""
+"""The result records of a check: findings, stage results, the report and its exit-code policy.
+
+Why a package: what a check concludes, and the vocabulary it concludes in. This module holds the
+records (Finding, StageResult, Report, the exit-code policy); codes.py the code table every finding
+cites; codes_doc.py the reference rendered from that table (docs/codes.md, `aotipre explain`);
+baseline.py the findings a team has accepted. Every layer imports the records and the codes; they
+import the foundation and each other one way (codes and baseline read the records, codes_doc the
+codes), and the records read back the perf and triage records lazily (Report.from_dict).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aotipre import jsonfields
+from aotipre.foundation import jsonfields
 
 if TYPE_CHECKING:
     from aotipre.runner.perf import PerfRecord
@@ -84,7 +92,7 @@ class Finding:
     """One thing aotipre found. Checks return these; they never print or exit."""
 
     code: str
-    """Stable code from `aotipre.codes` (e.g. AOT301)."""
+    """Stable code from `aotipre.findings.codes` (e.g. AOT301)."""
     severity: Severity
     category: Category
     message: str
@@ -253,9 +261,9 @@ class Report:
     """The perf stage's measurements, one per model: (the package's, the --against baseline's)."""
     runtimes: list[dict[str, Any]] = field(default_factory=list)
     """The interpreters the workers ran in (python, python_version, torch, torch_path), one per
-    --python (aotipre.runtimes); empty when no worker ran or the caller chose the interpreter."""
+    --python (aotipre.environment.runtimes); empty when no worker ran or the caller chose the interpreter."""
     gpu: dict[str, Any] | None = None
-    """The GPU the package's workers were pinned to (aotipre.gpus.Gpu.to_dict(): index, name,
+    """The GPU the package's workers were pinned to (aotipre.fleet.gpus.Gpu.to_dict(): index, name,
     uuid) when a run spread packages over GPUs (-j, --gpus); None: not pinned."""
 
     @property

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from aotipre import api
-from aotipre.baseline import Baseline, apply_baseline, load_baseline, write_baseline
 from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
-from aotipre.errors import UsageError
+from aotipre.environment.runtimes import Runtime, resolve
 from aotipre.findings import Report
-from aotipre.gpus import pinned_check
-from aotipre.matrix import check as check_in_runtimes
+from aotipre.findings.baseline import Baseline, apply_baseline, load_baseline, write_baseline
+from aotipre.fleet.gpus import pinned_check
+from aotipre.fleet.matrix import check as check_in_runtimes
+from aotipre.fleet.shard import Shard, ShardPlan, numbered, plan_shards
+from aotipre.foundation.errors import UsageError
 from aotipre.runner import forkserver, launch
 from aotipre.runner.proc import allow_new_children, kill_all_children
-from aotipre.runtimes import Runtime, resolve
-from aotipre.shard import Shard, ShardPlan, numbered, plan_shards
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -182,7 +182,7 @@ def run(
 ) -> list[Report]:
     """Check every job; up to `workers` at once (threads: the heavy work runs in worker
     processes). Reports come back in the jobs' order whatever finishes first. A job that needs
-    a GPU gets one to itself while several run (or `gpus`, --gpus, is given): aotipre.gpus."""
+    a GPU gets one to itself while several run (or `gpus`, --gpus, is given): aotipre.fleet.gpus."""
     check = pinned_check(jobs, workers, gpus, _check)
     with forkserver.session(enabled=len(jobs) > 1):
         if check is _check and jobs:  # (a job pinned to a GPU gets another environment)
@@ -263,7 +263,7 @@ def with_runtimes(jobs: Sequence[PackageJob], *, light: bool = False) -> list[Pa
 def keep_shard(
     jobs: Sequence[PackageJob], shard: Shard, manifest: Manifest | None = None
 ) -> tuple[list[PackageJob], ShardPlan]:
-    """The jobs of one CI shard, and the plan of the whole run (aotipre/shard.py): packages
+    """The jobs of one CI shard, and the plan of the whole run (aotipre/fleet/shard.py): packages
     keyed by their path relative to the manifest's folder, or to the working directory when
     there is no manifest."""
     base = Path(manifest.path).resolve().parent if manifest is not None else Path.cwd()
@@ -291,7 +291,7 @@ def check_packages(
 
     The baseline named by the settings is applied unless a new one is being written; then the
     reports are returned as the new baseline sees them. `engine` runs the jobs (with the `jobs`
-    setting) instead of `run` (aotipre.engines: e.g. a Ray cluster). `select` keeps some of the
+    setting) instead of `run` (aotipre.fleet.engines: e.g. a Ray cluster). `select` keeps some of the
     planned jobs (a CI shard's: `keep_shard`). `prefix`: as plan's (the package before each
     progress line).
     """

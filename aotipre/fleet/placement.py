@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from aotipre.errors import AotipreError
+from aotipre.foundation.errors import AotipreError
 
 if TYPE_CHECKING:
     from aotipre.api import CheckOptions

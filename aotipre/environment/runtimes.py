@@ -4,7 +4,7 @@ aotipre runs where it is installed; its workers (aotipre/runner/worker/: the sta
 and torch, no aotipre import) can run in another interpreter, e.g. the serving image's venv
 with the exact torch of the deployment. `probe` validates one interpreter in a subprocess that
 imports nothing heavy (torch's version comes from its installed metadata), started, bounded
-and reaped as every worker is (runner.proc.run_process); aotipre.matrix runs a package's
+and reaped as every worker is (runner.proc.run_process); aotipre.fleet.matrix runs a package's
 dynamic stages once per interpreter (a version matrix) and merges the runs.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre.errors import UsageError
-from aotipre.versions import SUPPORTED_TEXT, is_supported
+from aotipre.environment.versions import SUPPORTED_TEXT, is_supported
+from aotipre.foundation.errors import UsageError
 
 PROBE_TIMEOUT_S = 60.0
 PROBE_OUTPUT_BYTES = 64 * 1024

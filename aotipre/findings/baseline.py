@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from aotipre.errors import UsageError
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus
-from aotipre.safeio import MAX_BASELINE_BYTES, read_text, write_text
+from aotipre.foundation.errors import UsageError
+from aotipre.foundation.safeio import MAX_BASELINE_BYTES, read_text, write_text
 
 BASELINE_VERSION = 1
 

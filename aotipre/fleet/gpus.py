@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from aotipre.errors import UsageError
+from aotipre.foundation.errors import UsageError
 
 if TYPE_CHECKING:
     from aotipre.findings import Report
-    from aotipre.placement import Job
+    from aotipre.fleet.placement import Job
 
 PIN_ENV = "CUDA_VISIBLE_DEVICES"
 """What pins a package's workers to their GPU: set to the GPU's UUID, so that the mapping does
@@ -223,7 +223,7 @@ def pinned_check(
     whole check (its workers, crash triage's and the host canary's), so a GPU is lent again only
     after every process of the package that held it has exited.
     """
-    from aotipre.placement import needs_gpu
+    from aotipre.fleet.placement import needs_gpu
 
     if wanted is None and min(workers, len(jobs)) <= 1:
         return check

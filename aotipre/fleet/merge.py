@@ -22,10 +22,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aotipre import __version__, jsonfields, safeio
-from aotipre.errors import UsageError
+from aotipre import __version__
 from aotipre.findings import SCHEMA_VERSION, Report
-from aotipre.shard import MAX_SHARDS, assign, numbered
+from aotipre.fleet.shard import MAX_SHARDS, assign, numbered
+from aotipre.foundation import jsonfields, safeio
+from aotipre.foundation.errors import UsageError
 
 MAX_REPORT_BYTES = 256 * 1024 * 1024
 """Largest JSON report `merge` reads."""

@@ -1,5 +1,5 @@
 """The typer app: every command and option; each command hands its parsed values to
-aotipre/commands.py and exits with what that returns. Run through aotipre/cli.py's `main`.
+aotipre/cli/commands.py and exits with what that returns. Run through aotipre/cli/__init__.py's `main`.
 
 Longer than the ~600 lines of the other modules on purpose: it is the declaration of the CLI
 (every option of every command with its type, default, help text and panel), read as one table;
@@ -14,8 +14,8 @@ from typing import Any
 
 import typer
 
-from aotipre import commands
-from aotipre.commands import Format, InfoFormat
+from aotipre.cli import commands
+from aotipre.cli.commands import Format, InfoFormat
 
 app = typer.Typer(
     add_completion=True,

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from aotipre.binaries.source import SourceError, open_file
-from aotipre.errors import AotipreError, UsageError
+from aotipre.foundation.errors import AotipreError, UsageError
+from aotipre.foundation.safeio import ReadPaths, require_file, write_file
 from aotipre.inputs.load import load_sample_inputs
 from aotipre.pt2 import layout
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.exported import program_difference
 from aotipre.pt2.reader import OpenPackage, open_package
 from aotipre.pt2.spec import ModelInfo
-from aotipre.safeio import ReadPaths, require_file, write_file
 
 EXPECTED_OUTPUTS_FORMAT = layout.EXPECTED_OUTPUTS_FORMAT
 """Not under `extra/`, which torch's loader reads as UTF-8 text: a binary member there makes

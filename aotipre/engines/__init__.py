@@ -1,3 +1,0 @@
-"""The engines that run a batch of PackageJobs: local threads in aotipre.batch.run, and a Ray
-cluster in aotipre.engines.ray. Each takes the planned jobs and the `jobs` setting and returns
-one Report per job, in the jobs' order (batch.check_packages' `engine`)."""
