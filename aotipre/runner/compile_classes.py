@@ -45,7 +45,8 @@ CLASS_BY_MESSAGE: tuple[tuple[str, re.Pattern[str]], ...] = (
         "triton",
         re.compile(
             r"No (?:valid )?triton configs|out of resource: shared memory|PTXAS error|"
-            r"ptxas fatal|NoValidChoicesError"
+            r"ptxas fatal|NoValidChoicesError|"
+            r"Failed to import \S+\.py\n(?:SyntaxError|IndentationError|NameError): "
         ),
     ),
     (
@@ -252,11 +253,27 @@ def classify_compile_class(
         what = f"AOTInductor's C++ wrapper generation failed ({line})"
         hint = "an AOTInductor limitation or bug: report it to PyTorch with the model line"
     elif kind == "triton":
+        generated = facts.get("generated_py")
+        generated = generated if isinstance(generated, dict) else {}
         what = f"Triton or autotuning could not produce a kernel ({line})"
         hint = (
             "a kernel needs more than this GPU offers or Triton rejected it: compile on the "
             "GPU the package is for with the Triton this torch pins; else report it to PyTorch"
         )
+        if generated.get("error"):
+            kernel = generated.get("function") or "a generated Triton kernel"
+            what = f"the generated Triton kernel {kernel} does not compile: {generated['error']}"
+            if generated.get("code"):
+                what += f" (generated line {generated.get('line')}: `{generated['code']}`)"
+            nodes = [n for n in generated.get("nodes") or [] if isinstance(n, dict)]
+            if not where and nodes:
+                where = "; ".join(node_location(n) for n in nodes[:3])
+                where = f"from the model's {where}" if len(nodes) == 1 else f"fused from {where}"
+            hint = (
+                "Inductor generated Triton code that does not compile: check that no inductor "
+                "config injects a bug (triton.inject_*_TESTING_ONLY); else report it to PyTorch "
+                "with the generated line and the model line"
+            )
     elif kind == "data_dependent":
         guard = facts.get("guard") if isinstance(facts.get("guard"), dict) else {}
         if not guard:

@@ -158,3 +158,45 @@ def test_each_rare_class_gets_its_code_fake(code: str) -> None:
     for case in texts:
         found = classify_compile_class(None, case["type"], case["message"])
         assert found.code == code, case["name"]
+
+
+TRITON_IMPORT_ERROR = (
+    "RuntimeError: Failed to run autotuning code block: Failed to import {path}\n"
+    "SyntaxError: invalid syntax (c2x.py, line 5)"
+)
+"""What torch 2.11.0+cu130 raised on an H200 (inside InductorError) for a relu model compiled
+with triton.inject_relu_bug_TESTING_ONLY="compile_error" (tests/gate/test_compile_classes_gpu.py
+runs it there); the path is the autotuning code block torch wrote in its cache."""
+GENERATED = """import triton
+
+@triton.jit
+def triton_poi_fused_mul_relu_0(in_out_ptr0, xnumel, XBLOCK: tl.constexpr):
+    tmp1 = compile error!
+"""
+
+
+def test_generated_triton_code_that_does_not_compile_names_the_kernel_and_its_line(
+    tmp_path: Path,
+) -> None:
+    from aotipre.runner.worker.compile_failure import generated_python_error
+
+    block = tmp_path / "c2x.py"
+    block.write_text(GENERATED)
+    message = TRITON_IMPORT_ERROR.format(path=block)
+    facts = {"generated_py": generated_python_error(message)}
+    assert facts["generated_py"] == {
+        "error": "SyntaxError: invalid syntax (c2x.py, line 5)",
+        "line": 5,
+        "code": "tmp1 = compile error!",
+        "function": "triton_poi_fused_mul_relu_0",
+    }
+    for given in (facts, None):  # the worker's facts, or the message alone
+        known = classify_compile_class(given, "InductorError", message)
+        assert known.kind == "triton" and CODES["triton"] == "AOT544"
+    known = classify_compile_class(facts, "InductorError", message)
+    assert known.what == (
+        "the generated Triton kernel triton_poi_fused_mul_relu_0 does not compile: SyntaxError: "
+        "invalid syntax (c2x.py, line 5) (generated line 5: `tmp1 = compile error!`)"
+    )
+    assert "triton.inject_*_TESTING_ONLY" in known.hint
+    assert generated_python_error("Failed to import x.py") == {}  # no error line: nothing

@@ -61,6 +61,13 @@ def test_a_triton_failure_drops_autotuning_on_cuda_only_and_says_it_is_untested(
     assert not cpu.tries and "CUDA" in cpu.none
 
 
+def test_a_triton_failure_with_an_injected_config_is_rebuilt_without_it_first() -> None:
+    injected = {"triton.inject_relu_bug_TESTING_ONLY": "compile_error", "keep": 1}
+    plan = plan_workarounds(_known("triton"), injected, "cuda", "")
+    assert _ids(plan) == ["without-injected", "no-autotune"]
+    assert dict(plan.tries[0].configs) == {"keep": 1}
+
+
 def test_a_cpp_error_is_rebuilt_without_the_injected_config_only() -> None:
     injected = {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error", "keep": 1}
     plan = plan_workarounds(_known("cpp_compile"), injected, "cpu", "")

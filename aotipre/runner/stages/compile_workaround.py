@@ -117,30 +117,31 @@ def plan_workarounds(
         return WorkaroundPlan(
             (Workaround("implicit-fallbacks", knob, "the op as its ATen kernel"),)
         )
+    injected = sorted(k for k in base if k.endswith(INJECTED_SUFFIX) and base[k])
+    without_injected = Workaround(
+        "without-injected",
+        {k: v for k, v in base.items() if k not in injected},
+        f"without {', '.join(injected)}",
+    )
     if kind == "triton":
         if device_type != "cuda":
             return WorkaroundPlan(none="the no-autotune knob applies to CUDA compiles only")
+        no_autotune = Workaround(
+            "no-autotune",
+            {**base, **NO_AUTOTUNE},
+            "no max-autotune and one Triton config per pointwise kernel",
+        )
         return WorkaroundPlan(
-            (
-                Workaround(
-                    "no-autotune",
-                    {**base, **NO_AUTOTUNE},
-                    "no max-autotune and one Triton config per pointwise kernel",
-                ),
-            ),
+            (without_injected, no_autotune) if injected else (no_autotune,),
             untested="the no-autotune rebuild is tested in aotipre's unit tests only, not on a GPU",
         )
     if kind == "cpp_compile":
-        injected = sorted(k for k in base if k.endswith(INJECTED_SUFFIX) and base[k])
         if not injected:
             return WorkaroundPlan(
                 none="no compile knob avoids generated C++ this compiler rejects: try another "
                 "compiler (the cpp.cxx config) or report the generated line"
             )
-        knob = {k: v for k, v in base.items() if k not in injected}
-        return WorkaroundPlan(
-            (Workaround("without-injected", knob, f"without {', '.join(injected)}"),)
-        )
+        return WorkaroundPlan((without_injected,))
     why = {
         "data_dependent": "no compile knob avoids a data-dependent guard: the fix is a "
         "torch._check in the model (the hint names it)",

@@ -22,6 +22,15 @@ MAX_SOURCE_BYTES = 8 * 1024 * 1024
 _COMPILER_ERROR = re.compile(r"^(?P<file>\S+?):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: ")
 _FUNCTION = re.compile(r"\b(?P<name>(?:cpp|triton)_\w+)\s*\(")
 _TARGET = re.compile(r"^\s*target: (?P<target>\S+)", re.MULTILINE)
+_GENERATED_PY = re.compile(
+    r"Failed to import (?P<file>\S+\.py)\n(?P<error>(?:SyntaxError|IndentationError|NameError)"
+    r": [^\n]*?\(\S+, line (?P<line>\d+)\))"
+)
+"""A generated Python module (Triton kernels, CUDA's autotuning code block) that did not import:
+`Failed to import PATH.py` then Python's `SyntaxError: invalid syntax (NAME.py, line N)`
+(torch/_inductor/codecache.py's PyCodeCache, measured on torch 2.11.0+cu130 with
+`triton.inject_relu_bug_TESTING_ONLY="compile_error"`)."""
+_TRITON_DEF = re.compile(r"^def (?P<name>triton_\w+)\s*\(")
 
 
 def _clip(text: object, limit: int = MAX_TEXT) -> str:
@@ -172,6 +181,26 @@ def compiler_error(output: str) -> dict[str, Any]:
     return found
 
 
+def generated_python_error(text: str) -> dict[str, Any]:
+    """The error of a generated Python module that did not import (`text`: an exception's
+    message): the error, the generated line it names and that line's text, and the Triton
+    kernel (`def triton_...`) it is in; {} when `text` names none."""
+    m = _GENERATED_PY.search(text)
+    if m is None:
+        return {}
+    found: dict[str, Any] = {"error": _clip(m["error"]), "line": int(m["line"])}
+    lines = _read_lines(m["file"])
+    number = found["line"]
+    if 0 < number <= len(lines):
+        found["code"] = _clip(lines[number - 1].strip(), 300)
+        for line in reversed(lines[:number]):
+            d = _TRITON_DEF.match(line)
+            if d is not None:
+                found["function"] = d["name"]
+                break
+    return found
+
+
 def fused_nodes(function: str, graph: Any, limit: int = 6) -> list[dict[str, Any]]:
     """The nodes of the model's graph whose op names the generated function's name joins
     (`cpp_fused_mul_relu_1` -> the graph's `mul` and `relu` nodes): Inductor names a fused
@@ -224,6 +253,13 @@ def failure_facts(exc: BaseException, graph: Any = None) -> dict[str, Any]:
             if cpp.get("function"):
                 cpp["nodes"] = fused_nodes(cpp["function"], graph)
             facts["cpp"] = cpp
+            break
+    for e in chain:
+        generated = generated_python_error(str(e))
+        if generated:
+            if generated.get("function"):
+                generated["nodes"] = fused_nodes(generated["function"], graph)
+            facts["generated_py"] = generated
             break
     for e in chain:
         cond = getattr(e, "cond", None)
