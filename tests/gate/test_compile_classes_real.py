@@ -7,6 +7,7 @@ tests/runner/record_compile_failures.py (the same model and config, plain torch)
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ from aotipre.findings import StageStatus
 from tests.building import build
 from tests.gate.conftest import Dynamic, plain_torch
 
-pytestmark = pytest.mark.slow
+# torch_versions: CI runs the classes again under 2.14.1 and 2.15.0 (kernel names and eager
+# differ there)
+pytestmark = [pytest.mark.slow, pytest.mark.torch_versions]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "compile_failures"
 
@@ -45,6 +48,14 @@ def test_aot540_a_lowering_crash_names_the_op_and_the_model_line(
     assert "in forward: return torch.cummin(torch.clone(x), -46)[0]" in message
     assert "report it to PyTorch" in findings[0].hint
     assert res["compile"].status is StageStatus.FAILED
+    eager = json.loads(Path(f"{package}.eager.json").read_text())
+    if not eager["ok"]:
+        # plain torch's eager rejects the program on this torch (2.15: "Dimension out of
+        # range" for dim -46 of a 1-d input): the rebuild compiles, nothing can be compared
+        assert "inconclusive (it compiled, but comparing it with eager failed" in (
+            findings[0].hint
+        ), findings[0].hint
+        return
     # the workaround, proven by a rebuild with the op as an ATen fallback (plain torch: after
     # make_fallback(torch.ops.aten.cummin.default, ...) it compiles, and its empty output
     # equals eager's)
@@ -107,7 +118,9 @@ def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
     message = findings[0].message
     assert "failed: the generated C++ does not compile: " in message
     assert "error: ‘compile’ was not declared in this scope" in message
-    assert "`auto tmp1 = compile error!;` in cpp_fused_relu" in message
+    # the kernel's name joins the fused ops' (2.13: cpp_fused_relu_view_0, 2.15:
+    # cpp_fused__unsafe_view_relu_0)
+    assert re.search(r"`auto tmp1 = compile error!;` in cpp_fused_\w*relu\w*\)", message)
     # ep_only is fixtures/models.py's TinyMLP: its relu node and the line that calls it
     assert "from the model's node relu (aten.relu.default; inputs " in message
     assert "models.py:" in message and "return self.fc2(torch.relu(self.fc1(x)))" in message

@@ -98,13 +98,21 @@ def record(case: str, out: Path) -> None:
 
 def package(case: str, out: Path) -> None:
     """Save CASE's ExportedProgram (torch.export.save) to OUT, its inputs (`(args, {})`) to
-    OUT + `.inputs.pt`, and the types plain torch raised compiling it (`[outer, inner]`, `[]`
-    when it compiled) to OUT + `.raised.json`."""
+    OUT + `.inputs.pt`, the types plain torch raised compiling it (`[outer, inner]`, `[]`
+    when it compiled) to OUT + `.raised.json`, and whether the program runs eagerly on them
+    (`{"ok": bool, "error": str}`: torch 2.15's eager rejects what 2.13's accepts) to OUT +
+    `.eager.json`."""
     module, args, configs = CASES[case]
     torch.manual_seed(0)
     ep = torch.export.export(module, args)
     torch.export.save(ep, out)
     torch.save((args, {}), f"{out}.inputs.pt")
+    eager = {"ok": True, "error": ""}
+    try:
+        ep.module()(*args)
+    except Exception as exc:
+        eager = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    Path(f"{out}.eager.json").write_text(json.dumps(eager))
     raised: list[str] = []
     try:
         target = os.path.join(tempfile.mkdtemp(), "model.pt2")
