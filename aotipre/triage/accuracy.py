@@ -554,7 +554,7 @@ class _Triage:
                 f"localization ({time.monotonic() - self.started:.1f} s); the repro follows"
             )
             self.announced = True
-            repro = self._repro_only(nodes)
+            repro, _ = self._cut(nodes, [])
             return repro, [early], "program", None
         # the repro is compiled with inductor configs alone: a knob with process settings
         # (TF32), one this torch may lack, or a package compiled with TF32 rebuild the program
@@ -591,9 +591,6 @@ class _Triage:
             else:
                 repro = replace(repro, path=kept)
         return repro, trials
-
-    def _repro_only(self, nodes: list[str]) -> Repro:
-        return self._cut(nodes, [])[0]
 
     def _speculated(self, first: Knob | None, program_facts: Mapping[str, bool]) -> Any:
         """The speculative rebuild's KnobTrial when it rebuilt with `first` (the kernel's first

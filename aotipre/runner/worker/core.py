@@ -336,11 +336,9 @@ class WorkerCore:
         run (a function-local static), and every loader extracts the package into a folder of
         its own, so a second loader is a second .so: its first run happens here with the
         variable unset. The checked copy is released first (one copy of the constants)."""
-        if self.unchecked is not None:
-            self.from_start(self.unchecked)
-            if self.spent("unchecked"):
-                self.unchecked = None
-                gc.collect()
+        if self.unchecked is not None and self.spent("unchecked"):
+            self.unchecked = None  # its state cannot be put back: a fresh copy (from_start)
+            gc.collect()
         self.called.add("unchecked")
         if self.unchecked is None:
             if self.loaded is None:
