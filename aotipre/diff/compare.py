@@ -501,12 +501,28 @@ def _ver(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.rsplit("_", 1)[-1].split(".") if p.isdigit())
 
 
+NO_VECTOR_ISA = "INVALID_VEC_ISA"
+"""AOTI_CPU_ISA of code compiled without a vector ISA (str of torch/_inductor/cpu_vec_isa.py's
+InvalidVecISA): it needs no CPU extension."""
+
+
 def _isa(model: ModelInfo) -> set[str]:
-    """The CPU extensions the model's compiled code may use: AOTI_CPU_ISA and the compile
-    flags of its .so files."""
+    """The CPU extensions (/proc/cpuinfo flag names) the model's compiled code may use: those
+    its AOTI_CPU_ISA words need and the compile flags of its .so files. Torch's words are
+    translated as `--target`'s check translates them (AVX2 -> avx2, fma): two packages are
+    compared in one vocabulary, and INVALID_VEC_ISA (torch's word for no vector ISA, written
+    for code compiled with `cpp.simdlen=0` or ATEN_CPU_CAPABILITY=default) needs nothing. A
+    word the table does not know is kept, lower-cased, so that a change of it still shows."""
+    from aotipre.environment.host import ISA_FLAGS  # lazily: only a pair of compiled models
+
     if model.aoti is None:
         return set()
-    found = set(model.aoti.cpu_isa)
+    found: set[str] = set()
+    for word in (w.upper() for w in model.aoti.cpu_isa):
+        if word in ISA_FLAGS:
+            found.update(ISA_FLAGS[word])
+        elif word != NO_VECTOR_ISA:
+            found.add(word.lower())
     binaries = model.aoti.binaries
     for so in binaries.shared_objects if binaries is not None else ():
         if so.flags is not None:

@@ -159,6 +159,32 @@ def test_deployment_rules_from_the_binaries_fake() -> None:
     assert _rules(_model(), _model(), ops, NONE) == {"CUSTOM_OP_REMOVED"}
 
 
+def test_cpu_isa_words_and_compile_flags_are_compared_in_one_vocabulary() -> None:
+    """AOTI_CPU_ISA says what torch picked (upper-case words of cpu_vec_isa.py), the .so's
+    compile flags say /proc/cpuinfo flags: a build pinned to AVX2 (`cpp.march="x86-64-v3"`,
+    `cpp.simdlen=256`: AOTI_CPU_ISA "AVX2") after an AVX-512 one needs less, and a build with
+    no vector ISA ("INVALID_VEC_ISA", `cpp.simdlen=0`) needs nothing that word names."""
+    avx512 = _aoti(
+        cpu_isa=("AVX512", "AVX512_VNNI"),
+        binaries=_so(flags=CompileFlags("znver4", ("avx", "avx2", "fma", "avx512f"), ".debug_str")),
+    )
+    avx2 = _aoti(
+        cpu_isa=("AVX2",),
+        binaries=_so(flags=CompileFlags("x86-64-v3", ("avx", "avx2", "fma"), ".debug_str")),
+    )
+    none = _aoti(
+        cpu_isa=("INVALID_VEC_ISA",),
+        binaries=_so(flags=CompileFlags("x86-64", (), ".debug_str")),
+    )
+    assert _rules(_model(aoti=avx512), _model(aoti=avx2)) == {"CPU_ISA_LOWERED"}
+    assert _rules(_model(aoti=avx2), _model(aoti=avx512)) == {"CPU_ISA_RAISED"}
+    assert _rules(_model(aoti=avx2), _model(aoti=none)) == {"CPU_ISA_LOWERED"}
+    assert _rules(_model(aoti=none), _model(aoti=none)) == set()
+    (change,) = compare_model(_model(aoti=none), _model(aoti=avx2), NONE, NONE)
+    assert change.rule.id == "CPU_ISA_RAISED"
+    assert (change.old, change.new) == ([], ["avx", "avx2", "fma"])
+
+
 def test_the_oldest_libtorch_is_read_from_the_torch_table() -> None:
     table = load_table()
     newest = table.releases[-1]
