@@ -313,9 +313,9 @@ def test_the_renderer_is_imported_only_when_asked_for(pkg: Callable[[str], Path]
 
 
 def test_the_docs_show_the_screenshots_the_browser_test_takes() -> None:
-    from tests.report.test_html_browser import SCREENSHOTS
+    from tests.report.screenshots import SHOTS
 
     docs = "\n".join(p.read_text() for p in (REPO / "docs").glob("*.md"))
-    for name in SCREENSHOTS.values():
+    for name in (shot.image for shot in SHOTS.values()):
         assert f"images/{name}" in docs, name
         assert (REPO / "docs" / "images" / name).is_file(), name

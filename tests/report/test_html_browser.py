@@ -2,8 +2,11 @@
 check (with --against and budgets), of a zoo's shards merged, of a crash triage and of an
 accuracy triage renders with no console error and loads nothing; its charts have one bar or
 point per value of the JSON report written in the same run; the filters and the sorting work;
-a hostile package name shows as text. With AOTIPRE_DOC_SCREENSHOTS=1 the run also writes the
-screenshots docs/ shows (docs/images/), so they cannot drift from the renderer.
+a hostile package name shows as text. The pages the screenshots of docs/ci.md show, drawn
+from recorded reports (tests/report/screenshots.py), render cleanly too; with
+AOTIPRE_DOC_SCREENSHOTS=1 the run takes those screenshots (docs/images/) and records which page
+each shows (docs/images/html-screenshots.json, which tests/report/test_html_screenshots.py holds
+to the renderer without a browser).
 
 The accuracy triage's report is one recorded from a real run (tests/data/reports/README.md
 says how): a triage compiles the program several times, minutes of CPU; its page is drawn
@@ -21,18 +24,11 @@ from typing import Any
 import pytest
 
 from aotipre.cli import main
+from tests.report import screenshots
+from tests.report.screenshots import RECORDED, SHOTS, VIEWPORT
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-RECORDED = REPO / "tests" / "data" / "reports"
-SCREENSHOTS = {
-    "check": "html-check.png",
-    "merge": "html-merge.png",
-    "crash": "html-crash.png",
-    "accuracy": "html-accuracy.png",
-}
-"""The page of each kind -> its screenshot in docs/images/ (docs/ci.md shows them)."""
 HOSTILE = '"><svg onload=alert(1)>&amp;<b>x\x1b[2J\u202eevil'
 """A package name that would be markup, a character reference, an escape sequence and a bidi
 override if any of it reached the page unescaped."""
@@ -74,7 +70,7 @@ class Opened:
     """A page open in the browser, with what it said on the console and what it asked for."""
 
     def __init__(self, browser: Any, path: Path) -> None:
-        self.page = browser.new_page(viewport={"width": 1100, "height": 900})
+        self.page = browser.new_page(viewport=VIEWPORT)
         self.problems: list[str] = []
         self.requests: list[str] = []
         self.page.on(
@@ -104,15 +100,6 @@ class Opened:
     def visible_rows(self, table: str) -> list[str]:
         return list(self.page.locator(f"#{table} tbody tr:visible").all_inner_texts())
 
-    def screenshot(self, kind: str, selector: str | None = None) -> None:
-        if os.environ.get("AOTIPRE_DOC_SCREENSHOTS") != "1":
-            return
-        out = REPO / "docs" / "images" / SCREENSHOTS[kind]
-        out.parent.mkdir(exist_ok=True)
-        if selector is not None:
-            self.page.locator(selector).first.scroll_into_view_if_needed()
-        self.page.screenshot(path=str(out))
-
 
 def check(tmp: Path, name: str, *args: str) -> tuple[int, dict[str, Any], Path]:
     """`aotipre check ARGS` writing its JSON and its HTML report in one run."""
@@ -137,8 +124,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def folder(project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The module's project folder as the working directory: the packages are copied there and
-    named relative to it, as a CI job names its own (the pages and screenshots show no host
-    path)."""
+    named relative to it, as a CI job names its own (the pages show no host path)."""
     monkeypatch.chdir(project)
     return project
 
@@ -202,7 +188,6 @@ def test_a_real_check_with_against_and_budgets(browser: Any, folder: Path, pkg: 
     first = opened.visible_rows(table)[0].split()[0]
     assert first == min(f["code"] for f in data["findings"])
     opened.clean()
-    opened.screenshot("check", ".performance")
 
 
 def test_a_zoo_merged_from_its_shards(browser: Any, folder: Path, pkg: Pkg) -> None:
@@ -250,7 +235,6 @@ def test_a_zoo_merged_from_its_shards(browser: Any, folder: Path, pkg: Pkg) -> N
     header.click()
     assert [int(t) for t in column.all_inner_texts()] == exits[::-1]
     opened.clean()
-    opened.screenshot("merge")
 
 
 def test_a_crash_triage(browser: Any, folder: Path, pkg: Pkg) -> None:
@@ -267,7 +251,6 @@ def test_a_crash_triage(browser: Any, folder: Path, pkg: Pkg) -> None:
     assert rows.count() == len(diagnosis["inputs"])
     for stats, row in zip(diagnosis["inputs"], rows.all_inner_texts()):
         assert stats["name"] in row and str(int(stats["max"])) in row
-    opened.screenshot("crash", "section.diagnosis")
 
 
 def test_an_accuracy_triage(browser: Any, folder: Path) -> None:
@@ -286,4 +269,23 @@ def test_an_accuracy_triage(browser: Any, folder: Path) -> None:
     marked = chart.locator("circle.first")
     assert marked.count() == 1 and marked.get_attribute("data-kernel") == accuracy["kernel"]
     assert f"first divergent: {accuracy['kernel']}" in (chart.text_content() or "")
-    opened.screenshot("accuracy", "section.accuracy")
+
+
+@pytest.mark.parametrize("kind", sorted(SHOTS))
+def test_the_pages_of_the_doc_screenshots(browser: Any, tmp_path: Path, kind: str) -> None:
+    """Each page a screenshot of docs/ci.md shows renders cleanly and its framing (clicks,
+    scroll) applies; with AOTIPRE_DOC_SCREENSHOTS=1 the screenshot is taken and recorded."""
+    shot = SHOTS[kind]
+    page_path = screenshots.draw(shot, tmp_path)
+    opened = Opened(browser, page_path)
+    opened.clean()
+    for selector in shot.clicks:
+        opened.page.locator(selector).first.click(timeout=5000)
+    if shot.scroll_to is not None:
+        opened.page.locator(shot.scroll_to).first.scroll_into_view_if_needed(timeout=5000)
+    opened.clean()
+    if os.environ.get("AOTIPRE_DOC_SCREENSHOTS") != "1":
+        return
+    screenshots.IMAGES.mkdir(exist_ok=True)
+    opened.page.screenshot(path=str(screenshots.IMAGES / shot.image))
+    screenshots.write_record(kind, page_path.read_bytes(), f"chromium {browser.version}")
