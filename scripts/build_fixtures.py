@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Build the fixture .pt2 packages and sample-input files the test suite needs.
 
-    python scripts/build_fixtures.py [--out DIR] [--only NAME ...] [--force] [--list]
-                                     [--device {cpu,cuda}] [--jobs N]
+    python scripts/build_fixtures.py [--out DIR] [--only NAME ... [--with-shared]] [--force]
+                                     [--list] [--device {cpu,cuda}] [--jobs N]
 
 Output goes to `.fixture-cache/torch-<torch.__version__>/` at the repo root unless --out is
 given. A fixture is rebuilt only when its files are missing or its build key changed; the
@@ -53,6 +53,7 @@ import threading
 import time
 import traceback
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,16 +240,122 @@ def make_wrong_format(src: Path | None, dst: Path) -> None:
     rewrite_archive(src, dst, replace={"archive_format": b"torchscript"})
 
 
+ZERO_CHUNK_BYTES = 1 << 20
+"""The run of zero bytes that one repeated deflate block of a zip bomb stands for."""
+
+
+def deflated_zeros(nbytes: int) -> bytes:
+    """A raw deflate stream that inflates to `nbytes` zero bytes (a multiple of 1 MiB), ~1 KB
+    per MiB, made without compressing `nbytes`: one 1 MiB block ended by a full flush (byte
+    aligned, no back-references before it) repeated, then an empty final block."""
+    assert nbytes > 0 and nbytes % ZERO_CHUNK_BYTES == 0
+    block = zlib.compressobj(9, zlib.DEFLATED, -15)
+    piece = block.compress(bytes(ZERO_CHUNK_BYTES)) + block.flush(zlib.Z_FULL_FLUSH)
+    final = zlib.compressobj(9, zlib.DEFLATED, -15).flush(zlib.Z_FINISH)
+    return piece * (nbytes // ZERO_CHUNK_BYTES) + final
+
+
+def _gf2_times(matrix: list[int], vector: int) -> int:
+    total = 0
+    for column in matrix:
+        if not vector:
+            break
+        if vector & 1:
+            total ^= column
+        vector >>= 1
+    return total
+
+
+def _gf2_square(matrix: list[int]) -> list[int]:
+    return [_gf2_times(matrix, column) for column in matrix]
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """zlib.crc32(a + b) from crc1 = zlib.crc32(a), crc2 = zlib.crc32(b) and len2 = len(b),
+    without reading a or b (zlib's crc32_combine: appending a zero bit to the CRC register is
+    linear over GF(2), so len2 zero bytes are a power of one 32x32 bit matrix)."""
+    if len2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << bit for bit in range(31)]  # one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four zero bits
+    while True:
+        even = _gf2_square(odd)  # 1, 4, 16, ... zero bytes
+        if len2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+        odd = _gf2_square(even)
+        if len2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        len2 >>= 1
+        if not len2:
+            break
+    return crc1 ^ crc2
+
+
+def crc32_of_zeros(nbytes: int) -> int:
+    """zlib.crc32(bytes(nbytes)) without `nbytes` of memory: 1 MiB chunks by doubling with
+    crc32_combine, then the rest."""
+    chunks, rest = divmod(nbytes, ZERO_CHUNK_BYTES)
+    crc = 0  # of the chunks taken so far
+    power, power_chunks = zlib.crc32(bytes(ZERO_CHUNK_BYTES)), 1  # of 2**k chunks
+    while chunks:
+        if chunks & 1:
+            crc = crc32_combine(crc, power, power_chunks * ZERO_CHUNK_BYTES)
+        chunks >>= 1
+        if chunks:
+            power = crc32_combine(power, power, power_chunks * ZERO_CHUNK_BYTES)
+            power_chunks *= 2
+    return crc32_combine(crc, zlib.crc32(bytes(rest)), rest)
+
+
+def append_deflated_member(archive: Path, name: str, stream: bytes, size: int, crc: int) -> None:
+    """Append a DEFLATED member holding the raw deflate `stream` (which inflates to `size`
+    bytes of CRC-32 `crc`) to a zip written by zipfile without zip64 records or a comment.
+    Its local and central headers carry the sizes in a zip64 extra field."""
+    with zipfile.ZipFile(archive) as zf:
+        cd_offset, count = zf.start_dir, len(zf.infolist())
+    data = archive.read_bytes()
+    end = data.rindex(b"PK\x05\x06")
+    assert len(data) - end == 22 and count < 0xFFFF, "a plain end record, no zip64, no comment"
+    central = data[cd_offset:end]
+    raw_name = name.encode()
+    sizes = struct.pack("<2H2Q", 1, 16, size, len(stream))  # zip64 extra: both sizes
+    dos_date, unknown = 0x21, 0xFFFFFFFF  # 1980-01-01 00:00 (ZIP_EPOCH); sizes in the extra
+    local = struct.pack(
+        "<4s5H3L2H", b"PK\x03\x04", 45, 0, zipfile.ZIP_DEFLATED, 0, dos_date, crc,
+        unknown, unknown, len(raw_name), len(sizes),
+    )  # fmt: skip
+    entry = struct.pack(
+        "<4s6H3L5H2L", b"PK\x01\x02", (3 << 8) | 45, 45, 0, zipfile.ZIP_DEFLATED, 0, dos_date,
+        crc, unknown, unknown, len(raw_name), len(sizes), 0, 0, 0, 0o644 << 16, cd_offset,
+    )  # fmt: skip
+    new_central = central + entry + raw_name + sizes
+    new_cd_offset = cd_offset + len(local) + len(raw_name) + len(sizes) + len(stream)
+    record = struct.pack(
+        "<4s4H2LH", b"PK\x05\x06", 0, 0, count + 1, count + 1, len(new_central),
+        new_cd_offset, 0,
+    )  # fmt: skip
+    with open(archive, "wb") as f:
+        f.write(data[:cd_offset] + local + raw_name + sizes)
+        f.write(stream)
+        f.write(new_central + record)
+
+
 def make_bomb(src: Path | None, dst: Path) -> None:
-    """A valid EP archive plus one DEFLATED member that inflates to 2 GiB of zeros."""
+    """A valid EP archive plus one DEFLATED member that inflates to 2 GiB of zeros (its deflate
+    stream and CRC made without deflating or reading 2 GiB)."""
     assert src is not None
     rewrite_archive(src, dst)
-    chunk = bytes(1 << 20)
-    with zipfile.ZipFile(dst, "a", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        info = _zip_info(f"{dst.stem}/data/bomb.bin", zipfile.ZIP_DEFLATED)
-        with zf.open(info, "w", force_zip64=True) as member:
-            for _ in range(BOMB_DECLARED_BYTES // len(chunk)):
-                member.write(chunk)
+    append_deflated_member(
+        dst,
+        f"{dst.stem}/data/bomb.bin",
+        deflated_zeros(BOMB_DECLARED_BYTES),
+        BOMB_DECLARED_BYTES,
+        crc32_of_zeros(BOMB_DECLARED_BYTES),
+    )
 
 
 def make_crc(src: Path | None, dst: Path) -> None:
@@ -297,7 +404,6 @@ BROKEN: tuple[Broken, ...] = (
         "ep_only plus a ~2 MB DEFLATED member declaring 2 GiB",
         "ep_only",
         make_bomb,
-        seconds_estimate=7.0,  # deflating 2 GiB
     ),
     Broken(
         "broken_crc",
@@ -507,16 +613,28 @@ def all_targets(device: str, builder: TorchBuilder) -> list[Target]:
     return targets
 
 
-def select(targets: list[Target], only: list[str] | None) -> list[Target]:
-    """Targets named in `only` plus what they depend on, in build order."""
+def select(
+    targets: list[Target], only: list[str] | None, *, with_shared: bool = False
+) -> list[Target]:
+    """Targets named in `only` plus what they depend on, in build order. `with_shared` adds
+    the rest of their share groups (what their export, compile or file makes anyway) and every
+    target that shares nothing (sample inputs, packages broken from scratch: milliseconds
+    each, less than a builder's start), so that a test session asking for fixtures one by one
+    starts a builder once per export or compile."""
     if not only:
         return targets
     by_name = {t.name: t for t in targets}
     unknown = sorted(set(only) - set(by_name))
     if unknown:
         raise SystemExit(f"unknown fixture(s): {', '.join(unknown)}; try --list")
-    wanted: set[str] = set()
     todo = list(only)
+    if with_shared:
+        named = set(only)
+        for group in share_groups(targets):
+            if any(targets[i].name in named for i in group):
+                todo += [targets[i].name for i in group]
+        todo += [t.name for t in targets if not t.shares]
+    wanted: set[str] = set()
     while todo:
         name = todo.pop()
         if name not in wanted:
@@ -639,14 +757,9 @@ def default_jobs() -> int:
     return max(1, min(cpus, 4))
 
 
-def plan_jobs(targets: list[Target], weights: dict[str, float], jobs: int) -> list[list[Target]]:
-    """Split `targets` into at most `jobs` lists, one per child process, each in build order.
-
-    Targets that share an export, a compile or a file (Target.shares) land in one list: a
-    child exports and compiles once, as a single process does, and builds a broken package
-    after its source. The groups go to the least loaded list, longest first; a group weighs
-    the manifest's previous "seconds" of its targets when all have one, else an estimate.
-    """
+def share_groups(targets: list[Target]) -> list[list[int]]:
+    """The indices of `targets` grouped by what they share (Target.shares, transitively): one
+    group is built from one export, compile or source file."""
     parent = list(range(len(targets)))
 
     def root(i: int) -> int:
@@ -663,6 +776,18 @@ def plan_jobs(targets: list[Target], weights: dict[str, float], jobs: int) -> li
     groups: dict[int, list[int]] = {}
     for i in range(len(targets)):
         groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+
+def plan_jobs(targets: list[Target], weights: dict[str, float], jobs: int) -> list[list[Target]]:
+    """Split `targets` into at most `jobs` lists, one per child process, each in build order.
+
+    Targets that share an export, a compile or a file (Target.shares) land in one list: a
+    child exports and compiles once, as a single process does, and builds a broken package
+    after its source. The groups go to the least loaded list, longest first; a group weighs
+    the manifest's previous "seconds" of its targets when all have one, else an estimate.
+    """
+    groups = share_groups(targets)
 
     def weight(members: list[int]) -> float:
         names = [targets[i].name for i in members]
@@ -673,7 +798,7 @@ def plan_jobs(targets: list[Target], weights: dict[str, float], jobs: int) -> li
             SHARED_SECONDS.get(s.partition(":")[0], 0.0) for s in shares
         )
 
-    ordered = sorted(groups.values(), key=lambda m: (-weight(m), m[0]))
+    ordered = sorted(groups, key=lambda m: (-weight(m), m[0]))
     bins: list[list[int]] = [[] for _ in range(max(1, min(jobs, len(ordered))))]
     loads = [0.0] * len(bins)
     for members in ordered:
@@ -894,6 +1019,11 @@ def main(argv: list[str] | None = None) -> int:
         help="output directory (default: .fixture-cache/torch-<version>/ at the repo root)",
     )
     parser.add_argument("--only", nargs="+", metavar="NAME", help="build these (and deps)")
+    parser.add_argument(
+        "--with-shared",
+        action="store_true",
+        help="with --only: also the fixtures made from the same export, compile or file",
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even if up to date")
     parser.add_argument("--list", action="store_true", help="list fixtures and exit")
     parser.add_argument(
@@ -944,7 +1074,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(code)  # skips seconds of torch teardown; every file is in place or removed
     key = build_key(torch.__version__, args.device)
-    selected = select(targets, args.only)
+    selected = select(targets, args.only, with_shared=args.with_shared)
     jobs = args.jobs if args.jobs is not None else default_jobs()
     with build_lock(out):
         # --force rebuilds what --only names (or everything), not the dependencies

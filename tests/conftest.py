@@ -75,12 +75,33 @@ def read_manifest(directory: Path) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="session")
-def pkg(fixture_dir: Path) -> Callable[[str], Path]:
-    """`pkg("aoti")` -> path of aoti.pt2; also `pkg("aoti_inputs")`, `pkg("broken_crc.pt2")`."""
+def pkg(request: pytest.FixtureRequest) -> Callable[[str], Path]:
+    """`pkg("aoti")` -> path of aoti.pt2; also `pkg("aoti_inputs")`, `pkg("broken_crc.pt2")`.
+
+    A CPU fixture is built when first asked for (with what its export or compile makes anyway,
+    `--only NAME --with-shared`) unless the manifest holds it under the build key of this
+    session's builder runs: a session that needs a few fixtures (CI's other torch versions)
+    builds only those. `<name>_cuda` variants come from `cuda_fixture_dir`."""
+    built: dict[str, Path | str] = {}  # the builder's "dir" and "key", once it has run
 
     def lookup(name: str) -> Path:
-        fixtures = read_manifest(fixture_dir)  # re-read: cuda variants may be added later
         stem = name.removesuffix(".pt2").removesuffix(".pt")
+        if os.environ.get(PREBUILT_ENV) or stem.endswith("_cuda"):
+            fixture_dir = request.getfixturevalue(
+                "cuda_fixture_dir" if stem.endswith("_cuda") else "fixture_dir"
+            )
+        else:
+            fixture_dir = built.get("dir")
+            entry = read_manifest(Path(fixture_dir)).get(stem) if fixture_dir else None
+            current = entry is not None and entry.get("key") == built["key"]
+            if not current or not all(
+                Path(fixture_dir, f).is_file() and Path(fixture_dir, f).stat().st_size == size
+                for f, size in entry["files"].items()
+            ):
+                fixture_dir = built["dir"] = _build("--only", stem, "--with-shared")
+                built["key"] = read_manifest(fixture_dir)[stem]["key"]
+        fixture_dir = Path(fixture_dir)
+        fixtures = read_manifest(fixture_dir)  # re-read: cuda variants may be added later
         if stem not in fixtures:
             raise LookupError(f"no fixture {name!r}; known: {', '.join(sorted(fixtures))}")
         (filename,) = fixtures[stem]["files"]

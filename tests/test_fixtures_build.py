@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import zipfile
+import zlib
 from pathlib import Path
 from types import ModuleType
 
@@ -36,6 +37,29 @@ builder = _load_builder()
 
 
 # --- torch-free unit tests -------------------------------------------------------------
+
+
+def test_a_zero_bomb_is_made_without_deflating_and_reads_back_whole(tmp_path: Path) -> None:
+    """How broken_bomb gets its 2 GiB member without deflating or reading 2 GiB, on a small
+    member: zipfile reads it back whole (checking its declared size and CRC)."""
+    for nbytes in (0, 1, 12_345, (1 << 20) - 1, 1 << 20, 3 << 20, (5 << 20) + 7):
+        assert builder.crc32_of_zeros(nbytes) == zlib.crc32(bytes(nbytes)), nbytes
+    assert builder.crc32_combine(zlib.crc32(b"ab"), zlib.crc32(b"cde"), 3) == zlib.crc32(b"abcde")
+    nbytes = 3 << 20
+    stream = builder.deflated_zeros(nbytes)
+    assert len(stream) < 8 * 1024
+    src, dst = tmp_path / "src.pt2", tmp_path / "dst.pt2"
+    with zipfile.ZipFile(src, "w") as zf:
+        zf.writestr("src/archive_format", b"pt2")
+    builder.rewrite_archive(src, dst)
+    zeros = builder.crc32_of_zeros(nbytes)
+    builder.append_deflated_member(dst, "dst/data/zeros.bin", stream, nbytes, zeros)
+    with zipfile.ZipFile(dst) as zf:
+        assert zf.testzip() is None  # every member read whole: sizes and CRCs
+        assert zf.read("dst/archive_format") == b"pt2"
+        info = zf.getinfo("dst/data/zeros.bin")
+        assert (info.file_size, info.compress_type) == (nbytes, zipfile.ZIP_DEFLATED)
+        assert zf.read(info) == bytes(nbytes)
 
 
 def test_atomic_output_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> None:
@@ -143,6 +167,48 @@ def test_plan_jobs_groups_the_real_recipes_by_export_and_compile() -> None:
     assert {"ep_only", "broken_wrong_format"} | from_ep_only in groups
     assert {"derived"} in groups and {"strides"} in groups
     assert len(plan) == 7
+
+
+def test_with_shared_adds_the_share_group_and_what_shares_nothing() -> None:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    targets = builder.all_targets("cpu", builder.TorchBuilder("cpu"))
+    shares_nothing = {t.name for t in targets if not t.shares}
+    assert {"aoti_inputs", "broken_empty"} <= shares_nothing
+    assert {t.name for t in builder.select(targets, ["both"])} == {"both"}
+    selected = {t.name for t in builder.select(targets, ["both"], with_shared=True)}
+    token = {"aoti", "both", "multi", "mismatch", "weights_on_disk"}  # export:token
+    assert selected == token | {"broken_crc", "broken_truncated"} | shares_nothing
+    selected = {t.name for t in builder.select(targets, ["broken_bomb"], with_shared=True)}
+    assert selected == {"ep_only", "broken_bomb", "broken_escape", "broken_version"} | {
+        "broken_json", "broken_wrong_format"
+    } | shares_nothing  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_session_builds_only_the_fixtures_it_asks_for(tmp_path: Path) -> None:
+    """`pkg` builds a fixture when first asked for, with its share group: a session asking for
+    one cheap fixture compiles nothing (CI's other torch versions need a few of them)."""
+    (tmp_path / "test_one.py").write_text(
+        "def test_one(pkg):\n"
+        "    assert pkg('broken_empty').stat().st_size == 0\n"
+        "    assert pkg('aoti_inputs.pt').is_file()\n"
+    )
+    out = tmp_path / "fixtures"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest"]
+        + ["--rootdir", str(tmp_path), "--basetemp", str(tmp_path / "t"), str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, "AOTIPRE_FIXTURE_DIR": str(out)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    built = set(read_manifest(out))
+    assert {"broken_empty", "aoti_inputs"} <= built
+    assert not built & {"ep_only", "aoti", "both", "strides", "derived"}, sorted(built)
 
 
 TWO = ("ep_only", "strides")

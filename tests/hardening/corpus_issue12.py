@@ -6,11 +6,15 @@ traceback, no file written, peak RSS)."""
 
 from __future__ import annotations
 
+import bz2
 import io
+import lzma
+import re
 import struct
 import zipfile
 from pathlib import Path
 
+from scripts.build_fixtures import crc32_of_zeros
 from tests.hardening.corpus import GiB, MiB, Sources, _pt, _pt2, _write, case
 from tests.hardening.craft import (
     Pkl,
@@ -202,9 +206,48 @@ def _compressed_zip(members: list[tuple[str, bytes]], method: int) -> bytes:
     return buf.getvalue()
 
 
-def _lzma_bomb_member(name: str, mib: int) -> bytes:
-    """A zip whose one LZMA member inflates to `mib` MiB of zeros (~mib * 150 bytes on disk)."""
-    return _compressed_zip([(name, bytes(mib * MiB))], zipfile.ZIP_LZMA)
+def _lzma_zeros(nbytes: int) -> bytes:
+    """A zip LZMA member's data (zipfile's 4-byte header, the 5 property bytes, a raw LZMA1
+    stream with its end marker) that inflates to `nbytes` (a multiple of 1 MiB) zero bytes,
+    ~150 bytes per MiB: compressed 1 MiB at a time, never holding `nbytes`, by the fastest
+    preset (as small as zipfile's default preset on zeros, in a third of the time)."""
+    alone = lzma.LZMACompressor(lzma.FORMAT_ALONE, filters=[{"id": lzma.FILTER_LZMA1, "preset": 0}])
+    chunk = bytes(MiB)
+    data = b"".join([alone.compress(chunk) for _ in range(nbytes // MiB)]) + alone.flush()
+    return struct.pack("<BBH", 9, 4, 5) + data[:5] + data[13:]  # .lzma: props, size, stream
+
+
+_BZIP2_BLOCK = format(0x314159265359, "048b")
+_BZIP2_END = format(0x177245385090, "048b")
+
+
+def _bzip2_blocks(nbytes: int) -> list[str]:
+    """The blocks of bz2.compress(bytes(nbytes), 1), as strings of bits."""
+    stream = bz2.compress(bytes(nbytes), 1)
+    bits = format(int.from_bytes(stream, "big"), f"0{len(stream) * 8}b")
+    starts = [m.start() for m in re.finditer(f"(?={_BZIP2_BLOCK})", bits)]
+    return [bits[a:b] for a, b in zip(starts, [*starts[1:], bits.rindex(_BZIP2_END)])]
+
+
+def _bzip2_stream(blocks: list[str]) -> bytes:
+    """A level-1 bzip2 stream of `blocks`: header, blocks, end marker, and the stream CRC that
+    bzip2 combines from the blocks' CRCs (bits 48-80 of each block)."""
+    crc = 0
+    for block in blocks:
+        crc = (((crc << 1) | (crc >> 31)) & 0xFFFFFFFF) ^ int(block[48:80], 2)
+    bits = f"{int.from_bytes(b'BZh1', 'big'):032b}{''.join(blocks)}{_BZIP2_END}{crc:032b}"
+    bits += "0" * (-len(bits) % 8)
+    return int(bits, 2).to_bytes(len(bits) // 8, "big")
+
+
+def _bzip2_zeros(nbytes: int) -> bytes:
+    """A bzip2 stream of `nbytes` zero bytes, ~40 bytes per 5 MB, made without compressing
+    them: one full block of zeros (bit aligned, so put together as bits) repeated, then a block
+    of the rest."""
+    full = _bzip2_blocks(16 * MiB)[0]
+    per_block = len(bz2.decompress(_bzip2_stream([full])))
+    count, rest = divmod(nbytes, per_block)
+    return _bzip2_stream([full] * count + (_bzip2_blocks(rest) if rest else []))
 
 
 for _method, _label in ((zipfile.ZIP_BZIP2, "bzip2"), (zipfile.ZIP_LZMA, "LZMA")):
@@ -241,20 +284,17 @@ def _members_of(data: bytes) -> list[tuple[str, bytes]]:
 
 @case("a 150 KB LZMA member that inflates to 1 GiB (was 1.9 GB of RSS)", 2, ("AOT030",))
 def build_package_lzma_bomb(d: Path, s: Sources) -> list[str]:
-    bomb = _lzma_bomb_member("pkg/data/weights/w", 1024)
-    with zipfile.ZipFile(io.BytesIO(bomb)) as zf:  # its raw, still compressed, bytes
-        info = zf.infolist()[0]
-        raw = bomb[info.header_offset + 30 + len(info.filename) + len(info.extra) :][
-            : info.compress_size
-        ]
-    member = RawEntry(b"pkg/data/weights/w", raw, zipfile.ZIP_LZMA, GiB, info.CRC)
+    member = RawEntry(
+        b"pkg/data/weights/w", _lzma_zeros(GiB), zipfile.ZIP_LZMA, GiB, crc32_of_zeros(GiB)
+    )
     return _write(d / "lzma_bomb.pt2", raw_zip([*_pt2(), member]))
 
 
 @case("--inputs: a data.pkl stored as a 4 KB bzip2 stream of 512 MiB", 2, ("AOT020",))
 def build_inputs_bzip2_bomb(d: Path, s: Sources) -> list[str]:
-    data = _compressed_zip([("archive/data.pkl", bytes(512 * MiB))], zipfile.ZIP_BZIP2)
-    (d / "bz.pt").write_bytes(data)
+    stream, size = _bzip2_zeros(512 * MiB), 512 * MiB
+    member = RawEntry(b"archive/data.pkl", stream, zipfile.ZIP_BZIP2, size, crc32_of_zeros(size))
+    (d / "bz.pt").write_bytes(raw_zip([member]))
     return [str(s.ep_only), "--inputs", "bz.pt"]
 
 

@@ -4,17 +4,21 @@ code run, bounded memory and time."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-import tests.hardening.corpus_issue12  # noqa: F401  (registers its cases in CASES)
-from tests.hardening.corpus import CASES, MARKER, Case, Sources
+from scripts.build_fixtures import crc32_of_zeros
+from tests.hardening.corpus import CASES, MARKER, Case, MiB, Sources
+from tests.hardening.corpus_issue12 import _bzip2_zeros, _lzma_zeros  # and its cases in CASES
+from tests.hardening.craft import RawEntry, raw_zip
 from tests.hardening.harness import RSS_BOUND_MB, WALL_BOUND_S, Run, run_aotipre, setpriv_prefix
 
 EVIDENCE_ENV = "AOTIPRE_HARDENING_EVIDENCE"
@@ -83,6 +87,23 @@ def test_case_names_are_unique() -> None:
     names = [c.name for c in CASES]
     assert len(names) == len(set(names))
     assert len(CASES) >= 60
+
+
+@pytest.mark.parametrize(
+    ("method", "make", "nbytes"),
+    [
+        (zipfile.ZIP_BZIP2, _bzip2_zeros, 2 * 5_099_235 + 12_345),  # two full blocks and a rest
+        (zipfile.ZIP_LZMA, _lzma_zeros, 3 * MiB),
+    ],
+)
+def test_bombs_made_without_compressing_inflate_to_what_they_declare(
+    method: int, make: Callable[[int], bytes], nbytes: int
+) -> None:
+    """The bomb cases' streams are put together rather than compressed: small ones read back
+    whole by zipfile, which checks the declared size and CRC."""
+    entry = RawEntry(b"m", make(nbytes), method, nbytes, crc32_of_zeros(nbytes))
+    with zipfile.ZipFile(io.BytesIO(raw_zip([entry]))) as zf:
+        assert zf.read("m") == bytes(nbytes)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
