@@ -599,6 +599,7 @@ def _dynamic(
             triage_opts.accuracy_budget_s,
             artifacts=triage_opts.artifacts,
             speculate=triage_opts.accuracy_speculate,
+            python_wrapper=triage_opts.accuracy_python_wrapper,
         )
         accuracy.append(run_triage(case, accuracy_opts, opts.progress))
 

@@ -128,6 +128,10 @@ def sweep_tree(root: int, token: str, rounds: int = 3) -> None:
                 os.kill(pid, _signal.SIGKILL)
 
 
+USER_TMPDIR_ENV = "AOTIPRE_USER_TMPDIR"
+"""The TMPDIR the child would have had (worker.host.users_tempdir compiles under it)."""
+
+
 def private_tmp(env: dict[str, str]) -> str | None:
     """Point the child's TMPDIR, TMP and TEMP at a new folder; keep Inductor's cache where
     torch would put it for the original TMPDIR. Returns the folder (None if none could be made:
@@ -141,6 +145,7 @@ def private_tmp(env: dict[str, str]) -> str | None:
         user = re.sub(r'[\\/:*?"<>|]', "_", _username(env))
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(original, f"torchinductor_{user}")
     env["TMPDIR"] = env["TMP"] = env["TEMP"] = folder
+    env[USER_TMPDIR_ENV] = original
     return folder
 
 

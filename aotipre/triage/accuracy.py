@@ -223,6 +223,9 @@ class AccuracyOptions:
     """Start the program's likeliest knob's rebuild beside the localizing one
     (accuracy_spec.py); False: one worker at a time; None: when this process may use 2+ CPUs
     (on one, the two compiles would share it)."""
+    python_wrapper: bool = True
+    """Localize a CPU package on Inductor's Python-wrapper compile of the program when it is the
+    deployed package bit for bit (runner/worker/jit_trace.py); else on the printer build."""
 
 
 @dataclass
@@ -434,29 +437,9 @@ class _Triage:
         model = self.case.model.name
         result = AccuracyResult()
         started = time.monotonic()
-        self.say("compiling the ExportedProgram with the intermediate value printer")
-        package = os.path.join(self.workdir, "diagnostic", "package.pt2")
-        configs = {**dict(self.case.compiled_with), **DIAGNOSTIC_CONFIGS}
-        entries, died = self.job(
-            "localize",
-            rebuild_steps(
-                {"id": "compile", "op": "compile", "out": package, "inductor_configs": configs},
-                [
-                    {
-                        "id": "trace",
-                        "op": "accuracy_trace",
-                        "package": package,
-                        "model": "model",
-                        "scratch": os.path.join(self.workdir, "scratch"),
-                    }
-                ],
-                self.package_tf32,
-            ),
-        )
-        trace = entries.get("trace") or {}
+        trace, why, localized_on = self._localize()
         self.torch_version = str(trace.get("torch") or "")
-        if trace.get("status") != "ok":
-            why = _why(entries, ("compile", "trace"), died)
+        if why:
             result.stages.append(
                 _stage(model, "accuracy:localize", StageStatus.ERROR, f"inconclusive: {why}")
             )
@@ -527,6 +510,7 @@ class _Triage:
             trials_on=trials_on,
             confirm=confirm,
             latency=self.latencies.get(cause) if cause else None,
+            localized_on=localized_on,
         )
         diagnosis = _with_summary(diagnosis, err, self.nonfinite)
         result.diagnosis = diagnosis
@@ -536,6 +520,56 @@ class _Triage:
         )
         result.findings.extend(_findings(diagnosis, err, self.nonfinite))
         return result
+
+    def _localize(self) -> tuple[dict[str, Any], str, str]:
+        """Each launch's outputs against eager: (the trace step's entry, why there is none or
+        '', which compile it ran: LOCALIZED_ON's values). On CPU, first from the program's
+        Python-wrapper compile, taken only when it is the deployed package bit for bit; else,
+        and on CUDA, from the printer build."""
+        if (
+            self.opts.python_wrapper
+            and not self.cuda
+            and self.weights is None
+            and self.case.deployed
+        ):
+            self.say("compiling the ExportedProgram with Inductor's Python wrapper")
+            step = {
+                "id": "trace",
+                "op": "accuracy_trace_jit",
+                "deployed": self.case.deployed,
+                "deployed_model": self.case.deployed_model,
+                "inductor_configs": dict(self.case.compiled_with),
+                "scratch": os.path.join(self.workdir, "python-wrapper"),
+            }
+            entries, died = self.job("localize", [step])
+            trace = entries.get("trace") or {}
+            if trace.get("status") == "ok":
+                return trace, "", "python wrapper"
+            why = _why(entries, ("trace",), died)
+            self.say(f"the Python-wrapper compile cannot stand in for the package: {why}")
+        self.say("compiling the ExportedProgram with the intermediate value printer")
+        package = os.path.join(self.workdir, "diagnostic", "package.pt2")
+        configs = {**dict(self.case.compiled_with), **DIAGNOSTIC_CONFIGS}
+        entries, died = self.job(
+            "localize",
+            rebuild_steps(
+                {"id": "compile", "op": "compile", "out": package, "inductor_configs": configs},
+                [
+                    {
+                        "id": "trace",
+                        "op": "accuracy_trace",
+                        "package": package,
+                        "model": "model",
+                        "scratch": os.path.join(self.workdir, "scratch"),
+                    }
+                ],
+                self.package_tf32,
+            ),
+        )
+        trace = entries.get("trace") or {}
+        if trace.get("status") != "ok":
+            return trace, _why(entries, ("compile", "trace"), died), "printer build"
+        return trace, "", "printer build"
 
     def _prove(
         self, nodes: list[str], facts: Mapping[str, bool], program_facts: Mapping[str, bool]

@@ -208,6 +208,10 @@ class AccuracyDiagnosis:
     """The one full rebuild of the program with the cause proven on the repro."""
     latency: Latency | None = None
     """The cause's latency cost (the deployed package against its rebuild with the cause)."""
+    localized_on: str = "printer build"
+    """The compile whose kernels' outputs were compared: `python wrapper` (Inductor's
+    Python-wrapper compile of the program, its outputs the deployed package's bit for bit) or
+    `printer build` (the AOTI rebuild with the intermediate value printer)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -226,6 +230,7 @@ class AccuracyDiagnosis:
             "summary": self.summary,
             "repro": self.repro.to_dict() if self.repro else None,
             "trials_on": self.trials_on,
+            "localized_on": self.localized_on,
             "confirm": self.confirm.to_dict() if self.confirm else None,
             "latency": self.latency.to_dict() if self.latency else None,
         }
@@ -249,6 +254,7 @@ class AccuracyDiagnosis:
             summary=str(d.get("summary") or ""),
             repro=Repro.from_dict(d["repro"]) if isinstance(d.get("repro"), Mapping) else None,
             trials_on=str(d.get("trials_on") or "program"),
+            localized_on=str(d.get("localized_on") or "printer build"),
             confirm=(
                 KnobTrial.from_dict(d["confirm"]) if isinstance(d.get("confirm"), Mapping) else None
             ),

@@ -51,6 +51,10 @@ class TriageOptions:
     accuracy_speculate: bool | None = None
     """Rebuild with the program's likeliest knob beside the localizing rebuild
     (triage/accuracy_spec.py): True, False, or None (when this process may use 2+ CPUs)."""
+    accuracy_python_wrapper: bool = True
+    """Localize a CPU package's divergence on Inductor's Python-wrapper compile of the program
+    when its outputs are the deployed package's bit for bit (runner/worker/jit_trace.py); False:
+    always on the printer build."""
 
     def __post_init__(self) -> None:
         """A library caller gets the checks the flags get (aotipre.foundation.bounds): a NaN, zero or

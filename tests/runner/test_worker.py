@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from aotipre.runner import launch, worker  # noqa: E402
+from aotipre.runner import contain, launch, worker  # noqa: E402
 
 
 def test_normalize_inputs_follows_the_sample_inputs_convention() -> None:
@@ -134,10 +134,22 @@ def test_a_compile_runs_with_the_users_tempdir(tmp_path, monkeypatch) -> None:  
         assert codecache._HEADER_DIR.startswith(str(users) + "/torchinductor_")
         assert codecache._HEADER_DIR.endswith("precompiled_headers")
     assert tempfile.gettempdir() == str(private)
-    # a cache put elsewhere by the user: nothing moves
+    # a cache put elsewhere by the user, the launcher not saying the user's TMPDIR: nothing
+    # moves
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(users / "my-cache"))
     with worker.users_tempdir():
         assert tempfile.gettempdir() == str(private)
+    # the launcher says it (contain.private_tmp): the headers go where the user's own process
+    # keeps them, wherever the cache is
+    env: dict[str, str] = {"TMPDIR": str(users)}
+    folder = contain.private_tmp(env)
+    assert folder is not None and env["TMPDIR"] == folder
+    monkeypatch.setenv("AOTIPRE_USER_TMPDIR", env["AOTIPRE_USER_TMPDIR"])
+    with worker.users_tempdir():
+        assert tempfile.gettempdir() == str(users)
+        assert codecache._HEADER_DIR.startswith(str(users) + "/torchinductor_")
+    assert tempfile.gettempdir() == str(private)
+    contain.remove_private_tmp(folder)
 
 
 def test_tensor_stats_are_what_the_level_2_printer_shows() -> None:

@@ -195,3 +195,47 @@ def test_no_escalate_and_a_device_other_than_cpu_or_cuda_skip_with_the_reason() 
     assert off.findings == [] and "escalation is off" in off.stages[0].detail
     xpu = triage_accuracy(mismatch("/nowhere/ep.pt2", "xpu:0"), AccuracyOptions())
     assert xpu.findings == [] and "CPU and CUDA packages only" in xpu.stages[0].detail
+
+
+def test_python_wrapper_launches_match_the_printer_builds_by_kernel_and_role() -> None:
+    # the same bf16 program compiled by Inductor's Python wrapper (torch 2.13): the fused kernel
+    # has the printer build's arguments and outputs; the addmm writes its out= argument
+    launches = kernelmap.python_launches((DATA / "jit_wrapper.py.txt").read_text())
+    assert [(x.kernel, x.handle) for x in launches] == [
+        ("extern_kernels.addmm", "extern_kernels.addmm:1"),
+        (FUSED, f"{FUSED}:2"),
+    ]
+    addmm, fused = launches
+    assert (addmm.outputs, addmm.how) == (["buf0"], "out argument")
+    assert addmm.args[-1] == "buf0" and "arg2_1" in addmm.args  # the reinterpreted weight too
+    printer = kernelmap.launches((DATA / "printer1_wrapper.cpp").read_text())[1]
+    assert (fused.args, fused.outputs, fused.how) == (printer.args, printer.outputs, "declaration")
+    first, last = fused.lines
+    assert (
+        first == last
+        and FUSED + "(buf0" in (DATA / "jit_wrapper.py.txt").read_text().splitlines()[first - 1]
+    )
+
+
+def test_python_wrapper_statements_between_a_handle_and_its_launch_are_skipped() -> None:
+    source = "\n".join(
+        [
+            "class Runner:",
+            "    def call(self, args):",
+            "        arg0_1, = args",
+            "        # [Provenance debug handles] extern_kernels.mm:1",
+            "        torch.save(arg0_1, 'before.pt')",
+            "        extern_kernels.mm(arg0_1, arg0_1, out=buf0)",
+            "        # [Provenance debug handles] aten.sort.default:2",
+            "        buf1, buf2 = torch.ops.aten.sort.default(buf0)",
+            "        # a comment with no handle",
+            "        del buf0",
+            "        return (buf1, )",
+        ]
+    )
+    mm, sort = kernelmap.python_launches(source)
+    assert (mm.kernel, mm.lines, mm.outputs) == ("extern_kernels.mm", (6, 6), ["buf0"])
+    assert (sort.outputs, sort.how) == (["buf1", "buf2"], "assigned")
+    assert sort.args == ["buf0", "buf1", "buf2"]
+    assert kernelmap.python_launches("def call(args):\n    return args\n") == []
+    assert kernelmap.python_launches("def call(args:\n") == []  # not Python: no launches

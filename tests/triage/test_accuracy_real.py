@@ -86,13 +86,17 @@ def test_a_bf16_chain_is_localized_and_proven_precision_cast_elision(
     plain = facts(built, "bf16")
     assert plain["gap"] > 0.05  # plain torch: the compiled bf16 chain differs from eager
     assert plain["rebuilds"][0]["gap"] == 0.0  # and emulate_precision_casts closes it
-    # one worker at a time: the ladder on the verified repro, then one confirming rebuild
-    triage = TriageOptions(artifacts=str(tmp_path / "art"), accuracy_speculate=False)
+    # one worker at a time, localized on the printer build: the ladder on the verified repro,
+    # then one confirming rebuild
+    triage = TriageOptions(
+        artifacts=str(tmp_path / "art"), accuracy_speculate=False, accuracy_python_wrapper=False
+    )
     report = against_program(built, "bf16", triage)
     assert "AOT701" in codes(report) and "AOT709" in codes(report)
     assert "AOT710" not in codes(report)
     (d,) = report.accuracy
     assert f"divergence starts in kernel {d.kernel}" in finding(report, "AOT708").message
+    assert d.localized_on == "printer build"
     assert d.kernel is not None and d.kernel.startswith("cpp_fused")
     assert {"add", "sub"} <= set(d.nodes)  # the pointwise chain's FX nodes
     assert any("(y + 100.0) - 100.0" in line for line in d.source)
@@ -145,6 +149,10 @@ def test_nan_made_by_one_fused_kernel_is_localized_with_finite_inputs(
     report = against_program(built, "nan")
     assert "AOT702" in codes(report) and "AOT708" in codes(report)
     (d,) = report.accuracy
+    # localized on the program's Python-wrapper compile: its outputs (NaN where NaN) are the
+    # deployed package's bit for bit
+    assert d.localized_on == "python wrapper"
+    assert d.series[0].kernel == "extern_kernels.addmm"
     assert d.kernel is not None and d.kernel.startswith("cpp_fused")
     assert "div" in d.nodes
     assert d.inputs_agree is True  # the NaN did not come in: the addmm's output is finite
@@ -161,6 +169,7 @@ def test_an_rng_op_is_proven_by_fallback_random(build_kind: Callable[[str], Path
     report = against_program(built, "rng", TriageOptions(accuracy_speculate=True))
     (d,) = report.accuracy
     assert "rand_like" in d.nodes
+    assert d.localized_on == "python wrapper"  # its random numbers are the package's
     assert d.cause == "fallback-random"
     assert [t.knob for t in d.trials] == ["fallback-random"]  # no bf16, no reduction: one knob
     assert "AOT709" in codes(report)
@@ -194,6 +203,25 @@ def test_an_injected_miscompile_is_a_compiler_bug_candidate_with_no_cause(
     assert d.repro is not None and d.repro.verified and "relu" in d.repro.nodes
     assert len(d.repro.nodes) < d.repro.program_nodes
     assert "repro verified (subgraph route" in finding(report, "AOT710").message
+
+
+def test_a_package_compiled_with_unknown_configs_is_not_localized_on_the_python_wrapper(
+    build_kind: Callable[[str], Path],
+) -> None:
+    # relu_aoti.pt2 was compiled with the injected miscompile, which the check is not told:
+    # compiling the program as given is not that package, so its kernels cannot stand in for the
+    # package's; the printer build (the same configs) then matches eager too, which is the
+    # answer: the difference is not in compiling this program
+    built = build_kind("relu")
+    assert facts(built, "relu")["gap"] > 0.5
+    report = against_program(built, "relu")
+    assert "AOT701" in codes(report) and "AOT708" not in codes(report)
+    assert report.accuracy == []
+    stages = {s.name: s for s in report.stages}
+    localize = stages["accuracy:localize"]
+    assert localize.status is StageStatus.PASSED
+    assert "does not reproduce when rebuilt" in localize.detail
+    assert "with other configs" in localize.detail
 
 
 def test_an_aoti_only_package_says_what_localizing_needs(

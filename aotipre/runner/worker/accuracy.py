@@ -21,6 +21,7 @@ from . import kernelmap
 from .compare import compare_leaf, compare_outputs
 from .core import WorkerCore
 from .inputs import dtype_name
+from .jit_trace import Traced, trace_program
 from .loading import load_direct
 from .protocol import StepError
 
@@ -195,6 +196,38 @@ def to_fp64(tree: Any) -> Any:
     )
 
 
+def flat_inputs(gm: Any, args: Any, kwargs: Any) -> list[Any]:
+    """The inputs flattened as the program's graph takes them (kwargs in its in_spec's order)."""
+    in_spec = getattr(gm, "_in_spec", None)
+    if kwargs and in_spec is not None:
+        from torch.export._tree_utils import reorder_kwargs
+
+        kwargs = reorder_kwargs(kwargs, in_spec)
+    return pytree.tree_flatten((tuple(args), dict(kwargs)))[0]
+
+
+def bitwise_difference(a: Any, b: Any) -> str:
+    """'' when `a` and `b` hold the same leaves bit for bit (NaN where NaN), else what differs."""
+    left, right = pytree.tree_flatten(a)[0], pytree.tree_flatten(b)[0]
+    if len(left) != len(right):
+        return f"{len(left)} output(s) against {len(right)}"
+    for i, (x, y) in enumerate(zip(left, right)):
+        if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+            if x != y:
+                return f"output {i}: {x!r} against {y!r}"
+            continue
+        x, y = x.detach().cpu(), y.detach().cpu()
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return f"output {i}: {dtype_name(x.dtype)}{list(x.shape)} against {dtype_name(y.dtype)}{list(y.shape)}"
+        same = x == y
+        if x.is_floating_point() or x.is_complex():
+            same |= torch.isnan(x) & torch.isnan(y)
+        if not bool(same.all()):
+            worst = (x.double() - y.double()).abs().nan_to_num(float("inf")).max()
+            return f"output {i}: {int((~same).sum())} element(s) differ, max abs {float(worst):.3g}"
+    return ""
+
+
 class AccuracyOps(WorkerCore):
     """Steps `accuracy_trace` and `accuracy_compare`."""
 
@@ -217,8 +250,6 @@ class AccuracyOps(WorkerCore):
                 compiled = runner(*args, **kwargs)
         finally:
             os.chdir(here)
-        self.phase(entry, "eager")
-        gm = self.eager_module()
         wrapper, kernel_text, provenance = model_members(package, model)
         found = kernelmap.launches(wrapper, kernel_text)
         with open(manifest, errors="replace") as f:
@@ -230,6 +261,44 @@ class AccuracyOps(WorkerCore):
                 f"the run printed {len(paths)} saved tensor(s), the wrapper has "
                 f"{sum(len(x.saved) for x in found)} saves: the manifest cannot be matched"
             )
+        self.record_launches(entry, Traced(compiled, found, files, provenance), args, kwargs)
+
+    def op_accuracy_trace_jit(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """The same record from Inductor's Python-wrapper compile of the program (jit_trace.py:
+        no C++ wrapper to build), used only when its outputs are bit for bit the deployed
+        package's `step["deployed"]` on the same inputs; StepError otherwise."""
+        args, kwargs = self.get_inputs(entry)
+        seed = int(self.job.get("seed") or 0)
+        configs = dict(step.get("inductor_configs") or {})  # the check's, validated there
+        flat = flat_inputs(self.get_ep().module(), args, kwargs)
+        self.phase(entry, "compile")
+        traced = trace_program(
+            self.get_ep().module(), flat, configs, step["scratch"], seed,
+            lambda name: self.phase(entry, name),
+        )  # fmt: skip
+        self.phase(entry, "deployed")
+        runner = load_direct(step["deployed"], step.get("deployed_model", "model"), self.index)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            shipped = runner(*args, **kwargs)
+        differs = bitwise_difference(traced.compiled, shipped)
+        if differs:
+            raise StepError(
+                f"the Python-wrapper compile is not the deployed package bit for bit ({differs})"
+            )
+        self.record_launches(entry, traced, args, kwargs)
+
+    def record_launches(
+        self, entry: dict[str, Any], traced: Traced, args: Any, kwargs: Any
+    ) -> None:
+        """Each launch's outputs against its eager FX node, the run's outputs against eager,
+        and both sides against fp64, into `entry`."""
+        compiled, found, files, provenance = (
+            traced.compiled, traced.launches, traced.files, traced.provenance
+        )  # fmt: skip
+        seed = int(self.job.get("seed") or 0)
+        self.phase(entry, "eager")
+        gm = self.eager_module()
         wanted = {n for info in provenance.values() for n in info.get("pre_grad_nodes") or []}
         order = {node.name: i for i, node in enumerate(gm.graph.nodes)}
         torch.manual_seed(seed)
@@ -313,14 +382,8 @@ class AccuracyOps(WorkerCore):
                     values[n.name] = out
                 return out
 
-        in_spec = getattr(gm, "_in_spec", None)
-        if kwargs and in_spec is not None:
-            from torch.export._tree_utils import reorder_kwargs
-
-            kwargs = reorder_kwargs(kwargs, in_spec)
-        flat = pytree.tree_flatten((tuple(args), dict(kwargs)))[0]
         with torch.no_grad():
-            values["__output__"] = Recording(gm).run(*flat)
+            values["__output__"] = Recording(gm).run(*flat_inputs(gm, args, kwargs))
         return values
 
     def _fp64(self, gm: Any, args: Any, kwargs: Any, compiled: Any, eager: Any) -> dict[str, Any]:

@@ -191,9 +191,13 @@ def users_tempdir() -> Iterator[None]:
 
 
 def _users_tempdir() -> str | None:
-    """The TMPDIR of the user's process: aotipre's launcher pins Inductor's cache at
-    `<that TMPDIR>/torchinductor_<user>` (contain.private_tmp) before giving the worker a
-    private TMPDIR; None when the cache was put elsewhere (then nothing is moved)."""
+    """The TMPDIR of the user's process: aotipre's launcher says it (AOTIPRE_USER_TMPDIR,
+    contain.private_tmp) and pins Inductor's cache at `<that TMPDIR>/torchinductor_<user>`
+    unless the user put it elsewhere (the headers stay under the TMPDIR either way, as in the
+    user's own process); None when neither tells (then nothing is moved)."""
+    given = os.environ.get("AOTIPRE_USER_TMPDIR", "")
+    if given and os.path.isdir(given):
+        return given
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     if not os.path.basename(cache.rstrip("/")).startswith("torchinductor_"):
         return None

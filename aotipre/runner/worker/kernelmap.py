@@ -16,10 +16,17 @@ What it reads (torch 2.11-2.15, `_inductor/codegen/debug_utils.py`, measured on 
   (measured on torch 2.11.0+cu130, an H200: data/cuda_printer_wrapper.cpp);
 - an extern kernel `aoti_torch_<device>_<op>_out(OUT, ...)` writes its first argument;
 - the run prints `aoti_torch_save_tensor_handle: Saved tensor to PATH` once per save, in order.
+
+The same program compiled by Inductor's Python wrapper (the JIT route, `python_launches`) puts
+`# [Provenance debug handles] KERNEL:N` before each launch statement of its `call` function; a
+C++ kernel is bound as `NAME = async_compile.cpp_pybinding([...], r'''... extern "C" void
+kernel(const T* in_ptr0, T* out_ptr0, ...)''')`, an extern kernel writes its `out=` argument, a
+fallback op the names it assigns (measured on 2.13: tests/triage/data/jit_wrapper.py.txt).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
@@ -30,6 +37,10 @@ SAVE_CALL = re.compile(
 """One save of the printer's mode 1 in wrapper.cpp."""
 HANDLE_LINE = re.compile(r"//\s*\[Provenance debug handles\]\s*(?P<key>[\w.]+:\d+)")
 """The provenance comment before a launch: `kernel:debug_handle`."""
+PY_HANDLE_LINE = re.compile(r"^\s*#\s*\[Provenance debug handles\]\s*(?P<key>[\w.]+:\d+)")
+"""The same comment in a Python wrapper."""
+CPP_BINDING = re.compile(r"^(?P<name>\w+)\s*=\s*async_compile\.cpp_pybinding\(", re.MULTILINE)
+"""A Python wrapper's C++ kernel: its source follows, declared as `kernel(...)`."""
 SAVED_LINE = re.compile(r"Saved tensor to (?P<path>\S.*?)\s*$")
 """The run's manifest line of one saved tensor."""
 DECLARATION = re.compile(
@@ -60,7 +71,9 @@ class Launch:
     saved: list[tuple[str, str]] = field(default_factory=list)
     """(argument, phase) of each save around it, in order."""
     how: str = ""
-    """How the outputs were told: `declaration`, `out argument` or `first use`."""
+    """How the outputs were told: `declaration`, `out argument`, `assigned` or `first use`."""
+    lines: tuple[int, int] = (0, 0)
+    """A Python wrapper's launch statement: its first and last line (1-based)."""
 
 
 def saved_paths(text: str) -> list[str]:
@@ -201,3 +214,99 @@ def match_manifest(found: list[Launch], paths: list[str]) -> list[dict[str, str]
     for k, saved_before in enumerate(before):
         out[k].update({f"before:{arg}": path for arg, path in saved_before.items()})
     return out
+
+
+def python_declarations(source: str) -> dict[str, list[str]]:
+    """{kernel: its parameter names} of the C++ kernels a Python wrapper binds with
+    `async_compile.cpp_pybinding` (each declared as `kernel(...)` in its own source)."""
+    out: dict[str, list[str]] = {}
+    for bound in CPP_BINDING.finditer(source):
+        found = DECLARATION.search(source, bound.end())
+        if found is not None:
+            out[bound.group("name")] = [
+                (re.findall(r"\w+", p.split("=")[0]) or [""])[-1]
+                for p in found.group("params").split(",")
+            ]
+    return out
+
+
+def python_launches(source: str) -> list[Launch]:
+    """The launches of a Python wrapper's `call` function, in order: each statement after a
+    provenance comment, with its buffer and graph arguments and the ones it writes. Empty when
+    the source has no `call` function or no provenance comments."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    call = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and n.name == "call" and "args" in _params(n)
+        ),
+        None,
+    )
+    if call is None:
+        return []
+    decls = python_declarations(source)
+    lines = source.splitlines()
+    out: list[Launch] = []
+    seen: set[str] = set()
+    key: str | None = None
+    for stmt in _statements(call.body):
+        key = _handle_above(lines, stmt.lineno) or key
+        value = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+        if key is None or not isinstance(value, ast.Call):
+            continue
+        kernel = key.split(":")[0]
+        if not ast.unparse(value.func).endswith(kernel):
+            continue  # a statement between the comment and its launch
+        texts = [ast.unparse(a) for a in value.args]
+        launch = Launch(kernel, key, lines=(stmt.lineno, stmt.end_lineno or stmt.lineno))
+        launch.args = [a for a in (identifier(t) for t in texts) if a]
+        written = [
+            k.value.id for k in value.keywords if k.arg == "out" and isinstance(k.value, ast.Name)
+        ]
+        assigned = [
+            n.id
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [])
+            for n in ast.walk(t)
+            if isinstance(n, ast.Name)
+        ]
+        if written or assigned:
+            launch.how = "out argument" if written else "assigned"
+            launch.outputs = written + assigned
+            launch.args += [a for a in launch.outputs if a not in launch.args]
+        else:
+            _outputs(launch, texts, decls.get(kernel), seen)
+        seen.update(launch.args)
+        out.append(launch)
+        key = None
+    return out
+
+
+def _params(fn: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in fn.args.args]
+
+
+def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The simple statements of `body` in source order, those inside `with` blocks too (a
+    device guard around launches)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.With):
+            out.extend(_statements(stmt.body))
+        else:
+            out.append(stmt)
+    return out
+
+
+def _handle_above(lines: list[str], lineno: int) -> str | None:
+    """The provenance key in the comment lines right above line `lineno` (1-based)."""
+    i = lineno - 2
+    while i >= 0 and lines[i].strip().startswith("#"):
+        found = PY_HANDLE_LINE.search(lines[i])
+        if found:
+            return found.group("key")
+        i -= 1
+    return None
