@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -315,6 +316,7 @@ def test_the_server_outlives_bad_clients_and_a_killed_client_takes_its_worker_do
         # what the process runner would set for the server, set for the client too: the
         # server forks only for a client of its own environment
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "AOTIPRE_USER_TMPDIR": tempfile.gettempdir(),
     }
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"protocol": 1, "tag": "job0", "steps": [{"id": "load"}]}))
