@@ -11,12 +11,18 @@ sample inputs, `torch._inductor.aoti_load_package`, one call (and, on CUDA, a sy
 as `python -c ...` and timed from outside around the whole process, as the check is:
 `python -m aotipre check PKG --inputs IN --no-config --no-progress --format json -o FILE`
 (every default stage on: load, run, perf with its 20 timed calls, the dynamic-range probes).
-Both get the same environment and run alternately, one after the other, `--repeat` times.
+Both get the same environment (Python's bytecode cache on: PYTHONDONTWRITEBYTECODE is taken out
+of it, unless a figure puts it in) and run alternately, one after the other, `--repeat` times.
 
 Figures, exactly as issue 28 defines them (medians over --repeat):
   check          check wall / bare wall                                 goal <= 0.5
-  first check    the same with an empty aotipre cache (the host's first check: it measures
-                 torch's CPU-ISA probe once and records it), one run, shown, not a goal
+  first check    the host's first check against the bare script on a fresh host: both with
+                 an empty inductor cache of their own (TORCHINDUCTOR_CACHE_DIR), the check
+                 with an empty aotipre cache too (it measures the loader's imports and torch's
+                 CPU-ISA probe beside its first worker and records them), alternating,
+                 `--repeat` times                                       goal <= 0.6
+  first check, no bytecode   the same pair with PYTHONDONTWRITEBYTECODE=1 on both sides (as in
+                 many containers), in the same loop
   zoo            one `aotipre check --manifest` of the 20 healthy zoo packages (-j 1) /
                  the sum of 20 bare scripts over the same packages      goal <= 0.4
                  (also shown: the same with -j 2; with --also-without-fork-server, both
@@ -25,7 +31,9 @@ Figures, exactly as issue 28 defines them (medians over --repeat):
 On CUDA the zoo is `--zoo` copies of the CUDA package under distinct names, checked at -j 1
 (one GPU), against as many bare scripts.
 
-Packages: CPU, the zoo of fixtures/zoo.py (`--zoo` packages built with the public API into
+Packages: `--package PKG --inputs IN` for the one-package figures (e.g. the GPT-like decoder of
+fixtures/real_models.py, built by scripts/build_real_models.py); else on CPU the zoo of
+fixtures/zoo.py (`--zoo` packages built with the public API into
 $TMPDIR/aotipre-bench-cost-zoo, reused while its stamp matches; the healthy ones are used);
 `--device cuda` builds one small CUDA package with the public API into $TMPDIR first (not in
 fixtures/). Every check's verdict must be pass, and the bare script must succeed: otherwise the
@@ -241,6 +249,51 @@ def machine(device: str) -> dict[str, Any]:
     return out
 
 
+def first_check(
+    package: Path,
+    inputs: Path,
+    one: list[str],
+    opts: argparse.Namespace,
+    env: dict[str, str],
+    work: Path,
+) -> dict[str, Any]:
+    """The host's first check against the bare script on a fresh host, `opts.repeat` times,
+    alternating, with bytecode written and then with PYTHONDONTWRITEBYTECODE=1: each run gets
+    an empty inductor cache of its own, the check an empty aotipre cache too."""
+    runs: list[dict[str, Any]] = []
+    for i in range(opts.repeat):
+        pair: dict[str, Any] = {}
+        for kind, extra in (("", {}), ("_no_bytecode", {"PYTHONDONTWRITEBYTECODE": "1"})):
+            fresh = work / f"fresh{i}{kind}"
+            fresh.mkdir(parents=True)
+            bare_env = {**env, **extra, "TORCHINDUCTOR_CACHE_DIR": str(fresh / "bare-inductor")}
+            check_env = {**env, **extra, "TORCHINDUCTOR_CACHE_DIR": str(fresh / "inductor")}
+            args = [*one[: one.index("--cache-dir")], "--cache-dir", str(fresh / "cache")]
+            args += one[one.index("--cache-dir") + 2 :]
+            # alternate which side goes first
+            sides = ["bare", "check"] if i % 2 == 0 else ["check", "bare"]
+            for side in sides:
+                if side == "bare":
+                    pair[f"bare{kind}_s"] = bare(package, inputs, opts.device, bare_env)
+                else:
+                    wall, report = check(args, check_env, work, fresh / "report.json")
+                    pair[f"check{kind}_s"] = wall
+                    pair[f"cold{kind}"] = cold_parts(report)
+            log(
+                f"first check{kind.replace('_', ' ')} {i + 1}: bare {pair[f'bare{kind}_s']:.2f} s, "
+                f"check {pair[f'check{kind}_s']:.2f} s"
+            )
+        runs.append(pair)
+    out: dict[str, Any] = {"first_pairs": runs}
+    for kind in ("", "_no_bytecode"):
+        b = statistics.median(p[f"bare{kind}_s"] for p in runs)
+        c = statistics.median(p[f"check{kind}_s"] for p in runs)
+        out[f"first_bare{kind}_s"] = b
+        out[f"first_check{kind}_s"] = c
+        out[f"ratio_first{kind}"] = c / b
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -261,11 +314,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also check the zoo with AOTIPRE_FORK_SERVER=0 (a fresh worker per package)",
     )
+    ap.add_argument("--package", type=Path, help="the one package (default: the zoo's first)")
+    ap.add_argument("--inputs", type=Path, help="its sample inputs (with --package)")
     ap.add_argument("--json", type=Path, help="also write every figure here")
     opts = ap.parse_args(argv)
 
     env = dict(os.environ)
     env.pop("AOTIPRE_CONFIG", None)
+    # bytecode written (Python's default) unless a figure says otherwise
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     work = Path(tempfile.mkdtemp(prefix="bench-cost-"))
     cache = work / "cache"
     result: dict[str, Any] = {"machine": machine(opts.device), "device": opts.device}
@@ -273,20 +330,29 @@ def main(argv: list[str] | None = None) -> int:
     if opts.device.startswith("cuda"):
         package, inputs = build_cuda(opts.build / "cuda", env)
         zoo = copies(package, inputs, work / "copies", opts.zoo)
+    elif opts.package is not None and not opts.zoo:
+        zoo = []
     else:
         zoo = healthy_zoo(
             opts.build / "zoo", opts.zoo + opts.zoo // 4 + 2 if opts.zoo else 5, max(opts.zoo, 1)
         )
         package, inputs = zoo[0]
+    if opts.package is not None:
+        if opts.inputs is None:
+            raise SystemExit("--package needs --inputs")
+        package, inputs = opts.package.resolve(), opts.inputs.resolve()
+    result["package"] = str(package)
     one = [str(package), "--inputs", str(inputs), "--cache-dir", str(cache)]
     if opts.device != "cpu":
         one += ["--device", opts.device]
 
-    # the host's first check: an empty aotipre cache (the probe is measured and recorded)
-    first_wall, first = check(one, env, work, work / "first.json")
-    result["first_check_s"] = first_wall
-    result["first_check_cold"] = cold_parts(first)
-    log(f"first check (empty cache): {first_wall:.2f} s")
+    result.update(first_check(package, inputs, one, opts, env, work))
+    # the host's record for the pairs below (untimed): a check whose probe built its check
+    # programs (an empty inductor cache) keeps none, so a second one makes it
+    for i in range(2):
+        _, warm = check(one, env, work, work / f"warm{i}.json")
+        if not cold_parts(warm).get("probe_compiles"):
+            break
 
     pairs = []
     for i in range(opts.repeat):

@@ -8,16 +8,17 @@ feeds a device-information warning; for a compile it picks the vector ISA of the
 code. Every aotipre worker paid it again: the load, a reload in a fresh worker, a compile, each
 triage step, and every package of a zoo.
 
-The first timed load on a host (the perf stage's, `measure_load` in the worker) now records
-what the probe found and what it cost in aotipre's cache (`<cache>/loadcost/<key>.json`), keyed
+The host's first check measures what the probe found and what it cost, with the loader's
+imports, in a fresh process of its own beside its first worker (runner/loadmeasure.py; else the
+first timed load, `measure_load` in the worker, does) and records them in aotipre's cache
+(`<cache>/loadcost/<key>.json`), keyed
 by everything the answer depends on: the interpreter, the torch build, the CPU (model and
 flags), the C++ compiler torch would run and the environment variables the probe reads. Later
 workers answer the probe with that list (`worker.pin_vec_isa`: torch's own code runs with the
 same answer, and `pick_vec_isa` chooses among it as it would), and the perf stage reports the
 probe's recorded cost with when it was measured (`with_recorded_probe`), so the load figure is
 still what a fresh deployment process pays. With the cache off (`--no-cache`) nothing is read
-or kept: the first load of each check measures the probe and hands its answer to the check's
-later workers only.
+or kept: each check measures the probe again and hands its answer to its own later workers.
 
 A record is read only when it is aotipre's own (runner.cache.path_problem: this user's, not
 writable by others, no link) and well-formed; anything else is treated as absent.
@@ -35,11 +36,14 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre.runner import cache as cache_mod
+
+if TYPE_CHECKING:
+    from aotipre.runner.loadmeasure import Measurement
 
 FORMAT = 2
 """Bumped whenever the key or the record changes (2: the loader's import cost)."""
@@ -230,11 +234,13 @@ def _clean_probe(probe: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
-def from_load(entry: Mapping[str, Any]) -> ProbeRecord | None:
-    """The record a load step's entry proves, or None: only a timed load (its `perf`) in a
-    fresh process whose probe really ran (not answered from a pin or torch's own cache), found
-    at least one ISA and built none of its check programs (the cost every later fresh process
-    on this host pays; the first one into an empty inductor cache pays more)."""
+def from_load(entry: Mapping[str, Any], *, first_process: bool = False) -> ProbeRecord | None:
+    """The record a load step's entry proves (or a `loadcost` step's), or None: only a timed
+    load (its `perf`) in a fresh process whose probe really ran (not answered from a pin or
+    torch's own cache), found at least one ISA and built none of its check programs (the cost
+    every later fresh process on this host pays; the first one into an empty inductor cache
+    pays more). `first_process`: one that built them too (what this process paid: reported by
+    its own check, never kept for later ones)."""
     perf = entry.get("perf")
     names = entry.get("vec_isa")
     if not isinstance(perf, dict) or not isinstance(names, list):
@@ -246,7 +252,11 @@ def from_load(entry: Mapping[str, Any]) -> ProbeRecord | None:
         return None
     built = probe.get("gxx_builds")
     failed = probe.get("gxx_failed")
-    if isinstance(built, int) and built > (failed if isinstance(failed, int) else 0):
+    if (
+        not first_process
+        and isinstance(built, int)
+        and built > (failed if isinstance(failed, int) else 0)
+    ):
         # a probe that built check programs now (an empty inductor cache) costs what only
         # this first process pays: later ones find them built (a failed build is not cached,
         # every process pays it again, so that one is the steady cost and is recorded)
@@ -333,8 +343,10 @@ def with_recorded_load(perf: Mapping[str, Any], record: ProbeRecord) -> dict[str
 
 class HandOver:
     """One model's checks and the probe: the list each worker is given to answer it with, from
-    the host's record (read once, when the first worker starts) or from what an earlier load of
-    this check probed; and the record written when this check's timed load is the host's first."""
+    the host's record (read once, when the first worker starts), from the check's own
+    measurement (runner/loadmeasure.py, started beside the first worker when there is no
+    record) or from what an earlier load of this check probed; and the record written when this
+    check's measurement or timed load is the host's first."""
 
     def __init__(
         self,
@@ -353,9 +365,63 @@ class HandOver:
         """The host's record the workers' pins came from (None: none was read)."""
         self.probed: tuple[str, ...] | None = None
         """What a load of this check probed (or was pinned with)."""
+        self.measurement: Measurement | None = None
+        """The check's own measurement of the probe, when there was no record (started once)."""
+        self.unmeasured: str | None = None
+        """Why that measurement gave no record, once it ended without one."""
 
-    def pin(self, env: Mapping[str, str]) -> list[str] | None:
-        """The ISA list for the next worker (None: let it probe)."""
+    def measure(self, start: Callable[[], Measurement | None]) -> bool:
+        """Without the host's record: start the check's own measurement (`start`, once), which
+        later answers `pin` and `await_measured`; whether one runs or has run."""
+        if self.measurement is None and self.recorded is None and self.unmeasured is None:
+            self.measurement = start()
+            if self.measurement is None:
+                self.unmeasured = "no measuring process could be started"
+        return self.measurement is not None
+
+    @property
+    def measuring(self) -> bool:
+        """The check's measurement runs, and nothing has answered it yet."""
+        m = self.measurement
+        return m is not None and not m.done and self.recorded is None
+
+    def await_measured(self) -> ProbeRecord | None:
+        """The record the check's measurement gave (waiting for it to end), else the host's
+        record; None with `unmeasured` saying why."""
+        if self.measurement is not None and self.recorded is None:
+            self._take(self.measurement.entry())
+        return self.recorded
+
+    def stop(self) -> None:
+        """End the measurement if it still runs (the session is over)."""
+        if self.measurement is not None:
+            self.measurement.stop()
+
+    def _take(self, entry: Mapping[str, Any] | None) -> None:
+        """Take a finished measurement's step record: this check's record of the probe (what
+        a fresh process paid now), kept for later checks only under the steady-cost rule of
+        `from_load`."""
+        assert self.measurement is not None
+        record = from_load(entry, first_process=True) if entry is not None else None
+        if record is None:
+            self.unmeasured = self.measurement.error or "the measurement found no usable ISA"
+            return
+        if self._key is not None and from_load(entry or {}) is not None:
+            write(self._cache_dir, self._key, record)
+        self.recorded = record
+        self.probed = record.vec_isa
+
+    def pin(self, env: Mapping[str, str], *, wait: bool = False) -> list[str] | None:
+        """The ISA list for the next worker (None: let it probe). `wait`: the worker needs
+        the answer (a compile picks its vector ISA from it): wait for a measurement that runs
+        rather than let the worker probe again."""
+        if (
+            self.measurement is not None
+            and self.recorded is None
+            and self.unmeasured is None
+            and (wait or self.measurement.done)
+        ):
+            self._take(self.measurement.entry())
         if not self._looked:
             self._looked = True
             self._key = self._host_key(env) if self._use_cache else None

@@ -1,7 +1,8 @@
 """torch's CPU-ISA probe paid once per host (runner/loadcost.py): the record's key, its trust and
 shape checks, what a load entry proves, and the perf figures rebuilt from it. The real-worker
-tests at the end check a fixture twice with a private cache: the first load measures the
-probe, the second is answered from the record and reports the recorded cost."""
+test at the end checks a fixture three times with a private cache: the first checks measure the
+probe beside their first worker (runner/loadmeasure.py) and report that measure, the last is
+answered from the record and reports the recorded cost."""
 
 from __future__ import annotations
 
@@ -219,6 +220,76 @@ def test_a_hand_over_pins_from_the_record_or_from_the_first_load(tmp_path: Path)
     assert third.recorded is None and not (tmp_path / "empty" / loadcost.FOLDER).exists()
 
 
+class StandInMeasurement:
+    """A finished (or running) loadmeasure.Measurement: its step record or its error."""
+
+    def __init__(self, entry: dict[str, object] | None, error: str | None = None) -> None:
+        self._entry = entry
+        self.error = error
+        self.done = False
+        self.waited = 0
+        self.stopped = False
+
+    def entry(self, timeout_s: float | None = None) -> dict[str, object] | None:
+        self.waited += 1
+        self.done = True
+        return self._entry
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_without_a_record_the_checks_own_measurement_answers_the_pins_and_the_report(
+    tmp_path: Path,
+) -> None:
+    env = dict(os.environ)
+
+    def hand_over(cache: Path) -> loadcost.HandOver:
+        return loadcost.HandOver(
+            cache_dir=str(cache), use_cache=True, python=None, worker_command=None
+        )
+
+    # a steady probe (nothing built): this check's figures, and the host's record
+    steady = StandInMeasurement(load_entry(vec_isa=["VecAVX512", "VecAVX2"]))
+    hand = hand_over(tmp_path / "a")
+    assert hand.pin(env) is None
+    started: list[int] = []
+    assert hand.measure(lambda: started.append(1) or steady)  # type: ignore[arg-type,func-returns-value]
+    assert hand.measure(lambda: started.append(1) or steady)  # type: ignore[arg-type,func-returns-value]
+    assert started == [1]  # started once
+    assert hand.measuring
+    assert hand.pin(env) is None and steady.waited == 0  # a load does not wait for it
+    assert hand.pin(env, wait=True) == ["VecAVX512", "VecAVX2"]  # a compile does
+    rec = hand.await_measured()
+    assert rec is not None and rec.seconds == 1.25 and not hand.measuring
+    if loadcost._cpu_identity() is not None:
+        assert len(list((tmp_path / "a" / loadcost.FOLDER).glob("*.json"))) == 1
+    hand.stop()
+    assert steady.stopped
+
+    # the host's first probe into an empty inductor cache builds its check programs: reported
+    # as what this check's fresh process paid, never kept for later checks
+    built = {**GOOD_PROBE, "gxx_builds": 6, "seconds": 9.5}
+    first = StandInMeasurement(load_entry(perf={"fresh_process": True, "probe": built}))
+    hand = hand_over(tmp_path / "b")
+    hand.pin(env)
+    hand.measure(lambda: first)  # type: ignore[arg-type,return-value]
+    rec = hand.await_measured()
+    assert rec is not None and rec.seconds == 9.5 and rec.probe["gxx_builds"] == 6
+    assert not (tmp_path / "b" / loadcost.FOLDER).exists()
+
+    # a measurement that failed: no record, and why
+    hand = hand_over(tmp_path / "c")
+    hand.pin(env)
+    hand.measure(lambda: StandInMeasurement(None, "the measuring process timed out"))  # type: ignore[arg-type,return-value]
+    assert hand.await_measured() is None
+    assert hand.unmeasured == "the measuring process timed out"
+    assert hand.pin(env, wait=True) is None  # the worker probes itself
+    # none could start: said too, and not tried again
+    hand = hand_over(tmp_path / "d")
+    assert not hand.measure(lambda: None) and hand.unmeasured
+
+
 # -- the real worker: a check measures the probe once, the next is answered from the record
 
 
@@ -244,11 +315,15 @@ def test_the_second_check_is_answered_from_the_record(
             extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
         ),
     )
-    # the host's first load into an empty inductor cache compiles the probe's check programs:
-    # a cost later processes do not pay, so it is not what gets recorded
+    # the host's first check: no record, so the loader's imports and the probe are measured in
+    # a fresh process of their own beside the first worker (runner/loadmeasure.py), which loads
+    # with the C++ loader alone; into an empty inductor cache the probe compiles its check
+    # programs, which this check reports as what it cost, and which no record keeps
     built = check(pkg("aoti"), options)
     cold0 = built.performance[0][0].cold
-    assert cold0 is not None and cold0.probe_compiles > 0
+    assert cold0 is not None and cold0.probe_compiles > 0 and cold0.probe_s
+    assert cold0.probe_measured_at is not None and cold0.loader_import_s > 0
+    assert cold0.total_s >= cold0.loader_import_s + cold0.probe_s
     assert any(p.suffix == ".so" for p in inductor.rglob("*"))  # the probe built them here
     assert not list((cache / loadcost.FOLDER).glob("*.json"))
 
@@ -257,7 +332,8 @@ def test_the_second_check_is_answered_from_the_record(
     assert len(records) == 1, first.stages
     kept = json.loads(records[0].read_text())
     cold1 = first.performance[0][0].cold
-    assert cold1 is not None and cold1.probe_measured_at is None
+    # the figures are the measurement's own numbers, kept as they were reported
+    assert cold1 is not None and cold1.probe_measured_at == kept["measured_at"]
     assert cold1.probe_s == pytest.approx(kept["probe"]["seconds"])
     assert cold1.probe_programs > 0 and cold1.probe_compiles == 0
     shutil.rmtree(inductor)
@@ -274,17 +350,17 @@ def test_the_second_check_is_answered_from_the_record(
     assert cold2.total_s >= cold2.probe_s
     perf = {s.name: s for s in second.stages}["perf"]
     assert f"measured {kept['measured_at']}" in perf.detail
-    assert second.verdict == first.verdict
+    assert second.verdict == first.verdict == built.verdict
     assert [f.code for f in second.findings] == [f.code for f in first.findings]
     # the record holds the loader's imports too: this AOTI-only package of one model was
     # loaded with the C++ loader alone, and its figures are still a fresh process's
     assert kept["loader_import_s"] > 0
     assert cold1.loader_import_s == pytest.approx(kept["loader_import_s"])
     assert cold2.loader_import_s == pytest.approx(kept["loader_import_s"])
-    assert cold2.import_measured_at == kept["measured_at"] and cold1.import_measured_at is None
+    assert cold2.import_measured_at == kept["measured_at"] == cold1.import_measured_at
     assert cold2.total_s >= cold2.loader_import_s + cold2.probe_s
-    load1, load2 = ({s.name: s for s in r.stages}["load"] for r in (first, second))
-    assert "(load_package)" in load1.detail and "the C++ loader" in load2.detail
+    loads = [{s.name: s for s in r.stages}["load"] for r in (built, first, second)]
+    assert all("the C++ loader" in load.detail for load in loads)
 
 
 # -- the limits and branches the first mutation pass left untested (RELIABILITY.md)

@@ -191,11 +191,19 @@ def _side(stages: list[PerfStage], baselines: list[PerfStage], key: str) -> perf
 def _load_perf(s: Session, entry: dict[str, Any]) -> Any:
     """The load's timings; when its probe was answered from the host's record
     (runner/loadcost.py), with the probe's recorded cost in them: what a fresh process pays;
-    a direct load (the C++ loader alone) with the loader's imports and the probe recorded."""
+    a direct load (the C++ loader alone) with the loader's imports and the probe recorded, or
+    measured by this check beside its first worker (runner/loadmeasure.py)."""
     timed = entry.get("perf")
-    recorded = s.probe.recorded
-    if isinstance(timed, dict) and timed.get("direct") and recorded is not None:
+    direct = isinstance(timed, dict) and bool(timed.get("direct"))
+    # without the host's record: the check's own measurement, beside the first worker
+    if direct and s.probe.measuring:
+        s.say("perf: waiting for the measure of the loader's imports and the CPU-ISA probe")
+    recorded = s.probe.await_measured() if direct else s.probe.recorded
+    if direct and recorded is not None:
         return loadcost.with_recorded_load(timed, recorded)
+    if direct:
+        why = s.probe.unmeasured or "no measurement ran"
+        return {**timed, "measure_error": f"the loader's imports and torch's CPU-ISA probe: {why}"}
     if (
         isinstance(timed, dict)
         and entry.get("vec_isa_pinned")

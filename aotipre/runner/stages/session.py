@@ -16,7 +16,9 @@ How the work is split into processes (wall time matters: `import torch` alone co
 - A load that dies by SIGSEGV is retried once with a libstdc++ preloaded (stages/libstdcxx.py).
 - torch's CPU-ISA probe (seconds to most of a minute per process, the same answer each time)
   runs once per host: every worker is handed the host's recorded answer, or the first load's
-  (runner/loadcost.py); the perf stage still reports what it costs a fresh process.
+  (runner/loadcost.py); the perf stage still reports what it costs a fresh process. Without a
+  record, the probe and the loader's imports are measured in a process of their own started
+  beside the first worker (runner/loadmeasure.py), which loads as on a recorded host.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from aotipre.inputs.meta import SampleInputs
 from aotipre.inputs.weights import WeightsFile
 from aotipre.pt2.archive import Archive, open_archive
 from aotipre.pt2.spec import ModelInfo, PackageInfo
-from aotipre.runner import launch, loadcost, prewarm
+from aotipre.runner import launch, loadcost, loadmeasure, prewarm
 from aotipre.runner.reference import expected_outputs_for, exported_program_for
 from aotipre.runner.stages import jobs
 from aotipre.runner.stages.base import PlannedStep, RunCrash, StepRecord, ok
@@ -188,6 +190,7 @@ class Session:
         return None if self._own_archive else self._archive
 
     def cleanup(self) -> None:
+        self.probe.stop()
         for warm in self.prewarmed:
             warm.stop()
         for stage in self.stages:
@@ -427,7 +430,7 @@ class Session:
             "compile_timeout_s": self.opts.compile_timeout_s,
         }
         job_env = {**self._job_env(), **(env or {})}
-        pinned = self.probe.pin(job_env)
+        pinned = self.probe.pin(job_env, wait=any(s.op == "compile" for s in steps))
         if pinned is not None:
             job["vec_isa"] = pinned
         budget = launch.job_budget_s(
@@ -500,13 +503,37 @@ class Session:
         )
 
     def load_cost_recorded(self) -> bool:
-        """The host's record (runner/loadcost.py) holds what aoti_load_package pays before it
-        touches a package, the loader's imports and the CPU-ISA probe, for this session's
-        workers: a load that needs nothing else may skip paying them (the perf stage reports
-        them from the record)."""
+        """What aoti_load_package pays before it touches a package, the loader's imports and
+        the CPU-ISA probe, for this session's workers, is in the host's record
+        (runner/loadcost.py) or is being measured beside the first worker (started here when
+        there is no record: runner/loadmeasure.py): a load that needs nothing else may skip
+        paying them (the perf stage reports them from the record or the measurement)."""
         self.probe.pin(self._job_env())
         recorded = self.probe.recorded
-        return recorded is not None and recorded.loader_import_s is not None
+        if recorded is not None:
+            return recorded.loader_import_s is not None
+        return self.probe.measure(self._start_measurement)
+
+    def _start_measurement(self) -> loadmeasure.Measurement | None:
+        """The loader's imports and the CPU-ISA probe measured in a fresh worker of their own
+        (not the fork server's: it must pay them), with the workers' environment; None where
+        it would not spare the first worker anything (another device, a compile first, no
+        perf stage to report it, a stand-in worker) or cannot start."""
+        if (
+            self.opts.worker_command
+            or self.opts.perf is None
+            or self.device != "cpu"
+            or self.need_compile
+        ):
+            return None
+        try:
+            return loadmeasure.Measurement(
+                lambda path: launch.worker_argv(self.opts.python, None, path),
+                self._job_env(),
+                budget_s=self.opts.timeout_s,
+            )
+        except (OSError, RuntimeError):  # no folder for it, or no thread to run it
+            return None
 
     def _job_env(self) -> dict[str, str]:
         return launch.job_env(self.opts.extra_env, self.extra_env)

@@ -20,6 +20,7 @@ from .loading import (
     load_direct,
     load_package_like_torch,
     load_pt2_failures,
+    probed_vec_isa,
 )
 
 MB = 1024 * 1024
@@ -302,12 +303,7 @@ def measure_load(
     timer = CallTimer()
     before = _extraction_dirs()
     with timer, load_pt2_failures([] if failures is None else failures):
-        timer.patch(mods["codecache"], "get_device_information", "probe")
-        vec = getattr(isa, "VecISA", None)
-        if vec is not None:
-            timer.patch(vec, "check_build", "check_build")
-            timer.patch(vec, "_probe_load", "dlopen_child")
-        timer.patch(getattr(mods["cpp_builder"], "CppBuilder", None), "build", "gxx")
+        vec = _patch_probe(timer, mods)
         if "pt2" in mods:
             timer.patch(mods["pt2"], "_load_exported_programs", "exported_program")
         timer.patch_class(torch._C._aoti, "AOTIModelPackageLoader", "loader")
@@ -322,6 +318,35 @@ def measure_load(
     except Exception as exc:
         out["measure_error"] = f"{type(exc).__name__}: {exc}"[:500]
     return runner, ep, how, out
+
+
+def measure_probe() -> dict[str, Any]:
+    """What `aoti_load_package` pays before it touches a CPU package, measured in this fresh
+    process as measure_load measures it: the loader's imports (`import_s`) and torch's CPU-ISA
+    probe, the same `get_device_information("cpu")` call that torch's `_load_aoti` makes, timed
+    part by part (`probe`). Beside it `fresh_process`, `probe_cached` and
+    `loader_partly_imported` say whether this process could pay the whole of it (the host's
+    record, runner/loadcost.py, keeps only one that did); `total_s` is the probe call's time."""
+    out: dict[str, Any] = {
+        "fresh_process": "torch._inductor.package" not in sys.modules,
+        "process_age_s": process_age_s(),
+        "torch_version": torch.__version__,
+        "loader_partly_imported": "torch._inductor" in sys.modules,
+    }
+    started = time.perf_counter()
+    mods = loader_modules()
+    out["import_s"] = time.perf_counter() - started
+    isa = mods["cpu_vec_isa"]
+    cache_info = getattr(getattr(isa, "valid_vec_isa_list", None), "cache_info", None)
+    out["probe_cached"] = bool(cache_info and cache_info().currsize)
+    timer = CallTimer()
+    with timer:
+        vec = _patch_probe(timer, mods)
+        started = time.perf_counter()
+        mods["codecache"].get_device_information("cpu")
+        out["total_s"] = time.perf_counter() - started
+    out["probe"] = _probe_breakdown(timer, vec)
+    return out
 
 
 def _measure_direct(
@@ -378,11 +403,34 @@ def _load_breakdown(
     out: dict[str, Any], timer: CallTimer, vec: Any, before: set[str], path: str, model: str
 ) -> None:
     """The parts of a timed load (measure_load), from what its CallTimer saw."""
+    out["probe"] = _probe_breakdown(timer, vec)
+    out["exported_program_s"] = timer.seconds("exported_program")
+    out["loader_s"] = timer.seconds("loader")
+    out["loader_calls"] = timer.count("loader")
+    _loader_parts(out, timer, before, path, model)
+    known = sum(out[k] or 0.0 for k in ("exported_program_s", "loader_s"))
+    out["other_s"] = max(0.0, out["total_s"] - known - (out["probe"]["seconds"] or 0.0))
+
+
+def _patch_probe(timer: CallTimer, mods: dict[str, Any]) -> Any:
+    """Time torch's CPU-ISA probe and its parts with `timer` (get_device_information, each
+    check program's build and its dlopen child, g++); returns torch's VecISA class, or None."""
+    timer.patch(mods["codecache"], "get_device_information", "probe")
+    vec = getattr(mods["cpu_vec_isa"], "VecISA", None)
+    if vec is not None:
+        timer.patch(vec, "check_build", "check_build")
+        timer.patch(vec, "_probe_load", "dlopen_child")
+    timer.patch(getattr(mods["cpp_builder"], "CppBuilder", None), "build", "gxx")
+    return vec
+
+
+def _probe_breakdown(timer: CallTimer, vec: Any) -> dict[str, Any]:
+    """The probe's seconds, check programs, dlopen children and g++ builds, from `timer`."""
     base_code = getattr(vec, "_avx_code", None)
     base_s = sum(
         spent for key, args, spent, _ in timer.events if key == "check_build" and base_code in args
     )
-    out["probe"] = {
+    return {
         "seconds": timer.seconds("probe"),
         "check_programs": timer.count("check_build"),
         "dlopen_children": timer.count("dlopen_child"),
@@ -396,12 +444,6 @@ def _load_breakdown(
         "base_checks_s": base_s,
         "vec_isa_ok": os.environ.get("TORCHINDUCTOR_VEC_ISA_OK"),
     }
-    out["exported_program_s"] = timer.seconds("exported_program")
-    out["loader_s"] = timer.seconds("loader")
-    out["loader_calls"] = timer.count("loader")
-    _loader_parts(out, timer, before, path, model)
-    known = sum(out[k] or 0.0 for k in ("exported_program_s", "loader_s"))
-    out["other_s"] = max(0.0, out["total_s"] - known - (out["probe"]["seconds"] or 0.0))
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -547,7 +589,16 @@ def paired_latency(
 
 
 class PerfOps(WorkerCore):
-    """Step `latency` (the load's and the run's measurements are their steps' `measure`)."""
+    """Steps `latency` and `loadcost` (the load's and the run's measurements are their steps'
+    `measure`)."""
+
+    def op_loadcost(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
+        """The loader's imports and torch's CPU-ISA probe, in this fresh process (measure_probe),
+        and the ISAs the probe found (`vec_isa`): the host's first check measures them here,
+        beside its first worker, instead of in that worker's load."""
+        entry["perf"] = measure_probe()
+        entry["vec_isa"] = probed_vec_isa()
+        entry["vec_isa_pinned"] = bool(self.rec.data.get("vec_isa_pinned"))
 
     def op_latency(self, step: dict[str, Any], entry: dict[str, Any]) -> None:
         """Run latency and memory growth over repeated calls (see latency_runs)."""
