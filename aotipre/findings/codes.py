@@ -1445,7 +1445,7 @@ ALL_CODES: tuple[Code, ...] = (
         E,
         C.COMPILE,
         "aoti_compile_and_package raised an exception of none of the compile classes "
-        "(AOT540-AOT546), or a CUDA fault while it autotuned a kernel.",
+        "(AOT540-AOT547), or a CUDA fault while it autotuned a kernel.",
         "fix the error quoted in the evidence; the lines name the failing op or C++ line",
         example="compiling model 'model' for cpu failed: an exception aotipre does not classify "
         "(RuntimeError: Unsupported lowering config)",
@@ -1772,7 +1772,9 @@ ALL_CODES: tuple[Code, ...] = (
         C.COMPILE,
         "AOTInductor could not generate the C++ wrapper that calls the kernels "
         "(CppWrapperCodegenError).",
-        "an AOTInductor limitation or bug: report it to PyTorch with the model line",
+        "compile without the disable_cpp_codegen inductor config when it is set (AOTInductor's "
+        "wrapper is C++); else an AOTInductor limitation or bug: report it to PyTorch with the "
+        "model line",
         example="compiling model 'model' for cuda:0 failed: AOTInductor's C++ wrapper generation "
         "failed (C++ wrapper codegen error: Unsupported output type)",
     ),
@@ -1797,7 +1799,8 @@ ALL_CODES: tuple[Code, ...] = (
         "Inductor needed to decide a condition on a data-dependent size (an unbacked symbol such "
         "as u0 from .item() or .nonzero()) while compiling (GuardOnDataDependentSymNode).",
         "tell the compiler what the model guarantees: torch._check(...) on the symbol right after "
-        "the model line that produces it, then export again",
+        "the model line that produces it, then export again; where Inductor needs the size as a "
+        "number ('Could not extract specialized integer'), make it an input's dynamic dim instead",
         example="compiling model 'model' for cpu failed: Inductor needed to decide `Eq(Max(1, "
         "u0), 1)` on a data-dependent size (u0), in _inductor/output_code.py:141 in "
         "complex_memory_overlap",
@@ -1814,6 +1817,25 @@ ALL_CODES: tuple[Code, ...] = (
         example="compiling model 'model' for cpu failed: the compile's toolchain is missing or "
         "unusable (No working C++ compiler found in torch._inductor.config.cpp.cxx: "
         "('/opt/gcc/bin/g++',))",
+    ),
+    Code(
+        "AOT547",
+        "compile-unsupported-dtype-or-op",
+        E,
+        C.COMPILE,
+        "The compile does not support a dtype or an op of the model on the device: a table of "
+        "Inductor or AOTInductor has no entry for the dtype (a KeyError keyed by it: float8 "
+        "reductions on CPU, quantized dtypes such as quint8), an ATen kernel has no case for it "
+        "(`not implemented for 'Float8_e4m3fn'`), or the op has no fake (Meta) kernel to trace "
+        "(sparse layouts). The finding names the op, its dtype and the model line.",
+        "compute that op in a dtype the device supports (cast its input before it and the "
+        "result back after), compile for a device that supports the dtype, or keep the op out "
+        "of the compiled model; for an op of your own, register a fake kernel",
+        example="compiling model 'model' for cpu failed: aten.sum.default on float8_e4m3fn is "
+        "not supported on this device by the compile: no table of the compiler has an entry "
+        "for it (KeyError: torch.float8_e4m3fn, raised at torch/_inductor/codegen/cpp.py:199 in "
+        "reduction_acc_type) at node sum_1 (aten.sum.default; inputs convert_element_type: "
+        "[4, 8] float8_e4m3fn) at model.py:9 in forward: return x.to(torch.float8_e4m3fn).sum()",
     ),
     # 55x: before and around the compile: ops with no C shim, a module that does not export
     Code(

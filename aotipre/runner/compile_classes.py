@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from aotipre.pt2.dtypes import ALL_DTYPES, canonical
+
 WRAPPERS = frozenset(
     {"InductorError", "BackendCompilerFailed", "ShortenTraceback", "TorchDynamoException"}
 )
@@ -63,11 +65,22 @@ CLASS_BY_MESSAGE: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.M,
         ),
     ),
+    (
+        "unsupported",
+        re.compile(
+            r"^(?:[A-Z]\w*: )*KeyError: torch\.(?:" + "|".join(sorted(ALL_DTYPES)) + r")$|"
+            r'"\w+" not implemented for \'\w+\'|'
+            r"attempted to run this operator with Meta tensors, but there was no fake impl",
+            re.M,
+        ),
+    ),
     ("lowering", re.compile(r"^\s+target: \S+$", re.M)),
 )
 """Message patterns (torch/_inductor/exc.py, runtime/triton_heuristics.py, select_algorithm.py,
 Triton's own words) for a failure whose types are not known; the first that matches wins.
-`lowering` last and only with an operator block (`  target: aten...`)."""
+`unsupported`: a dtype as the KeyError of a table (`KeyError: torch.quint8`), ATen's kernel without
+that dtype, an op without a fake kernel. `lowering` last and only with an operator block
+(`  target: aten...`)."""
 
 CODES = {
     "lowering": "AOT540",
@@ -77,6 +90,7 @@ CODES = {
     "triton": "AOT544",
     "data_dependent": "AOT545",
     "toolchain": "AOT546",
+    "unsupported": "AOT547",
 }
 """Class -> finding code (aotipre/findings/codes.py); an unknown failure stays AOT501."""
 
@@ -90,7 +104,7 @@ class CompileClass:
 
     kind: str
     """lowering, missing_lowering, cpp_compile, wrapper_codegen, triton, data_dependent,
-    toolchain, or unknown."""
+    toolchain, unsupported (a dtype or op not supported on the device), or unknown."""
     exc_type: str
     """The inner exception type the class was read from (`CppCompileError`), '' when only the
     message told it."""
@@ -136,20 +150,40 @@ def _type_class(name: str, module: str) -> str | None:
     return kind
 
 
-def _class_of(types: list[tuple[str, str]], message: str) -> tuple[str, str]:
+def _unsupported_type(facts: dict[str, Any], message: str) -> str:
+    """The exception type that says the compile has no support for a dtype or op: the worker's
+    record of one (read from the exception: a KeyError keyed by a torch.dtype, ATen's kernel
+    without the dtype, an op without a fake kernel), else the message's own words; ''."""
+    unsupported = facts.get("unsupported")
+    if isinstance(unsupported, dict) and unsupported:
+        return str(unsupported.get("exc_type") or "KeyError")
+    pattern = dict(CLASS_BY_MESSAGE)["unsupported"]
+    m = pattern.search(message)
+    if m is None:
+        return ""
+    return "KeyError" if "KeyError: torch." in m.group(0) else "NotImplementedError"
+
+
+def _class_of(types: list[tuple[str, str]], message: str, facts: dict[str, Any]) -> tuple[str, str]:
     real = [(n, m) for n, m in types if n and n not in WRAPPERS]
     if real:
         name, module = real[0]
         kind = _type_class(name, module)
         if kind == "lowering":
             # what the lowering raised, when it is itself a class (autotuning, a data-dependent
-            # guard, a missing toolchain), says more than "lowering failed"
+            # guard, a missing toolchain, a dtype the device lacks), says more than "lowering
+            # failed"
             for inner, inner_module in real[1:]:
                 deeper = _type_class(inner, inner_module)
                 if deeper not in (None, "lowering"):
                     return deeper, inner
+            unsupported = _unsupported_type(facts, message)
+            if unsupported:
+                return "unsupported", unsupported
         if kind is not None:
             return kind, name
+        if name in ("KeyError", "NotImplementedError") and _unsupported_type(facts, message):
+            return "unsupported", name
         # the first real exception decides; its message may still tell the class
     for kind, pattern in CLASS_BY_MESSAGE:
         if pattern.search(message):
@@ -205,7 +239,7 @@ def classify_compile_class(
     `exc_type`/`message`: the step's recorded error)."""
     facts = facts if isinstance(facts, dict) else {}
     text = message or ""
-    kind, inner = _class_of(_chain_types(facts, exc_type, text), text)
+    kind, inner = _class_of(_chain_types(facts, exc_type, text), text, facts)
     where = node_location(facts.get("node"))
     line = _strip_types(_first_line(text)) or (exc_type or "the compile failed")
     evidence: list[str] = []
@@ -252,6 +286,11 @@ def classify_compile_class(
     elif kind == "wrapper_codegen":
         what = f"AOTInductor's C++ wrapper generation failed ({line})"
         hint = "an AOTInductor limitation or bug: report it to PyTorch with the model line"
+        if "C++ codegen is disabled" in text:
+            hint = (
+                "AOTInductor's wrapper is C++: compile without the disable_cpp_codegen inductor "
+                "config, which turns Inductor's C++ backend off"
+            )
     elif kind == "triton":
         generated = facts.get("generated_py")
         generated = generated if isinstance(generated, dict) else {}
@@ -286,7 +325,22 @@ def classify_compile_class(
             f"({', '.join(guard.get('symbols') or []) or 'unbacked'})"
             + (f", in {caused.group(1)}" if caused else "")
         )
-        hint = _check_example(guard)
+        if re.search(r"Could not extract specialized integer from data-dependent", text):
+            # Inductor wants the size as a number: no range a torch._check states gives one
+            # (measured, torch 2.13: a conv1d over x[:, :, :u] still fails with
+            # torch._check(u > 4); over an input whose length is a Dim it compiles)
+            hint = (
+                f"Inductor needs `{guard.get('expression')}` as a number, which no "
+                "torch._check range gives a value read from a tensor: make that length an "
+                "input's dynamic dim (torch.export.Dim in dynamic_shapes) instead of an "
+                ".item() or .nonzero() result, or pad to a fixed length and mask"
+            )
+        else:
+            hint = _check_example(guard)
+    elif kind == "unsupported":
+        what, hint, nodes = _unsupported(facts, text, line)
+        if not where and nodes:
+            where = "; ".join(node_location(n) for n in nodes[:3])
     elif kind == "toolchain":
         what = f"the compile's toolchain is missing or unusable ({line})"
         hint = (
@@ -301,6 +355,77 @@ def classify_compile_class(
         (t for t, _ in _chain_types(facts, exc_type, text) if t and t not in WRAPPERS), ""
     )
     return CompileClass(kind, inner, what, where, hint, tuple(evidence))
+
+
+_SCALAR_TYPES = {
+    "Byte": "uint8",
+    "Char": "int8",
+    "ComplexHalf": "complex32",
+    "ComplexFloat": "complex64",
+    "ComplexDouble": "complex128",
+}
+"""c10 ScalarType names (ATen's `not implemented for 'Char'`) that are not torch's dtype names
+lower-cased or one of their aliases (`Float8_e4m3fn`, `UInt16`, `Float`, `Half`, `QUInt8`)."""
+
+
+def _dtype_name(name: str) -> str:
+    """`torch.float8_e4m3fn`, `Float8_e4m3fn`, `Char` -> `float8_e4m3fn`, `int8`."""
+    name = name.removeprefix("torch.")
+    return _SCALAR_TYPES.get(name) or canonical(name.lower())
+
+
+def _unsupported(
+    facts: dict[str, Any], text: str, line: str
+) -> tuple[str, str, list[dict[str, Any]]]:
+    """(what, hint, the nodes on it) of a dtype or op the compile does not support on the
+    device, from the worker's facts or the message's own words."""
+    record = facts.get("unsupported") if isinstance(facts.get("unsupported"), dict) else {}
+    if not record:
+        key = re.search(r"^(?:[A-Z]\w*: )*KeyError: (torch\.\w+)$", text, re.M)
+        kernel = re.search(r'"(\w+)" not implemented for \'(\w+)\'', text)
+        meta = re.search(r"(\w+::[\w.]+): attempted to run this operator with Meta", text)
+        if key is not None:
+            record = {"dtype": key.group(1), "exc_type": "KeyError"}
+        elif kernel is not None:
+            record = {"kernel": kernel.group(1), "dtype": kernel.group(2)}
+        elif meta is not None:
+            record = {"op": meta.group(1)}
+    nodes = [n for n in record.get("nodes") or [] if isinstance(n, dict)]
+    op = str(nodes[0].get("op")) if nodes else ""
+    raised = f", raised at {facts['raised_at']}" if facts.get("raised_at") else ""
+    if record.get("op"):
+        what = (
+            f"the op {record['op']} is not supported by the compile: it has no fake (Meta) "
+            f"kernel, so Inductor cannot trace it (NotImplementedError{raised})"
+        )
+        hint = (
+            "keep that op out of the compiled model (run it before or after the package) or "
+            "express it with ops the compile supports (dense ones, for a sparse layout); for "
+            "an op of your own, register a fake kernel (torch.library.register_fake)"
+        )
+        return what, hint, nodes
+    dtype = _dtype_name(str(record.get("dtype") or "")) or "a dtype"
+    on = f"{op} on {dtype}" if op else f"dtype {dtype}"
+    if record.get("kernel"):
+        how = f"ATen's {record['kernel']} kernel has no case for it (NotImplementedError{raised})"
+    elif record.get("dtype"):
+        how = f"no table of the compiler has an entry for it (KeyError: torch.{dtype}{raised})"
+    else:
+        how = line
+    what = f"{on} is not supported on this device by the compile: {how}"
+    if dtype.startswith(("qint", "quint")):
+        hint = (
+            f"AOTInductor does not compile quantized tensors ({dtype}): quantize with int8 or "
+            "uint8 tensors and explicit scales (torch.ao's PT2E flow exports them so), or run "
+            "that op outside the package"
+        )
+    else:
+        hint = (
+            f"compute that op in a dtype the device supports: cast its input before it (e.g. "
+            f".to(torch.float32) or torch.bfloat16) and the result back after, then export "
+            f"again; or compile for a device that supports {dtype}"
+        )
+    return what, hint, nodes
 
 
 def _target_in(text: str) -> str:

@@ -95,7 +95,10 @@ REAL: dict[str, tuple[str, ...]] = {
     "AOT540": (f"{G}/test_compile_classes_real.py::test_aot540_a_lowering_crash_names_the_op_and_the_model_line",),
     "AOT541": (f"{G}/test_compile_classes_real.py::test_aot541_a_missing_lowering_is_proven_to_compile_with_implicit_fallbacks",),
     "AOT542": (f"{G}/test_compile_classes_real.py::test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line",),
+    "AOT543": (f"{G}/test_compile_classes_real.py::test_aot543_cpp_codegen_turned_off_is_proven_to_compile_without_that_config",),
+    "AOT545": (f"{G}/test_compile_classes_real.py::test_aot545_a_data_dependent_guard_while_compiling_names_the_size_and_the_node",),
     "AOT546": (f"{G}/test_compile_classes_real.py::test_aot546_no_working_cxx_is_the_toolchain",),
+    "AOT547": (f"{G}/test_compile_classes_real.py::test_aot547_a_dtype_the_device_lacks_names_the_op_the_dtype_and_the_model_line",),
     "AOT510": (f"{G}/test_codes_real.py::test_aot510_so_that_is_not_a_shared_library",),
     "AOT512": (f"{G}/test_codes_real.py::test_aot512_a_cuda_package_and_a_cpu_only_torch_on_a_gpu_host",),
     "AOT513": (f"{G}/test_codes_real.py::test_aot513_no_compiled_code_for_the_model",),
@@ -249,22 +252,9 @@ RARE: dict[str, Rare] = {
         (),
         ("tests/diff/test_rules.py::test_deployment_rules_from_the_binaries_fake",),
     ),
-    "AOT543": Rare(
-        "a CppWrapperCodegenError: none known on CPU with torch 2.13; held on torch's message",
-        (),
-        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
-    ),
     "AOT544": Rare(
         "Triton compiles and autotunes only on a GPU (CUDA/ROCm/XPU); held on the message texts "
         "of torch's triton_heuristics/select_algorithm and of Triton",
-        (),
-        ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
-    ),
-    "AOT545": Rare(
-        "no model found that makes torch 2.13's Inductor guard on an unbacked size while it "
-        "compiles (nonzero-indexed reductions, softmax, transposed and contiguous outputs of "
-        "the #193693/#194972 kind all compile); held on the messages of torch issue #193693 and "
-        "PR #196081",
         (),
         ("tests/runner/test_compile_classes.py::test_each_rare_class_gets_its_code_fake",),
     ),

@@ -1,4 +1,4 @@
-"""The compile classes (AOT540-AOT546) emitted by the real compile stage: real ExportedProgram
+"""The compile classes (AOT540-AOT547) emitted by the real compile stage: real ExportedProgram
 packages compiled by the real worker with torch._inductor.aoti_compile_and_package. Each case's
 ground truth is what plain torch raises in a fresh process: measured by the builder or by
 plain_torch here, or recorded in tests/data/compile_failures/ by
@@ -132,6 +132,117 @@ def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
         "workaround, proven: without cpp.inject_relu_bug_TESTING_ONLY: compile with "
         "inductor_configs={}; compiled and matched eager "
         "on the sample inputs (1 output(s), "
+    )
+
+
+@pytest.fixture(scope="module")
+def conv_prefix_package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """An ExportedProgram-only package that convolves the first u0 samples (u0 from .item()),
+    and what plain torch raised compiling it."""
+    out = tmp_path_factory.mktemp("conv_prefix") / "conv_prefix.pt2"
+    package = build(RECORDER, out, "data_dependent_conv")
+    return package, json.loads(Path(f"{out}.raised.json").read_text())
+
+
+def test_aot545_a_data_dependent_guard_while_compiling_names_the_size_and_the_node(
+    dynamic: Dynamic, conv_prefix_package: tuple[Path, list[str]]
+) -> None:
+    package, raised = conv_prefix_package
+    # plain torch 2.13-2.15: export accepts the model, the compile raises InductorError
+    # (LoweringException(GuardOnDataDependentSymNode)) on the convolution
+    assert raised == ["InductorError", "LoweringException"]
+    res, findings = dynamic(str(package), use_cache=False)
+    assert [f.code for f in findings] == ["AOT545"]
+    message = findings[0].message
+    assert "failed: Inductor needed to decide `2*Max(1, u0 - 2)` on a data-dependent size (u0)" in (
+        message
+    )
+    assert " at node convolution (aten.convolution.default; inputs slice_1: [1, 3, u0] " in message
+    assert "record_compile_failures.py:" in message
+    assert message.endswith(
+        "in forward: return nn.functional.conv1d(x[:, :, :u], torch.ones(2, 3, 3))"
+    )
+    assert findings[0].hint.startswith("Inductor needs `2*Max(1, u0 - 2)` as a number")
+    assert findings[0].hint.endswith(
+        "(no workaround: no compile knob avoids a data-dependent guard: the fix is in the model "
+        "(the hint names it))"
+    )
+    assert res["compile"].status is StageStatus.FAILED
+
+
+@pytest.fixture(scope="module")
+def float8_sum_package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """An ExportedProgram-only package that sums float8_e4m3fn values (CPU has no such kernel),
+    and what plain torch raised compiling it."""
+    out = tmp_path_factory.mktemp("float8") / "float8_sum.pt2"
+    package = build(RECORDER, out, "unsupported_float8_sum")
+    return package, json.loads(Path(f"{out}.raised.json").read_text())
+
+
+def test_aot547_a_dtype_the_device_lacks_names_the_op_the_dtype_and_the_model_line(
+    dynamic: Dynamic, float8_sum_package: tuple[Path, list[str]]
+) -> None:
+    package, raised = float8_sum_package
+    # plain torch 2.13-2.15: eager says "sum_cpu" not implemented for 'Float8_e4m3fn', and the
+    # compile raises InductorError(KeyError: torch.float8_e4m3fn)
+    assert raised == ["InductorError", "KeyError"]
+    eager = json.loads(Path(f"{package}.eager.json").read_text())
+    assert not eager["ok"] and "not implemented for 'Float8_e4m3fn'" in eager["error"]
+    res, findings = dynamic(str(package), use_cache=False)
+    assert [f.code for f in findings] == ["AOT547"]
+    message = findings[0].message
+    assert (
+        "failed: aten.sum.default on float8_e4m3fn is not supported on this device by the "
+        "compile: no table of the compiler has an entry for it" in message
+    )
+    assert "(KeyError: torch.float8_e4m3fn, raised at torch/_inductor/" in message
+    assert " at node sum_1 (aten.sum.default; inputs convert_element_type: [4, 8] " in message
+    assert "float8_e4m3fn) at " in message and "record_compile_failures.py:" in message
+    assert message.endswith("in forward: return x.to(torch.float8_e4m3fn).sum()")
+    assert findings[0].category.value == "compile"
+    assert res["compile"].status is StageStatus.FAILED
+    # no knob makes the device support the dtype: none is tried, the next step says so
+    assert "a dtype the device supports" in findings[0].hint
+    assert findings[0].hint.endswith(
+        "(no workaround: no compile knob makes the device support a dtype or an op: the fix is "
+        "in the model (the hint names it))"
+    )
+    assert "workaround" not in res["compile"].detail
+
+
+def test_aot543_cpp_codegen_turned_off_is_proven_to_compile_without_that_config(
+    dynamic: Dynamic,
+) -> None:
+    # plain torch: AOTInductor's wrapper is C++, and the config that turns Inductor's C++ backend
+    # off stops it with InductorError(CppWrapperCodegenError) (2.13-2.15)
+    code = (
+        "import json, os, tempfile, torch\n"
+        "ep = torch.export.export(torch.nn.Linear(4, 4), (torch.randn(2, 4),))\n"
+        "try:\n"
+        "    torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join("
+        "tempfile.mkdtemp(), 'm.pt2'), inductor_configs={'disable_cpp_codegen': True})\n"
+        "    print(json.dumps(None))\n"
+        "except Exception as exc:\n"
+        "    print(json.dumps(type(exc.inner_exception).__name__))\n"
+    )
+    assert plain_torch(code) == "CppWrapperCodegenError"
+    configs = {"disable_cpp_codegen": True}
+    res, findings = dynamic("ep_only", use_cache=False, inductor_configs=configs)
+    assert [f.code for f in findings] == ["AOT543"]
+    assert findings[0].message.endswith(
+        "failed: AOTInductor's C++ wrapper generation failed (C++ wrapper codegen error: C++ "
+        "codegen is disabled)"
+    )
+    assert res["compile"].status is StageStatus.FAILED
+    # rebuilt without the config, it compiles and matches eager (TinyMLP compiles with plain
+    # torch's defaults: the fixture set's aoti packages are built so)
+    assert findings[0].hint.startswith(
+        "workaround, proven: without disable_cpp_codegen: compile with inductor_configs={}; "
+        "compiled and matched eager on the sample inputs (1 output(s), "
+    )
+    assert findings[0].hint.endswith(
+        "Else: AOTInductor's wrapper is C++: compile without the disable_cpp_codegen inductor "
+        "config, which turns Inductor's C++ backend off"
     )
 
 

@@ -54,6 +54,45 @@ class GridSample3d(nn.Module):
         return nn.functional.grid_sample(x, grid, align_corners=False) * 2
 
 
+class Float8Sum(nn.Module):
+    """A sum over float8_e4m3fn values: CPU has no such kernel (eager: `"sum_cpu" not implemented
+    for 'Float8_e4m3fn'`); export accepts it and Inductor's C++ backend has no accumulation
+    dtype for it (KeyError: torch.float8_e4m3fn, torch 2.13-2.15)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.float8_e4m3fn).sum()
+
+
+class QuantizeQuint8(nn.Module):
+    """A quint8 round trip that eager runs: AOTInductor cannot serialize the quint8 dtype argument
+    of the quantize op it calls through the proxy executor (KeyError: torch.quint8, 2.13-2.15)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)
+        return torch.dequantize(q) * 2
+
+
+class SparseRoundTrip(nn.Module):
+    """A sparse round trip that eager and export accept: aten::_to_dense has no fake (Meta)
+    kernel, so the compile cannot trace it (NotImplementedError, 2.13-2.15)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to_sparse().to_dense() * 2
+
+
+class ConvFirstSamples(nn.Module):
+    """A 1-D convolution over the first `n` samples, `n` read from a tensor (.item(): an unbacked
+    u0 that the model bounds with torch._check). Eager and export accept it; Inductor's
+    convolution lowering needs the output's stride as a number and raises
+    GuardOnDataDependentSymNode while compiling (torch 2.13-2.15)."""
+
+    def forward(self, x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        u = n.item()
+        torch._check(u >= 3)
+        torch._check(u <= x.shape[2])
+        return nn.functional.conv1d(x[:, :, :u], torch.ones(2, 3, 3))
+
+
 CASES: dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]] = {
     "cpp_compile_error": (
         LinearRelu(),
@@ -71,6 +110,10 @@ CASES: dict[str, tuple[nn.Module, tuple[Any, ...], dict[str, Any]]] = {
         (torch.randn(1, 2, 3, 4, 4), torch.rand(1, 2, 2, 2, 3) * 2 - 1),
         {"implicit_fallbacks": False},
     ),
+    "data_dependent_conv": (ConvFirstSamples(), (torch.randn(1, 3, 8), torch.tensor(5)), {}),
+    "unsupported_float8_sum": (Float8Sum(), (torch.randn(4, 8),), {}),
+    "unsupported_quint8": (QuantizeQuint8(), (torch.randn(4, 8),), {}),
+    "unsupported_sparse": (SparseRoundTrip(), (torch.randn(4, 8),), {}),
 }
 
 

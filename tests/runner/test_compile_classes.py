@@ -35,6 +35,9 @@ REAL = {
     "cpp_compile_error": ("CppCompileError", "cpp_compile"),
     "invalid_cxx": ("InvalidCxxCompiler", "toolchain"),
     "lowering_cummin": ("LoweringException", "lowering"),
+    "unsupported_float8_sum": ("KeyError", "unsupported"),
+    "unsupported_quint8": ("KeyError", "unsupported"),
+    "unsupported_sparse": ("NotImplementedError", "unsupported"),
 }
 
 
@@ -79,6 +82,133 @@ def test_a_cpp_error_quotes_the_compiler_the_generated_line_and_the_fused_nodes(
     assert "return torch.relu(self.lin(x)) * 2" in found.where
     assert found.evidence[0].endswith("error: ‘compile’ was not declared in this scope")
     assert found.evidence[1].startswith("g++ ")
+
+
+def test_a_dtype_the_device_lacks_names_the_op_the_dtype_and_the_model_line() -> None:
+    # plain torch 2.13: a float8 sum on CPU (eager: "sum_cpu" not implemented for
+    # 'Float8_e4m3fn') fails in Inductor's C++ backend as KeyError: torch.float8_e4m3fn
+    found = classify(recorded("unsupported_float8_sum"))
+    assert found.what.startswith(
+        "aten.sum.default on float8_e4m3fn is not supported on this device by the compile: no "
+        "table of the compiler has an entry for it (KeyError: torch.float8_e4m3fn, raised at "
+        "torch/_inductor/codegen/cpp.py:"
+    )
+    # the sum the failing kernel came from, not the cast that made the float8 values
+    assert found.where.startswith(
+        "node sum_1 (aten.sum.default; inputs convert_element_type: [4, 8] float8_e4m3fn) at "
+    )
+    assert found.where.endswith("in forward: return x.to(torch.float8_e4m3fn).sum()")
+    assert "a dtype the device supports" in found.hint and "float8_e4m3fn" in found.hint
+    # the message alone still names the dtype
+    alone = classify(recorded("unsupported_float8_sum"), facts=False)
+    assert alone.what.startswith("dtype float8_e4m3fn is not supported on this device")
+    # a quantized dtype: the quantize op AOTInductor calls through the proxy executor
+    quint8 = classify(recorded("unsupported_quint8"))
+    assert quint8.what.startswith("aten.quantize_per_tensor.default on quint8 is not supported")
+    assert "q = torch.quantize_per_tensor(x, 0.1, 0, torch.quint8)" in quint8.where
+    assert quint8.hint.startswith("AOTInductor does not compile quantized tensors (quint8)")
+    # an op with no fake kernel: the op, not a dtype
+    sparse = classify(recorded("unsupported_sparse"))
+    assert sparse.what.startswith(
+        "the op aten::_to_dense is not supported by the compile: it has no fake (Meta) kernel"
+    )
+    assert sparse.where.startswith("node _to_dense (aten._to_dense.default; inputs _to_sparse: ")
+    assert "torch.library.register_fake" in sparse.hint
+
+
+def test_the_worker_reads_the_dtype_from_the_exception_and_the_ops_from_the_graph() -> None:
+    import torch
+
+    from aotipre.runner.worker.compile_failure import failure_facts
+
+    class Float8Sum(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.to(torch.float8_e4m3fn).sum() + x.sum()
+
+    graph = torch.export.export(Float8Sum(), (torch.randn(2, 3),)).graph
+    # the key itself is a dtype (what Inductor's tables raise): the ops reading it (the float8
+    # sum, and the add of its float8 result), not the cast that makes it nor the float32 sum
+    facts = failure_facts(KeyError(torch.float8_e4m3fn), graph)["unsupported"]
+    assert (facts["dtype"], facts["exc_type"]) == ("torch.float8_e4m3fn", "KeyError")
+    assert [n["op"] for n in facts["nodes"]] == ["aten.sum.default", "aten.add.Tensor"]
+    assert facts["nodes"][0]["inputs"][0]["dtype"] == "torch.float8_e4m3fn"
+    assert "return x.to(torch.float8_e4m3fn).sum() + x.sum()" in facts["nodes"][0]["source"][-1]
+    # ATen's kernel without the dtype, an op without a fake kernel
+    kernel = NotImplementedError("\"sum_cpu\" not implemented for 'Float8_e4m3fn'")
+    facts = failure_facts(kernel, graph)["unsupported"]
+    assert (facts["dtype"], facts["kernel"]) == ("Float8_e4m3fn", "sum_cpu")
+    meta = NotImplementedError(
+        "aten::sum.default: attempted to run this operator with Meta tensors, but there was no "
+        "fake impl or Meta kernel registered."
+    )
+    facts = failure_facts(meta, graph)["unsupported"]
+    assert facts["op"] == "aten::sum.default"
+    assert [n["name"] for n in facts["nodes"]] == ["sum_1", "sum_2"]
+    # a KeyError of anything else, the words in another exception type: nothing recorded
+    for other in (KeyError("weight"), KeyError("torch.float8_e4m3fn"), RuntimeError(str(meta))):
+        assert "unsupported" not in failure_facts(other, graph)
+
+
+def test_an_unsupported_dtype_is_read_from_the_exception_never_guessed_fake() -> None:
+    # a KeyError of anything but a dtype, or of a name that is no dtype: not this class
+    for message in ("KeyError: 'weight'", "KeyError: torch.float99", "KeyError: torch.float32x"):
+        found = classify_compile_class(None, "InductorError", message)
+        assert (found.kind, found.code) == ("unknown", "AOT501"), message
+    facts = {"chain": [{"type": "InductorError"}, {"type": "KeyError", "message": "'weight'"}]}
+    assert classify_compile_class(facts, "InductorError", "KeyError: 'weight'").kind == "unknown"
+    # a lowering that ran an ATen kernel without the dtype: the dtype, not "lowering failed"
+    message = (
+        'LoweringException: NotImplementedError: "clamp_min_scalar_cpu" not implemented for '
+        "'Float8_e5m2'\n  target: aten.relu.default\n  args[0]: TensorBox()"
+    )
+    found = classify_compile_class(None, "InductorError", message)
+    assert (found.kind, found.exc_type, found.code) == (
+        "unsupported",
+        "NotImplementedError",
+        "AOT547",
+    )
+    assert found.what.startswith(
+        "dtype float8_e5m2 is not supported on this device by the compile: ATen's "
+        "clamp_min_scalar_cpu kernel has no case for it (NotImplementedError)"
+    )
+    message = "LoweringException: KeyError: torch.quint8\n  target: aten.x.default"
+    found = classify_compile_class(None, "InductorError", message)
+    assert (found.kind, found.exc_type) == ("unsupported", "KeyError")
+    assert found.what.startswith("dtype quint8 is not supported on this device")
+    # c10's ScalarType names that are not torch's
+    message = "NotImplementedError: \"foo_cpu\" not implemented for 'ComplexHalf'"
+    assert "dtype complex32 is not" in classify_compile_class(None, "InductorError", message).what
+
+
+def test_a_real_data_dependent_guard_names_the_expression_the_node_and_the_next_step() -> None:
+    # plain torch 2.13: conv1d over the first u0 samples (u0 from .item()) compiles into
+    # InductorError(LoweringException(GuardOnDataDependentSymNode)) on the convolution
+    data = recorded("data_dependent_conv")
+    chain = [e["type"] for e in data["compile_failure"]["chain"]]
+    assert chain == ["InductorError", "LoweringException", "GuardOnDataDependentSymNode"]
+    for facts in (True, False):
+        found = classify(data, facts=facts)
+        assert (found.kind, found.exc_type, found.code) == (
+            "data_dependent",
+            "GuardOnDataDependentSymNode",
+            "AOT545",
+        )
+        assert found.what.startswith(
+            "Inductor needed to decide `2*Max(1, u0 - 2)` on a data-dependent size (u0), in "
+            "fx/experimental/_size_hinting.py:"
+        )
+        # Inductor wants a number there: no torch._check range gives one (measured: the same
+        # conv with torch._check(u > 4) fails the same way; over a Dim-dynamic input it compiles)
+        assert found.hint.startswith("Inductor needs `2*Max(1, u0 - 2)` as a number, which no ")
+        assert "torch.export.Dim in dynamic_shapes" in found.hint
+        assert "torch._check(u0 > 1)" not in found.hint
+    found = classify(data)
+    assert found.where.startswith(
+        "node convolution (aten.convolution.default; inputs slice_1: [1, 3, u0] float32, "
+    )
+    assert found.where.endswith(
+        "in forward: return nn.functional.conv1d(x[:, :, :u], torch.ones(2, 3, 3))"
+    )
 
 
 def test_the_version_texts_are_classified_fake() -> None:
@@ -144,9 +274,7 @@ RARE_CLASSES = {
     # code -> the class whose FAKE texts (versions_fake.json) stand in for a real compile: none
     # of them can be produced on a CPU host with torch 2.13 (tests/gate/test_codes_registry.py)
     "AOT541": "missing_lowering",
-    "AOT543": "wrapper_codegen",
     "AOT544": "triton",
-    "AOT545": "data_dependent",
 }
 
 

@@ -77,11 +77,23 @@ def test_a_cpp_error_is_rebuilt_without_the_injected_config_only() -> None:
     assert not plain.tries and plain.none
 
 
+def test_cpp_codegen_turned_off_is_tried_without_that_config() -> None:
+    plan = plan_workarounds(
+        _known("wrapper_codegen"), {"disable_cpp_codegen": True, "k": 1}, "cpu", ""
+    )
+    assert [(w.id, dict(w.configs), w.how) for w in plan.tries] == [
+        ("cpp-codegen-on", {"k": 1}, "without disable_cpp_codegen")
+    ]
+    # another wrapper failure: no knob
+    assert plan_workarounds(_known("wrapper_codegen"), {"k": 1}, "cpu", "").none
+
+
 @pytest.mark.parametrize(
     ("kind", "said"),
     [
-        ("data_dependent", "torch._check"),
+        ("data_dependent", "a data-dependent guard: the fix is in the model"),
         ("toolchain", "toolchain"),
+        ("unsupported", "support a dtype or an op: the fix is in the model"),
         ("wrapper_codegen", "wrapper"),
         ("unknown", "does not classify"),
     ],

@@ -22,6 +22,9 @@ WORKAROUND_ID = "compile-workaround"
 COMPARE_ID = "compile-workaround-compare"
 MIN_LEFT_S = 5.0
 """A trial starts only with at least this much of the budget left."""
+NO_CPP_CODEGEN = "disable_cpp_codegen"
+"""The inductor config that turns Inductor's C++ backend off (torch 2.13-2.15), which
+AOTInductor's C++ wrapper needs."""
 INJECTED_SUFFIX = "_TESTING_ONLY"
 """Inductor's bug-injection configs (`cpp.inject_relu_bug_TESTING_ONLY`; torch 2.13-2.15)."""
 NO_AUTOTUNE: Mapping[str, Any] = {
@@ -135,6 +138,11 @@ def plan_workarounds(
             (without_injected, no_autotune) if injected else (no_autotune,),
             untested="the no-autotune rebuild is tested in aotipre's unit tests only, not on a GPU",
         )
+    if kind == "wrapper_codegen" and base.get(NO_CPP_CODEGEN):
+        # AOTInductor's wrapper is C++: the config that turns Inductor's C++ backend off stops it
+        # before it starts (torch 2.13-2.15: CppWrapperCodegenError "C++ codegen is disabled")
+        knob = {k: v for k, v in base.items() if k != NO_CPP_CODEGEN}
+        return WorkaroundPlan((Workaround("cpp-codegen-on", knob, f"without {NO_CPP_CODEGEN}"),))
     if kind == "cpp_compile":
         if not injected:
             return WorkaroundPlan(
@@ -143,10 +151,12 @@ def plan_workarounds(
             )
         return WorkaroundPlan((without_injected,))
     why = {
-        "data_dependent": "no compile knob avoids a data-dependent guard: the fix is a "
-        "torch._check in the model (the hint names it)",
+        "data_dependent": "no compile knob avoids a data-dependent guard: the fix is in the "
+        "model (the hint names it)",
         "toolchain": "no compile knob replaces a missing or unusable toolchain: install it",
         "wrapper_codegen": "no compile knob avoids AOTInductor's wrapper generation",
+        "unsupported": "no compile knob makes the device support a dtype or an op: the fix is "
+        "in the model (the hint names it)",
     }
     return WorkaroundPlan(
         none=why.get(kind, "aotipre knows no knob for a failure it does not classify")

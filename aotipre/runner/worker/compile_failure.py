@@ -1,13 +1,15 @@
 """The facts of a failed aoti_compile_and_package, recorded in the worker while the exception
 and its frames still exist: the exception chain's types, the FX node that was being lowered
 (its model source line, its inputs' shapes and dtypes), the C++ compiler's first error and the
-generated line it names, the data-dependent expression and its symbols. The parent classifies
-them (aotipre/runner/compile_classes.py); nothing here guesses a class."""
+generated line it names, the data-dependent expression and its symbols, the dtype or op the
+compile has no support for. The parent classifies them (aotipre/runner/compile_classes.py);
+nothing here guesses a class."""
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any
 
 import torch
@@ -31,6 +33,15 @@ _GENERATED_PY = re.compile(
 (torch/_inductor/codecache.py's PyCodeCache, measured on torch 2.11.0+cu130 with
 `triton.inject_relu_bug_TESTING_ONLY="compile_error"`)."""
 _TRITON_DEF = re.compile(r"^def (?P<name>triton_\w+)\s*\(")
+_NO_KERNEL_FOR_DTYPE = re.compile(r'"(?P<kernel>\w+)" not implemented for \'(?P<dtype>\w+)\'')
+"""ATen's words for a kernel with no case for a dtype (AT_DISPATCH: `"sum_cpu" not implemented
+for 'Float8_e4m3fn'`; the dtype is c10's ScalarType name)."""
+_NO_META_KERNEL = re.compile(
+    r"^(?P<op>\w+::[\w.]+): attempted to run this operator with Meta tensors, but there was no "
+    r"fake impl or Meta kernel registered"
+)
+"""torch's words for an op the compile cannot run on fake tensors (torch/_subclasses/
+fake_tensor.py; measured on 2.13-2.15 for a sparse layout's aten::_to_dense)."""
 
 
 def _clip(text: object, limit: int = MAX_TEXT) -> str:
@@ -221,6 +232,102 @@ def fused_nodes(function: str, graph: Any, limit: int = 6) -> list[dict[str, Any
     return nodes
 
 
+def _origin_nodes(chain: list[BaseException]) -> list[Any]:
+    """The FX nodes the IR or scheduler node being handled when the failure was raised came
+    from (its `origins`), from the deepest frame of the chain's tracebacks that holds one: code
+    generation runs after lowering, where no `run_node` frame names the node."""
+    ir_node = getattr(sys.modules.get("torch._inductor.ir"), "IRNode", None)
+    scheduled = getattr(sys.modules.get("torch._inductor.scheduler"), "BaseSchedulerNode", None)
+    kinds = tuple(k for k in (ir_node, scheduled) if isinstance(k, type))
+    found: list[Any] = []
+    for exc in chain:
+        tb = exc.__traceback__
+        while tb is not None and kinds:
+            for value in list(tb.tb_frame.f_locals.values()):
+                if not isinstance(value, kinds):
+                    continue
+                try:  # a box delegates its attributes to what it holds
+                    scheduler_node = isinstance(scheduled, type) and isinstance(value, scheduled)
+                    holder = getattr(value, "node", None) if scheduler_node else value
+                    origins = list(getattr(holder, "origins", None) or ())
+                except Exception:
+                    continue
+                if origins and all(isinstance(o, torch.fx.Node) for o in origins):
+                    found = origins
+            tb = tb.tb_next
+    return found
+
+
+def _touches(node: Any, dtype: torch.dtype) -> tuple[bool, bool]:
+    """(an input of `node` has `dtype`, its output has it)."""
+
+    def has(value: Any) -> bool:
+        leaves = value if isinstance(value, (list, tuple)) else [value]
+        return any(isinstance(v, torch.Tensor) and v.dtype == dtype for v in leaves)
+
+    reads = any(has(arg.meta.get("val")) for arg in node.all_input_nodes)
+    return reads, has(node.meta.get("val"))
+
+
+def unsupported_dtype_or_op(chain: list[BaseException], graph: Any = None) -> dict[str, Any]:
+    """The dtype or op the compile has no support for on its device, when the chain says so by
+    its types: a KeyError whose key is a torch.dtype (an Inductor or AOTInductor table without
+    that dtype: `DTYPE_TO_COMPUTATION_DTYPE`, the proxy executor's serializer), ATen's
+    `"<kernel>" not implemented for '<ScalarType>'`, an op with no fake (Meta) kernel. With the
+    ops on that dtype: the nodes the failing IR came from first, else the graph's; {} when the
+    chain says none of these."""
+    found: dict[str, Any] = {}
+    dtype: torch.dtype | None = None
+    for e in chain:
+        if isinstance(e, KeyError) and e.args and isinstance(e.args[0], torch.dtype):
+            dtype = e.args[0]
+            found = {"dtype": str(dtype), "exc_type": "KeyError"}
+            break
+        m = _NO_KERNEL_FOR_DTYPE.search(str(e)) if isinstance(e, NotImplementedError) else None
+        if m is not None:
+            found = {
+                "dtype": _clip(m["dtype"], 60),
+                "kernel": _clip(m["kernel"], 120),
+                "exc_type": type(e).__name__,
+            }
+            break
+        m = _NO_META_KERNEL.match(str(e)) if isinstance(e, NotImplementedError) else None
+        if m is not None:
+            found = {"op": _clip(m["op"], 200), "exc_type": type(e).__name__}
+            break
+    if not found:
+        return found
+    lowered = lowered_node(chain)
+    every = [n for n in (graph.nodes if graph is not None else ()) if n.op == "call_function"]
+    for candidates in ([lowered] if lowered is not None else [], _origin_nodes(chain), every):
+        nodes = _on(candidates, dtype, found.get("op", ""))
+        if nodes:
+            found["nodes"] = [node_facts(n) for n in nodes[:3]]
+            break
+    return found
+
+
+def _on(candidates: list[Any], dtype: torch.dtype | None, op: str) -> list[Any]:
+    """The nodes of `candidates` that compute on `dtype` (read it, else make it: an output or a
+    dtype argument), or that call `op` (`aten::_to_dense`)."""
+    if dtype is not None:
+        reading = [n for n in candidates if _touches(n, dtype)[0]]
+        return reading or [
+            n
+            for n in candidates
+            if _touches(n, dtype)[1] or any(a is dtype for a in (*n.args, *n.kwargs.values()))
+        ]
+    if op:
+        name = op.replace("::", ".").split(".")[:2]
+        return [
+            n
+            for n in candidates
+            if isinstance(n.target, torch._ops.OpOverload)
+            and n.target._schema.name.split("::") == name
+        ]
+    return []
+
+
 def failure_facts(exc: BaseException, graph: Any = None) -> dict[str, Any]:
     """What the failed compile's exception says, as JSON-able data (see the module docstring);
     `graph`: the ExportedProgram's graph, to name the nodes a generated kernel fused."""
@@ -267,4 +374,7 @@ def failure_facts(exc: BaseException, graph: Any = None) -> dict[str, Any]:
             symbols = sorted(str(s) for s in getattr(cond, "free_symbols", ()))
             facts["guard"] = {"expression": _clip(cond), "symbols": symbols}
             break
+    unsupported = unsupported_dtype_or_op(chain, graph)
+    if unsupported:
+        facts["unsupported"] = unsupported
     return facts
