@@ -18,7 +18,7 @@ The server never starts CUDA, so a forked CUDA job starts its own context as a f
 does; the packages pinned to each GPU (CUDA_VISIBLE_DEVICES, one environment per GPU) get a
 server of their own. The perf
 stage still reports what a fresh deployment process pays: the server measured its interpreter
-start, `import torch` and loader import at its own start, in this run (worker/perf.py FORK_BASE).
+start, `import torch` and loader import at its own start, in this run (worker/coldstart.py FORK_BASE).
 """
 
 from __future__ import annotations

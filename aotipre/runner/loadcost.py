@@ -327,7 +327,7 @@ def with_recorded_probe(perf: Mapping[str, Any], record: ProbeRecord) -> dict[st
 
 
 def with_recorded_load(perf: Mapping[str, Any], record: ProbeRecord) -> dict[str, Any]:
-    """A direct load's `perf` entry (the C++ loader alone, worker.perf._measure_direct) with
+    """A direct load's `perf` entry (the C++ loader alone, worker.coldstart._measure_direct) with
     what `aoti_load_package` pays before it for this package, from the host's record: the
     loader's imports and the CPU-ISA probe, measured once in a fresh process, and when."""
     out = dict(perf)

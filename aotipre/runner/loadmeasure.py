@@ -3,7 +3,7 @@ CPU-ISA probe), measured in a fresh process of its own beside the host's first c
 
 Without the host's record (runner/loadcost.py) a check used to pay that cost in its own first
 load, on its critical path, in order to report it: 3-4 s on a 2-core VM, 30-50 s on a GPU host.
-Now the session starts one `loadcost` step (worker.perf.measure_probe: the same imports and the
+Now the session starts one `loadcost` step (worker.coldstart.measure_probe: the same imports and the
 same `get_device_information` call torch's `_load_aoti` makes, timed the same way, in the same
 kind of fresh process, with the workers' environment) while its first worker loads the package
 with the C++ loader alone. The perf stage waits for the answer only when it reports; a compile

@@ -1,5 +1,5 @@
-"""What a deployment pays, from the worker's measurements (runner/worker/perf.py `measure_load`,
-`latency_runs`): the cold-start breakdown, memory and latency of one model as a record, and the
+"""What a deployment pays, from the worker's measurements (runner/worker/coldstart.py
+`measure_load`, runner/worker/perf.py `latency_runs`): the cold-start breakdown, memory and latency of one model as a record, and the
 judgements on it: budgets, a regression against a baseline package, a leak, and what the user
 can do about a slow load. Pure functions on plain data (no torch, no processes).
 

@@ -1,6 +1,6 @@
 """The perf record the judgements read (runner/perf.py `record_from_worker`, the memory peaks,
 the cold start's total) and the hints they give, on hand-written worker entries shaped like
-runner/worker/perf.py's `measure_load`, run `perf` and `latency_runs` output (fixed numbers,
+runner/worker/coldstart.py's `measure_load`, run `perf` and perf.py's `latency_runs` output (fixed numbers,
 nothing timed); and the perf stage's own decisions (runner/stages/perf.py) on the fake worker.
 
 Written for the mutation run (scripts/mutate.py, session 11)."""

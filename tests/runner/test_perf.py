@@ -1,6 +1,6 @@
 """The perf record and its judgements (budgets, regressions, leaks, advice), on injected
-measurements: FAKE_* below are hand-written worker entries shaped like runner/worker/perf.py's
-`measure_load`, run `perf` and `latency_runs` output (test_worker_perf.py checks the real ones)."""
+measurements: FAKE_* below are hand-written worker entries shaped like runner/worker/coldstart.py's
+`measure_load`, run `perf` and perf.py's `latency_runs` output (test_worker_perf.py checks the real ones)."""
 
 from __future__ import annotations
 

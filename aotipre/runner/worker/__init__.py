@@ -20,6 +20,7 @@ the module that defines it, not here.
 
 from __future__ import annotations
 
+from .coldstart import CallTimer, memory_snapshot
 from .compare import compare_leaf, compare_outputs
 from .compiling import check_inductor_configs, traced_triton_launches
 from .cpp import run_harness
@@ -41,7 +42,7 @@ from .loading import (
     probed_vec_isa,
     read_member,
 )
-from .perf import CallTimer, growth_per_run, latency_runs, memory_snapshot, percentile
+from .perf import growth_per_run, latency_runs, percentile
 from .protocol import StepError
 from .triage import minifier_entry
 

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from . import perf
+from . import coldstart
 from .accuracy import AccuracyOps
 from .compiling import CompileOps
 from .cpp import CppOps, custom_ops_at_start
@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
         return 64
     prewarm_s = None
     if os.environ.get(PREWARM_ENV) is not None:
-        prewarm_s, perf.WAITED_S = prewarm_and_wait(os.environ[PREWARM_ENV], argv[1])
+        prewarm_s, coldstart.WAITED_S = prewarm_and_wait(os.environ[PREWARM_ENV], argv[1])
         if not os.path.exists(argv[1]):
             sys.stderr.write(f"worker: no job at {argv[1]} before the prewarm wait ended\n")
             return 66
@@ -71,8 +71,8 @@ def main(argv: list[str]) -> int:
         _unbuffer_c_stdout()
     recorder = Recorder(os.environ.get("AOTIPRE_RESULT_PATH"))
     recorder.data["prewarm_s"] = prewarm_s
-    if perf.FORK_BASE is not None:
-        recorder.data["forked_from"] = perf.FORK_BASE["server_pid"]
+    if coldstart.FORK_BASE is not None:
+        recorder.data["forked_from"] = coldstart.FORK_BASE["server_pid"]
         recorder.flush()  # which process this was, even if the user's modules kill it
     custom_ops_at_start(recorder, job)
     recorder.flush()

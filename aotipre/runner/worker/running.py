@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
+from .coldstart import DIRECT_HOW, measure_load, memory_snapshot
 from .compare import compare_leaf, compare_outputs
 from .core import WorkerCore
 from .inputs import _detached, _state_summary, flat_tensors, tensor_summary, to_device
@@ -28,7 +29,6 @@ from .loading import (
     read_weights_file,
     same_as_load_package,
 )
-from .perf import DIRECT_HOW, measure_load, memory_snapshot
 from .protocol import StepError, first_error_line, not_available
 
 

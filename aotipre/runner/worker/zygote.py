@@ -19,7 +19,7 @@ modules and done nothing else (as PyTorch's own DataLoader workers do).
 
 What a fresh deployment process pays is still reported: the forked worker's load says the age
 and loader import time this server measured at its own start, in this run, in a fresh process
-with the same environment (perf.FORK_BASE).
+with the same environment (coldstart.FORK_BASE).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import perf
+from . import coldstart
 
 FORKED_ENV_KEYS = frozenset({"AOTIPRE_RESULT_PATH", "AOTIPRE_TREE", "TMPDIR", "TMP", "TEMP"})
 """Set per job by aotipre's process runner (the result file, the process tree's token, the
@@ -49,9 +49,9 @@ _running: set[int] = set()
 def serve(sock_path: str, main: Callable[[list[str]], int]) -> int:
     """Import, listen at `sock_path`, fork a worker per accepted job until aotipre stops it;
     each forked worker runs `main(["worker", JOB])` (job.main, as a fresh worker does)."""
-    age = perf.process_age_s()
+    age = coldstart.process_age_s()
     started = time.perf_counter()
-    perf.loader_modules()
+    coldstart.loader_modules()
     server = os.getpid()
     with contextlib.suppress(Exception):
         from torch.export import _tree_utils  # noqa: F401 - what the loader reads specs with
@@ -220,7 +220,7 @@ def _run_job(
         import tempfile
 
         tempfile.tempdir = None  # TMPDIR is the job's private folder now
-        perf.FORK_BASE = base
+        coldstart.FORK_BASE = base
         sys.argv = [sys.argv[0], str(request["job"])]  # as a fresh worker's
         code = main(["worker", str(request["job"])])
     except SystemExit as exc:
