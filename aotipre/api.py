@@ -20,24 +20,25 @@ from typing import TYPE_CHECKING, Any
 from aotipre import __version__
 from aotipre.checks import run_static_checks
 from aotipre.checks.contract import check_reference_program
-from aotipre.checks.custom_ops import Registration, check_custom_ops
 from aotipre.checks.package import export_vs_compiled_bounds
 from aotipre.environment.host import HostInfo, detect_local, parse_targets
 from aotipre.findings import Finding, Report, Severity, StageResult, StageStatus, codes
-from aotipre.findings.baseline import Baseline, apply_baseline, replace_findings
 from aotipre.foundation import safeio, tempdirs
 from aotipre.foundation.errors import InputsError, PackageError, UnsafeInputsError, UsageError
 from aotipre.foundation.progress import stage_ended, stage_started
 from aotipre.inputs.load import load_sample_inputs, load_sample_inputs_bytes
 from aotipre.inputs.meta import SampleInputs
-from aotipre.inputs.weights import WeightsFile
-from aotipre.program import ExportFailed, is_path, write_program
 from aotipre.pt2.archive import Archive
 from aotipre.pt2.reader import OpenPackage, open_package, read_package, with_reference_values
 from aotipre.pt2.spec import ModelInfo, PackageInfo, package_to_dict
 
-if TYPE_CHECKING:  # the runner is imported only when dynamic stages run
+if TYPE_CHECKING:  # the runner is imported only when dynamic stages run; the baseline, custom
+    # ops, weights and export modules only where used (`inspect` needs none of them)
+    from aotipre.checks.custom_ops import Registration
     from aotipre.checks.target import TargetRow
+    from aotipre.findings.baseline import Baseline
+    from aotipre.inputs.weights import WeightsFile
+    from aotipre.program import ExportFailed
     from aotipre.runner.stages import DynamicOptions, OutputMismatch, RunCrash
     from aotipre.serving.triton import ServingConfig
     from aotipre.triage.escalate import TriageOptions
@@ -107,7 +108,7 @@ class CheckOptions:
 def inspect(path: str | os.PathLike[str]) -> PackageInfo:
     """Read a .pt2 without loading any code; an AOTI-only model's outputs (which it records
     nowhere else) are read from its wrapper.cpp. Raises PackageError with one clear line."""
-    from aotipre.serving.triton import with_wrapper_outputs
+    from aotipre.serving.outputs import with_wrapper_outputs
 
     opened = open_package(path)
     with opened.archive:
@@ -153,13 +154,15 @@ def check(
     function import torch (aotipre imports it nowhere else but in its worker processes).
     """
     opts = options or CheckOptions()
-    if is_path(subject):
+    if isinstance(subject, (str, os.PathLike)):  # a path (program.is_path): nothing to export
         if example_inputs is not None or example_kwargs is not None or dynamic_shapes is not None:
             raise TypeError(
                 "example_inputs/example_kwargs/dynamic_shapes are for in-memory programs; "
                 "for a .pt2 file pass CheckOptions(inputs=FILE)"
             )
         return _finish(_check_package(subject, opts), opts)
+    from aotipre.program import ExportFailed, write_program
+
     with tempdirs.temporary_dir("aotipre-program-") as tmp:
         started = time.monotonic()
         try:
@@ -213,8 +216,12 @@ def _finish(report: Report, opts: CheckOptions) -> Report:
     if report.error is not None:
         return report
     if opts.select or opts.ignore:
+        from aotipre.findings.baseline import replace_findings
+
         report = replace_findings(report, [f for f in report.findings if _selected(f.code, opts)])
     if opts.baseline is not None:
+        from aotipre.findings.baseline import apply_baseline
+
         report = apply_baseline(report, opts.baseline)
     return report
 
@@ -322,6 +329,8 @@ def _check_opened(
         archive=archive,
         deployment_checks_inputs=_deployment_checks_inputs(opts, hosts),
     )
+    from aotipre.checks.custom_ops import Registration, check_custom_ops
+
     findings += check_custom_ops(
         package, models, opts.registration or Registration(), cpp=opts.cpp, archive=archive
     )

@@ -25,11 +25,6 @@ from aotipre.foundation.bounds import RUN_NUMBERS, TRIAGE_NUMBERS, Parser, integ
 from aotipre.foundation.errors import UsageError
 from aotipre.foundation.safeio import MAX_SETTINGS_BYTES, read_text
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
-
 if TYPE_CHECKING:
     from aotipre.api import CheckOptions
     from aotipre.findings.baseline import Baseline
@@ -605,6 +600,12 @@ def _show(value: Any, depth: int = 0) -> str:
 def read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML file (a regular file of at most MAX_SETTINGS_BYTES, UTF-8): UsageError with
     the file and the parser's message otherwise."""
+    # imported here: a command that finds no configuration file never parses TOML
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python 3.10 only
+        import tomli as tomllib
+
     name = display_path(path)
     text = read_text(path, name, MAX_SETTINGS_BYTES)
     try:

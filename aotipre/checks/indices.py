@@ -90,7 +90,7 @@ def index_bounds_of_inputs(
 
 def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, tuple[int, int]]:
     """{tensor index: (rows, lowest valid value)}: the tightest of the kernels' checks."""
-    from aotipre.pt2.wrapper import parse_wrapper_cpp
+    from aotipre.pt2.wrapper import wrapper_input_names
     from aotipre.triage.parsers import (
         index_bounds,
         index_chain,
@@ -107,7 +107,7 @@ def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, tuple[int, i
         for n in archive.names()
         if n.startswith(model.aoti.directory) and n.endswith(".kernel.cpp")
     )
-    names = {name: i for i, name in enumerate(parse_wrapper_cpp(wrapper).input_names)}
+    names = {name: i for i, name in enumerate(wrapper_input_names(wrapper))}
     out: dict[int, tuple[int, int]] = {}
     for kernel in kernel_call_order(wrapper):
         if not kernel.startswith(("cpp_", "triton_")):

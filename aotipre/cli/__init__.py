@@ -22,7 +22,6 @@ import io
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -110,6 +109,8 @@ def main(argv: list[str] | None = None, *, fast_lane: bool = True) -> int:
             return _interrupted()
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):  # click usage errors
             return _usage_error(exc)
+        import traceback  # imported here: only a bug needs it
+
         safeio.write_stderr(
             "aotipre: internal error (a bug in aotipre; please report it with this traceback)\n"
             + traceback.format_exc()

@@ -445,7 +445,7 @@ def list_codes(fmt: str = "table") -> int:
     if fmt == "json":
         emit(json_format.dumps([dict(zip(keys, r)) for r in rows]), None)
         return 0
-    from tabulate import tabulate
+    from aotipre.report.tabular import tabulate
 
     emit(tabulate(rows, headers=keys, maxcolwidths=[None, None, None, None, 60]) + "\n", None)
     return 0

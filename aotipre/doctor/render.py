@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tabulate import tabulate
-
 from aotipre.doctor.dirs import human_bytes
 from aotipre.doctor.report import DoctorReport
 from aotipre.findings import Severity
 from aotipre.report.json_format import dumps
 from aotipre.report.sanitize import sanitized
 from aotipre.report.table import findings_table
+from aotipre.report.tabular import tabulate
 
 FORMATS = ("table", "json")
 _WIDTH = 96

@@ -10,22 +10,21 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre import api
 from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
 from aotipre.environment.runtimes import Runtime, resolve
 from aotipre.findings import Report
-from aotipre.findings.baseline import Baseline, apply_baseline, load_baseline, write_baseline
 from aotipre.fleet.gpus import pinned_check
 from aotipre.fleet.matrix import check as check_in_runtimes
 from aotipre.fleet.shard import Shard, ShardPlan, numbered, plan_shards
 from aotipre.foundation.errors import UsageError
-from aotipre.runner import forkserver, launch
-from aotipre.runner.proc import allow_new_children, kill_all_children
+
+if TYPE_CHECKING:  # the baseline module is imported only with --baseline or --write-baseline
+    from aotipre.findings.baseline import Baseline
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -184,7 +183,7 @@ def run(
     processes). Reports come back in the jobs' order whatever finishes first. A job that needs
     a GPU gets one to itself while several run (or `gpus`, --gpus, is given): aotipre.fleet.gpus."""
     check = pinned_check(jobs, workers, gpus, _check)
-    with forkserver.session(enabled=len(jobs) > 1):
+    with _fork_session(enabled=len(jobs) > 1):
         if check is _check and jobs:  # (a job pinned to a GPU gets another environment)
             start_server_early(jobs[0])
         if workers <= 1 or len(jobs) <= 1:
@@ -192,9 +191,23 @@ def run(
         return _in_threads(check, jobs, workers)
 
 
+def _fork_session(enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """forkserver.session(enabled); without importing the runner when not `enabled` (one
+    package: `check --static-only` starts no child), where that session does nothing."""
+    if not enabled:
+        return contextlib.nullcontext()
+    from aotipre.runner import forkserver
+
+    return forkserver.session(enabled=True)
+
+
 def _in_threads(
     check: Callable[[PackageJob], Report], jobs: Sequence[PackageJob], workers: int
 ) -> list[Report]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from aotipre.runner.proc import allow_new_children, kill_all_children
+
     pool = ThreadPoolExecutor(max_workers=min(workers, len(jobs)))
     refused = False
     try:
@@ -228,6 +241,8 @@ def start_server_early(job: PackageJob) -> None:
     else:
         python = (dynamic.python if dynamic is not None else None) or sys.executable
     extra = dynamic.extra_env if dynamic is not None else {}
+    from aotipre.runner import forkserver, launch  # imported here: a static-only job starts none
+
     forkserver.start_early(python, launch.job_env(extra))
 
 
@@ -299,6 +314,8 @@ def check_packages(
     once = run_settings(settings, manifest, flags)
     baseline = None
     if once.baseline is not None and write_baseline_to is None:
+        from aotipre.findings.baseline import load_baseline
+
         baseline = load_baseline(once.baseline)
     jobs = plan(
         packages,
@@ -318,6 +335,8 @@ def check_packages(
     local = functools.partial(run, gpus=once.gpus)
     reports = (engine or local)(with_runtimes(jobs, light=write_baseline_to is None), once.jobs)
     if write_baseline_to is not None:
+        from aotipre.findings.baseline import apply_baseline, write_baseline
+
         written = write_baseline(write_baseline_to, reports)
         reports = [apply_baseline(r, written) for r in reports]
     return reports

@@ -24,10 +24,10 @@ def check(package: str, options: CheckOptions, runtimes: Sequence[Runtime]) -> R
     is applied once, to the merged report.
     """
     from aotipre import api
-    from aotipre.findings.baseline import apply_baseline
 
     if options.static_only or not runtimes:
         return api.check(package, options)
+    from aotipre.findings.baseline import apply_baseline
     from aotipre.runner.stages import DynamicOptions
 
     dynamic = options.dynamic or DynamicOptions()

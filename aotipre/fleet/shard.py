@@ -11,7 +11,6 @@ package's targets, models and inputs stay with it on one shard (a job is one pac
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -154,6 +153,8 @@ def numbered(names: Sequence[str]) -> list[str]:
 def assign(keys: Iterable[str], count: int) -> dict[str, int]:
     """key -> its shard (1-based): the keys in the order of their SHA-256, dealt round-robin.
     Depends only on the set of keys and `count`."""
+    import hashlib  # imported here: only a sharded run deals keys (`check`'s start-up time)
+
     ordered = sorted(
         set(keys), key=lambda k: (hashlib.sha256(k.encode("utf-8", "surrogateescape")).digest(), k)
     )

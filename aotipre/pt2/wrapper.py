@@ -533,6 +533,18 @@ def _parse_constructor(text: str, w: _Warnings) -> tuple[int | None, int | None,
     return values
 
 
+def wrapper_input_names(text: str) -> tuple[str, ...]:
+    """The inputs' names in a wrapper.cpp (`inputs_info_[i].name`): parse_wrapper_cpp's
+    `input_names` without the rest of its parse (for the index check; a 60 KB wrapper: ~1 ms,
+    the whole parse ~7 ms). Never raises."""
+    if not text.strip():
+        return ()
+    try:
+        return _parse_info_names(text, _Warnings())[0]
+    except Exception:  # noqa: BLE001 - as parse_wrapper_cpp's guard: what could be read, nothing
+        return ()
+
+
 def _parse_info_names(text: str, w: _Warnings) -> tuple[tuple[str, ...], tuple[str, ...]]:
     tables: dict[str, dict[int, str]] = {"inputs": {}, "outputs": {}}
     for m in _INFO_NAME_RE.finditer(text):

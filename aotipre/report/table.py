@@ -8,8 +8,6 @@ import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tabulate import tabulate
-
 from aotipre.findings import Finding, Report, Severity
 from aotipre.pt2.spec import ModelInfo, PackageInfo
 from aotipre.report.common import (
@@ -20,6 +18,7 @@ from aotipre.report.common import (
     package_labels,
     worst_exit_code,
 )
+from aotipre.report.tabular import tabulate
 
 if TYPE_CHECKING:
     from aotipre.checks.target import TargetRow

@@ -10,9 +10,12 @@ None for that output: nothing is guessed.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import Any
 
-from aotipre.pt2.spec import Dim, TensorSpec
+from aotipre.foundation.errors import PackageError
+from aotipre.pt2.spec import Dim, ModelInfo, TensorSpec
 
 _OUTPUT = re.compile(r"output_handles\[(\d+)\]\s*=\s*(buf\d+)\.release\(\);")
 _MOVE = re.compile(r"auto\s+(buf\d+)\s*=\s*std::move\((buf\d+)\);")
@@ -54,3 +57,16 @@ def output_specs(wrapper_cpp: str, count: int) -> tuple[TensorSpec | None, ...]:
             TensorSpec(dtype=alloc.group(3), shape=dims, strides=None, device=alloc.group(4))
         )
     return tuple(out)
+
+
+def with_wrapper_outputs(model: ModelInfo, archive: Any) -> ModelInfo:
+    """`model` with the outputs its wrapper.cpp allocates (output_specs), when it records none
+    itself (an AOTI-only package). Here, not in serving/triton.py: `inspect` reads them too."""
+    aoti = model.aoti
+    if model.outputs or model.output_tree is None or aoti is None or not aoti.wrapper_cpp:
+        return model
+    try:
+        text = archive.read_text(aoti.wrapper_cpp)
+    except (PackageError, OSError, ValueError):
+        return model
+    return dataclasses.replace(model, outputs=output_specs(text, model.output_tree.num_leaves()))

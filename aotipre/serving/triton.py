@@ -17,15 +17,14 @@ the rules would lose the one place where a reader checks them against that backe
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from aotipre.findings import Finding, Severity, codes
-from aotipre.foundation.errors import PackageError
 from aotipre.pt2.spec import Dim, ModelInfo, PackageInfo, TensorSpec, TreeSpec
 from aotipre.serving import pbtxt
+from aotipre.serving.outputs import with_wrapper_outputs
 
 PLATFORM = "torch_aoti"
 """src/libtorch.cc GetModelInfo: `is_pt2 = (platform == "torch_aoti")`; any other platform
@@ -184,21 +183,6 @@ def _leaf_names(node: TreeSpec, problems: list[str], where: str) -> list[str]:
 
 def _label(name: str, path: str) -> str:
     return path if name == path else f"{name} ({path})"
-
-
-def with_wrapper_outputs(model: ModelInfo, archive: Any) -> ModelInfo:
-    """`model` with the outputs its wrapper.cpp allocates (aotipre.serving.outputs), when it
-    records none itself (an AOTI-only package)."""
-    aoti = model.aoti
-    if model.outputs or model.output_tree is None or aoti is None or not aoti.wrapper_cpp:
-        return model
-    from aotipre.serving.outputs import output_specs
-
-    try:
-        text = archive.read_text(aoti.wrapper_cpp)
-    except (PackageError, OSError, ValueError):
-        return model
-    return dataclasses.replace(model, outputs=output_specs(text, model.output_tree.num_leaves()))
 
 
 def check_config(

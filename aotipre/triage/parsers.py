@@ -8,9 +8,8 @@ import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from aotipre.runner.classify import decisive_lines
-from aotipre.runner.sanitizer import SanitizerHit, sanitizer_hits
 from aotipre.triage.codegen import (
     FxNode,
     IndexChain,
@@ -25,6 +24,9 @@ from aotipre.triage.codegen import (
     source_node_comment,
 )
 from aotipre.triage.diagnosis import IndexBound, TensorStats
+
+if TYPE_CHECKING:
+    from aotipre.runner.sanitizer import SanitizerHit, sanitizer_hits
 
 __all__ = [
     "BlamedOp",
@@ -474,6 +476,8 @@ def decisive(text: str, limit: int = 6) -> list[str]:
         for line in (text or "").splitlines()
         if not _LAUNCH.match(line.strip()) and not _BLOCK.match(line.strip())
     )
+    from aotipre.runner.classify import decisive_lines  # imported here: only a run's log
+
     return decisive_lines(cleaned, limit=limit)
 
 
@@ -481,3 +485,17 @@ def plain_index_chain(source: str, variable: str) -> bool:
     """True when every step from one load to `variable` is a copy, cast or wrap
     (codegen.index_chain)."""
     return index_chain(source, variable) is not None
+
+
+_FROM_SANITIZER = ("SanitizerHit", "sanitizer_hits")
+"""Names re-exported from aotipre.runner.sanitizer on first use: the index check (static lane)
+imports this module's kernel parsers and reads no sanitizer log."""
+
+
+def __getattr__(name: str) -> Any:
+    """The sanitizer parsers (`_FROM_SANITIZER`), imported when first asked for."""
+    if name in _FROM_SANITIZER:
+        from aotipre.runner import sanitizer
+
+        return getattr(sanitizer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

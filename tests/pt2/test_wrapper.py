@@ -16,6 +16,7 @@ from aotipre.pt2.wrapper import (
     MAX_WARNINGS,
     WrapperContract,
     parse_wrapper_cpp,
+    wrapper_input_names,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -59,6 +60,27 @@ def test_every_fixture_parses_cleanly(name: str) -> None:
     assert len(c.constants) == c.num_constants
     assert all(i.dtype is not None for i in c.inputs)
     assert all(i.rank is not None for i in c.inputs) == c.check_functions_present
+
+
+def test_input_names_alone_are_the_full_parse_names() -> None:
+    """wrapper_input_names (the index check reads only the names) gives parse_wrapper_cpp's
+    input_names: every fixture wrapper, and text with a name set twice (the first wins), a gap
+    in the indices (the names before it), no table, nothing."""
+    broken = {
+        'inputs_info_[0].name = "a";\ninputs_info_[0].name = "b";\ninputs_info_[1].name = "c";': (
+            "a",
+            "c",
+        ),
+        'inputs_info_[0].name = "a";\ninputs_info_[2].name = "c";': ("a",),
+        'outputs_info_[0].name = "out";': (),
+        "int main() { return 0; }": (),
+        "  \n": (),
+    }
+    for text, names in broken.items():
+        assert wrapper_input_names(text) == parse_wrapper_cpp(text).input_names == names
+    for name in ALL_FIXTURES:
+        text = load(name)
+        assert wrapper_input_names(text) == parse_wrapper_cpp(text).input_names != ()
 
 
 def test_fixtures_are_small() -> None:
