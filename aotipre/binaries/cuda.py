@@ -11,12 +11,15 @@ Formats, as measured on files made by nvcc/ptxas/fatbinary 13.0 (tests/binaries/
 - fatbin: header {u32 magic 0xBA55ED50, u16 version, u16 header size, u64 size of the entries};
   each entry {u16 kind (1 PTX, 2 ELF), u16, u32 header size, u64 payload size, ..., at +24 u16
   minor and u16 major of the PTX ISA (PTX entries), at +28 u32 SM, at +40 flags (0x2000 LZ4,
-  0x8000 zstd compressed payload)}.
+  0x8000 zstd compressed payload; 0x100000 an arch-specific `a` target, 0x200000 a
+  family-specific `f` one, SASS and PTX alike: cuobjdump's `arch = sm_90a`)}. Triton's PTX for
+  an H100/H200 is `.target sm_90a`: torch's multi-arch fatbins there carry compute_90a PTX.
 
 Which device runs what (CUDA C programming guide, "binary compatibility"): SASS for sm_XY runs
 on compute capability X.Z with Z >= Y; an arch-specific sm_XYa only on X.Y; PTX for compute_XY
-is JIT-compiled by the driver for any X.Y or newer (compute_XYa: X.Y only), and only by a
-driver at least as new as the toolkit whose PTX ISA it uses.
+is JIT-compiled by the driver for any X.Y or newer (compute_XYa: X.Y only; a family-specific
+sm_XYf or compute_XYf: X.Z with Z >= Y), and only by a driver at least as new as the toolkit
+whose PTX ISA it uses.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ MAX_FATBIN_ENTRIES = 256
 architecture, 2 in the torch 2.11 fixture, 3 in tests/binaries/data/multi.fatbin). The cubins
 of one fatbin also share one budget of MAX_SECTIONS sections: entries x sections stays bounded."""
 _FATBIN_HEADER = struct.Struct("<IHHQ")
+_ENTRY_ARCH_SUFFIX = ((0x100000, "a"), (0x200000, "f"))
+"""Fatbin entry flag -> the suffix of the entry's SM (measured on nvcc 13.0 fatbins of sm_90a,
+sm_100f and sm_90 SASS and PTX: only these bits differ)."""
 _ENTRY_HEAD = struct.Struct("<HHIQ")
 
 PTX_ISA_TOOLKIT = {
@@ -95,7 +101,7 @@ class GpuImage:
         specific = self.arch.endswith("a")
         if specific:
             return (major, minor) == (a_major, a_minor)
-        if self.kind == "sass":
+        if self.kind == "sass" or self.arch.endswith("f"):  # f: its family, SASS or PTX
             return major == a_major and minor >= a_minor
         return (major, minor) >= (a_major, a_minor)
 
@@ -185,13 +191,12 @@ def read_fatbin(source: Source) -> tuple[GpuImage, ...]:
         if entry_header < 32 or offset + entry_header + payload > end:
             raise CudaBinaryError(f"fatbin entry at byte {offset} runs past the container")
         minor, major, sm = struct.unpack("<HHI", _read(source, offset + 24, 8))
+        flags = struct.unpack("<I", _read(source, offset + 40, 4))[0] if entry_header >= 44 else 0
+        arch = str(sm) + "".join(suffix for bit, suffix in _ENTRY_ARCH_SUFFIX if flags & bit)
         if kind == 1:
-            out.append(GpuImage("ptx", str(sm), ptx_version=(major, minor)))
+            out.append(GpuImage("ptx", arch, ptx_version=(major, minor)))
         elif kind == 2:
-            image = GpuImage("sass", str(sm))
-            flags = (
-                struct.unpack("<I", _read(source, offset + 40, 4))[0] if entry_header >= 44 else 0
-            )
+            image = GpuImage("sass", arch)
             if not flags & 0xA000:  # an uncompressed cubin says more about itself
                 try:
                     cubin = ElfFile(_Slice(source, offset + entry_header, payload))

@@ -478,9 +478,10 @@ def _below_compile_gpu(compiled: str | None, cc: str) -> dict[str, str]:
     return {
         "hint": f"the package was compiled on sm_{digits}, and AOTInductor drops "
         "TORCH_CUDA_ARCH_LIST entries below the GPU it compiles on (torch 2.11 on an H200: "
-        "'8.0;9.0' gave sm_90a and compute_90 only; 2.14+ logs a warning): "
+        "'8.0;9.0' gave sm_90a and compute_90a only; 2.14+ logs a warning): "
         f"compile on the fleet's oldest GPU (sm_{major}{minor}) with "
-        "aot_inductor.emit_multi_arch_kernel=True (its PTX then runs on the newer GPUs too)"
+        "aot_inductor.emit_multi_arch_kernel=True (its PTX then runs on the newer GPUs too, "
+        "where that GPU is older than sm_90: Triton's PTX for sm_90 and later is arch-specific)"
     }
 
 

@@ -562,6 +562,27 @@ def _gpu_images(model: ModelInfo) -> list[Any]:
     return [img for g in (binaries.gpu if binaries is not None else ()) for img in g.images]
 
 
+def _ptx_reach(images: list[Any]) -> int | None:
+    """The oldest compute capability (as 90) that portable PTX among `images` is JIT-compiled
+    for: PTX for compute_XY runs on X.Y and every newer GPU (an arch-specific compute_XYa on X.Y
+    only, so it reaches nothing its SASS does not). None without portable PTX."""
+    portable = [int(i.arch) for i in images if i.kind == "ptx" and i.arch.isdigit()]
+    return min(portable) if portable else None
+
+
+def _ptx_lost(reach_old: int, reach_new: int | None, images_new: list[Any]) -> bool:
+    """Does a GPU that OLD's portable PTX reaches (compute capability `reach_old` and newer)
+    run none of NEW's images? Always, when NEW has no portable PTX (its SASS covers its own
+    majors, OLD's PTX every later one too); else some X.Y in [reach_old, reach_new) without
+    NEW's SASS."""
+    if reach_new is None:
+        return True
+    return any(
+        not any(i.runs_on(f"{cc // 10}.{cc % 10}") for i in images_new)
+        for cc in range(reach_old, reach_new)
+    )
+
+
 def _driver_key(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit())
 
@@ -700,6 +721,19 @@ def _compare_gpu(old: ModelInfo, new: ModelInfo) -> list[Change]:
                 f"NEW also has SASS for {added}",
                 old=sorted(sass_a),
                 new=sorted(sass_b),
+            )
+        )
+    reach_a, reach_b = _ptx_reach(imgs_a), _ptx_reach(imgs_b)
+    if reach_a is not None and imgs_b and _ptx_lost(reach_a, reach_b, imgs_b):
+        now = "it has none" if reach_b is None else f"its PTX starts at compute_{reach_b}"
+        out.append(
+            _c(
+                "PTX_DROPPED",
+                old,
+                f"NEW has no PTX for compute_{reach_a}, through which OLD runs on GPUs newer "
+                f"than its SASS ({now})",
+                old=f"compute_{reach_a}",
+                new=None if reach_b is None else f"compute_{reach_b}",
             )
         )
     drivers_a = [d for d in (i.min_driver() for i in imgs_a) if d]

@@ -215,6 +215,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("SASS_ARCH_ADDED", C, DEPLOY, "NEW has SASS for more GPU architectures."),
     Rule(
+        "PTX_DROPPED",
+        B,
+        DEPLOY,
+        "A GPU newer than OLD's SASS that runs OLD through PTX JIT runs none of NEW's code (NEW has no portable PTX as old as OLD's).",
+    ),
+    Rule(
         "PTX_RAISED",
         B,
         DEPLOY,

@@ -39,6 +39,21 @@ def test_fatbin_entries() -> None:
     assert compressed.ptx_version == (9, 0)  # from the entry header: the payload is zstd
 
 
+def test_arch_and_family_specific_entries_keep_their_suffix() -> None:
+    """A fatbin entry's flags say sm_90a / compute_90a and sm_100f / compute_100f (cuobjdump
+    prints `arch = sm_90a` for both kinds): PTX for compute_90a is not JIT-compiled on a newer
+    GPU, family PTX only within its family."""
+    assert _images("specific.fatbin") == [
+        ("sass", "90a"),
+        ("ptx", "90a"),
+        ("sass", "100f"),
+        ("ptx", "100f"),
+    ]
+    ptx90a, ptx100f = read_fatbin(BytesSource((DATA / "specific.fatbin").read_bytes()))[1::2]
+    assert [cc for cc in ("8.0", "9.0", "10.0", "12.0") if ptx90a.runs_on(cc)] == ["9.0"]
+    assert [cc for cc in ("9.0", "10.0", "10.3", "12.0") if ptx100f.runs_on(cc)] == ["10.0", "10.3"]
+
+
 @pytest.mark.parametrize("cut", [0, 8, 16, 40, 100, 3000, 7000])
 def test_truncated_fatbin(cut: int) -> None:
     data = (DATA / "multi.fatbin").read_bytes()[:cut]

@@ -246,6 +246,33 @@ def test_a_weight_baked_into_the_code_on_one_side_and_unknown_to_the_other_is_no
     assert _rules(both, gone) == {"WEIGHT_REMOVED"}
 
 
+def test_losing_portable_ptx_is_breaking() -> None:
+    """PTX for compute_XY is JIT-compiled on every newer GPU: a NEW without it (or whose PTX
+    starts at a later architecture) fails on the GPUs newer than its SASS that ran OLD. Triton's
+    PTX is portable below sm_90 (emit_multi_arch_kernel on an A100: sm_80 SASS and compute_80
+    PTX); from sm_90 on it is arch-specific (tests/data/torch211/multi_arch_cuda.pt2, built on
+    an H200: sm_90a SASS and compute_90a PTX), which reaches no GPU its SASS does not."""
+    gpu = _aoti(device_type="cuda")
+    sass = GpuImage("sass", "80", toolkit="13.0")
+
+    def images(*imgs: GpuImage) -> ModelInfo:
+        return _model(aoti=replace(gpu, binaries=BinaryFacts(gpu=(GpuMember("k", imgs),))))
+
+    default, multi = images(sass), images(sass, GpuImage("ptx", "80", ptx_version=(9, 0)))
+    assert _rules(multi, default) == {"PTX_DROPPED"}
+    assert _rules(default, multi) == set()  # same SASS, PTX of the same CUDA: compatible
+    ptx86 = images(sass, GpuImage("ptx", "86", ptx_version=(9, 0)))
+    assert _rules(multi, ptx86) == set()  # 8.0 to 8.5 still run the sm_80 SASS
+    ptx90 = images(sass, GpuImage("ptx", "90", ptx_version=(9, 0)))
+    assert _rules(multi, ptx90) == set()  # so do 8.6 to 8.9
+    ptx100 = images(sass, GpuImage("ptx", "100", ptx_version=(9, 0)))
+    assert _rules(multi, ptx100) == {"PTX_DROPPED"}  # a 9.0 GPU runs none of NEW's code
+    assert _rules(ptx100, multi) == set()
+    hopper = GpuImage("sass", "90a", toolkit="13.0")
+    specific = images(hopper, GpuImage("ptx", "90a", ptx_version=(9, 0)))
+    assert _rules(specific, images(hopper)) == set()  # compute_90a runs on 9.0 only
+
+
 def test_the_docs_rules_table_is_the_rule_table() -> None:
     """docs/diff.md lists every rule once, in order, with its verdict, code and summary."""
     from pathlib import Path

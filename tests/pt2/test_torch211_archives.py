@@ -141,14 +141,15 @@ def test_stub_binaries_are_not_loadable() -> None:
 
 def test_real_gpu_code_of_a_multi_arch_package() -> None:
     """AOT053 from the real fatbins inductor wrote on the H200: SASS for sm_90a and PTX for
-    compute_90 (ISA 9.0), so it runs on that card and, through the PTX, on later ones; a
-    Volta fleet gets neither (AOT433)."""
+    compute_90a (ISA 9.0; cuobjdump: `arch = sm_90a`, `.target sm_90a`), so it runs on that card
+    only: a Blackwell or a Volta fleet gets neither (AOT433)."""
     pkg = DATA / "multi_arch_cuda.pt2"
     report = check(pkg, CheckOptions(static_only=True, target="cuda,cc=9.0"))
     (facts,) = [f for f in report.findings if f.code == "AOT053"]
     assert facts.severity is Severity.INFO
-    assert facts.actual == ["compute_90", "sm_90a"]
-    assert "2 GPU code member(s) carry compute_90, sm_90a (PTX ISA 9.0)" in facts.message
+    assert facts.actual == ["compute_90a", "sm_90a"]
+    assert "2 GPU code member(s) carry compute_90a, sm_90a (PTX ISA 9.0)" in facts.message
     assert not [f for f in report.findings if f.code in ("AOT433", "AOT434")], report.findings
-    volta = check(pkg, CheckOptions(static_only=True, target="cuda,cc=7.0"))
-    assert "AOT433" in {f.code for f in volta.findings}
+    for other in ("7.0", "10.0"):
+        fleet = check(pkg, CheckOptions(static_only=True, target=f"cuda,cc={other}"))
+        assert "AOT433" in {f.code for f in fleet.findings}, other

@@ -18,7 +18,8 @@ from aotipre.runner.stages.options import DynamicOptions
 
 DATA = Path(__file__).parents[1] / "data" / "torch211"
 MULTI_ARCH = DATA / "multi_arch_cuda.pt2"
-"""Two fatbins, each with sm_90a SASS and compute_90 PTX (ISA 9.0)."""
+"""Two fatbins, each with sm_90a SASS and compute_90a PTX (ISA 9.0; Triton's `.target sm_90a`):
+code for compute capability 9.0 only."""
 METADATA_ONLY = DATA / "aoti_cuda.pt2"
 """Compiled for sm_90; its cubins were cut to stubs that cannot be read: metadata only."""
 
@@ -34,11 +35,11 @@ def on(device: str) -> DynamicOptions:
 def test_fatbins_run_where_each_has_sass_or_ptx_for() -> None:
     code = gpu_code(job(MULTI_ARCH))
     assert code is not None and len(code.members) == 2
-    assert code.label == "compute_90, sm_90a"
+    assert code.label == "compute_90a, sm_90a"
     assert code.runs_on("9.0") is True  # sm_90a: exactly 9.0
-    assert code.runs_on("10.0") is True  # compute_90 PTX, JIT-compiled by a newer GPU's driver
-    assert code.runs_on("12.0") is True
-    assert code.runs_on("8.9") is False  # PTX runs forward only
+    assert code.runs_on("10.0") is False  # compute_90a PTX: no newer GPU JIT-compiles it
+    assert code.runs_on("12.0") is False
+    assert code.runs_on("8.9") is False
     assert code.runs_on("7.5") is False
 
 
@@ -79,7 +80,7 @@ def multi_arch() -> GpuCode:
     ("gpus", "expected"),
     [
         ({"H100": 4}, Placement()),  # every GPU runs it: any
-        ({"H100": 2, "B200": 2}, Placement()),
+        ({"H100": 2, "B200": 2}, Placement(kind="H100")),  # its PTX is sm_90a: not on 10.0
         ({"T4": 4, "H100": 1}, Placement(kind="H100")),  # only the kind that runs it
         ({"T4": 4, "H100": 2, "H200": 3}, Placement(kind="H200")),  # the one with most GPUs
         ({"T4": 4, "H100": 2, "H200": 2}, Placement(kind="H100")),  # equals: first by name
@@ -98,7 +99,7 @@ def test_no_kind_runs_it_says_why() -> None:
     where = place(multi_arch(), {"T4": 2, "A100": 1})
     assert where.kind is None
     assert where.why == (
-        "no GPU of the Ray cluster runs its GPU code (compute_90, sm_90a): it has 1 A100 "
+        "no GPU of the Ray cluster runs its GPU code (compute_90a, sm_90a): it has 1 A100 "
         "(compute capability 8.0), 2 T4 (compute capability 7.5)"
     )
     unjudged = place(multi_arch(), {"T4": 2, None: 1, "RTX-6000": 0.5})
@@ -115,7 +116,7 @@ def test_unknown_code_goes_anywhere() -> None:
 def test_every_kind_in_the_table_is_judged() -> None:
     code = multi_arch()
     for kind, cc in GPU_KINDS.items():
-        assert code.runs_on(cc) is (tuple(map(int, cc.split("."))) >= (9, 0)), kind
+        assert code.runs_on(cc) is (cc == "9.0"), kind
 
 
 @pytest.mark.parametrize("cc", ["7.5", "8.0", "8.9", "9.0", "10.0", "12.0"])

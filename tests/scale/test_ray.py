@@ -523,7 +523,7 @@ def test_a_cuda_package_no_gpu_kind_of_the_cluster_runs_is_not_checked(
     refused = reports["a.pt2"]
     assert refused["verdict"] == "error" and refused["findings"] == []
     assert refused["error"] == (
-        "not checked: no GPU of the Ray cluster runs its GPU code (compute_90, sm_90a): it has "
+        "not checked: no GPU of the Ray cluster runs its GPU code (compute_90a, sm_90a): it has "
         "1 T4 (compute capability 7.5)"
     )
     assert f"aotipre: error: a.pt2: {refused['error']}" in err
