@@ -22,7 +22,10 @@ the end of accuracy triage when no cause is proven; `ratio_with_repro` counts to
 Ratio, as the issue defines it: (aotipre's outputs differ -> named + proven) / (manual steps
 1-3; the person cuts no repro). The run is refused (exit 1, no figures) when a side failed or the two sides name another
 kernel or cause. Both sides get a fresh, empty inductor cache (TORCHINDUCTOR_CACHE_DIR) per
-repeat, aotipre also a fresh aotipre cache; the sides alternate which goes first.
+repeat, aotipre also a fresh aotipre cache that holds only the host's record (torch's CPU-ISA
+probe, measured once per host by its first check and made before the repeats; `--first-check`:
+none, so the check measures the probe itself and triage's compiles wait for its answer); the
+sides alternate which goes first.
 
     python scripts/bench_accuracy_triage.py                   # the small bf16 model
     python scripts/bench_accuracy_triage.py --model blocks --repeat 3 --json out.json
@@ -285,7 +288,48 @@ def manual(case: dict[str, str], tmp: str, tol: tuple[float, float]) -> dict[str
     return out
 
 
-def aotipre_side(case: dict[str, str], tmp: str, tol: tuple[float, float]) -> dict[str, Any]:
+class Host:
+    """What aotipre's side starts each repeat with: an empty inductor cache and an aotipre cache
+    holding nothing but, unless `first_check`, the host's record (runner/loadcost.py: torch's
+    CPU-ISA probe and the loader's imports, measured once per host by its first check; keyed by
+    TORCHINDUCTOR_CACHE_DIR among others, so that folder keeps its path and loses its content)."""
+
+    def __init__(self, tmp: str, first_check: bool) -> None:
+        self.tmp = tmp
+        self.inductor = os.path.join(tmp, "inductor-aotipre")
+        self.seed = None if first_check else os.path.join(tmp, "aotipre-seed")
+
+    def record(self, case: dict[str, str]) -> str:
+        """Make the host's record with two checks that do not escalate (the first one's probe
+        builds its check programs into the empty inductor cache, and such a measure is not
+        kept); '' when it exists, else why not."""
+        if self.seed is None:
+            return ""
+        self.fresh_inductor()
+        for _ in range(2):
+            argv = [sys.executable, "-m", "aotipre", "check", case["pkg"], "--inputs",
+                    case["inputs"], "--exported-program", case["ep"], "--no-escalate",
+                    "--no-config", "--no-progress", "--cache-dir", self.seed]  # fmt: skip
+            env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": self.inductor, "PYTHONPATH": str(REPO)}
+            subprocess.run(argv, env=env, capture_output=True, timeout=900)
+        folder = os.path.join(self.seed, "loadcost")
+        return "" if os.path.isdir(folder) and os.listdir(folder) else "no record was kept"
+
+    def fresh_inductor(self) -> str:
+        shutil.rmtree(self.inductor, ignore_errors=True)
+        os.makedirs(self.inductor)
+        return self.inductor
+
+    def fresh_cache(self) -> str:
+        cache = tempfile.mkdtemp(prefix="aotipre-cache-", dir=self.tmp)
+        if self.seed is not None:
+            shutil.copytree(os.path.join(self.seed, "loadcost"), os.path.join(cache, "loadcost"))
+        return cache
+
+
+def aotipre_side(
+    case: dict[str, str], tmp: str, tol: tuple[float, float], host: Host
+) -> dict[str, Any]:
     """`aotipre check` in a fresh process, its stage lines stamped as they arrive."""
     record = os.path.join(tmp, "record.json")
     report = os.path.join(tmp, "report.json")
@@ -307,7 +351,7 @@ def aotipre_side(case: dict[str, str], tmp: str, tol: tuple[float, float]) -> di
         "--no-config",
         "--progress",
         "--cache-dir",
-        tempfile.mkdtemp(prefix="aotipre-cache-", dir=tmp),
+        host.fresh_cache(),
         "--format",
         "json",
         "--output",
@@ -315,7 +359,7 @@ def aotipre_side(case: dict[str, str], tmp: str, tol: tuple[float, float]) -> di
     ]
     env = {
         **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="inductor-", dir=tmp),
+        "TORCHINDUCTOR_CACHE_DIR": host.fresh_inductor(),
         "PYTHONPATH": str(REPO),
     }
     lines: list[tuple[float, str]] = []
@@ -358,6 +402,7 @@ def aotipre_side(case: dict[str, str], tmp: str, tol: tuple[float, float]) -> di
         triage_s=rec["end"] - rec["start"],
         before_differ_s=differ - started,
         kernel=diag.get("kernel"),
+        localized_on=diag.get("localized_on"),
         cause=diag.get("cause"),
         nodes=diag.get("nodes"),
         trials=[(t["knob"], t["verdict"], t.get("seconds")) for t in diag.get("trials") or []],
@@ -402,6 +447,12 @@ def main() -> int:
     ap.add_argument("--blocks", type=int, default=6, help="blocks of the `blocks` model")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument(
+        "--first-check",
+        action="store_true",
+        help="aotipre without the host's record: its first check on this host, which measures "
+        "torch's CPU-ISA probe before triage's compiles can use its answer",
+    )
     opts = ap.parse_args()
 
     tol = BF16_TOLERANCE
@@ -421,6 +472,11 @@ def main() -> int:
         case = {k: os.path.join(tmp, f"{k if k != 'pkg' else 'aoti'}.pt2") for k in ("ep", "pkg")}
         case["inputs"] = os.path.join(tmp, "inputs.pt")
         print(f"built the {opts.model} model in {took:.1f} s (not timed)", flush=True)
+        host = Host(tmp, opts.first_check)
+        why = host.record(case)
+        if why:
+            print(f"refused: the host's record could not be made: {why}", file=sys.stderr)
+            return 1
         rows: list[dict[str, Any]] = []
         for i in range(opts.repeat):
             row: dict[str, Any] = {}
@@ -428,7 +484,9 @@ def main() -> int:
             for side in order:
                 work = tempfile.mkdtemp(prefix=f"{side}{i}-", dir=tmp)
                 row[side] = (
-                    manual(case, work, tol) if side == "manual" else aotipre_side(case, work, tol)
+                    manual(case, work, tol)
+                    if side == "manual"
+                    else aotipre_side(case, work, tol, host)
                 )
                 shown = {k: v for k, v in row[side].items() if k not in ("events",)}
                 print(f"repeat {i + 1} {side}: {json.dumps(shown)}", flush=True)
@@ -450,12 +508,18 @@ def main() -> int:
         def med(side: str, key: str) -> float:
             return statistics.median(float(r[side][key]) for r in rows)
 
-        summary: dict[str, Any] = {"model": opts.model, "repeat": opts.repeat, **machine()}
+        summary: dict[str, Any] = {
+            "model": opts.model,
+            "repeat": opts.repeat,
+            "host_record": not opts.first_check,
+            **machine(),
+        }
         if opts.model == "blocks":
             summary["blocks"] = opts.blocks
         summary.update(
             kernel=rows[-1]["aotipre"]["kernel"],
             cause=rows[-1]["aotipre"]["cause"],
+            localized_on=sorted({str(r["aotipre"].get("localized_on")) for r in rows}),
             manual_printer_s=med("manual", "printer_s"),
             manual_compare_s=med("manual", "compare_s"),
             manual_rebuilds_s=med("manual", "rebuilds_s"),
