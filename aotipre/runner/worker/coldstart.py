@@ -269,16 +269,7 @@ def measure_load(
     of them (runner/loadcost.py), measured once in a fresh process."""
     if direct:
         return _measure_direct(path, model, index, device)
-    out: dict[str, Any] = {
-        "fresh_process": "torch._inductor.package" not in sys.modules,
-        "process_age_s": process_age_s(),
-        "torch_version": torch.__version__,
-        # something (a user's --import, a step before) imported part of the loader already
-        "loader_partly_imported": "torch._inductor" in sys.modules,
-    }
-    started = time.perf_counter()
-    mods = loader_modules()
-    out["import_s"] = time.perf_counter() - started
+    out, mods = _imported_loader()
     if FORK_BASE is not None:
         # forked by the fork server: what a fresh process pays before the load is what the
         # server paid at its start (measured there, in this run), plus this worker's own age
@@ -295,9 +286,7 @@ def measure_load(
             out["cuda_init_s"] = time.perf_counter() - started
     with contextlib.suppress(Exception):
         out["memory_before"] = memory_snapshot(device)
-    isa = mods["cpu_vec_isa"]
-    cache_info = getattr(getattr(isa, "valid_vec_isa_list", None), "cache_info", None)
-    out["probe_cached"] = bool(cache_info and cache_info().currsize)
+    out["probe_cached"] = _probe_cached(mods)
     timer = CallTimer()
     before = _extraction_dirs()
     with timer, load_pt2_failures([] if failures is None else failures):
@@ -325,18 +314,8 @@ def measure_probe() -> dict[str, Any]:
     part by part (`probe`). Beside it `fresh_process`, `probe_cached` and
     `loader_partly_imported` say whether this process could pay the whole of it (the host's
     record, runner/loadcost.py, keeps only one that did); `total_s` is the probe call's time."""
-    out: dict[str, Any] = {
-        "fresh_process": "torch._inductor.package" not in sys.modules,
-        "process_age_s": process_age_s(),
-        "torch_version": torch.__version__,
-        "loader_partly_imported": "torch._inductor" in sys.modules,
-    }
-    started = time.perf_counter()
-    mods = loader_modules()
-    out["import_s"] = time.perf_counter() - started
-    isa = mods["cpu_vec_isa"]
-    cache_info = getattr(getattr(isa, "valid_vec_isa_list", None), "cache_info", None)
-    out["probe_cached"] = bool(cache_info and cache_info().currsize)
+    out, mods = _imported_loader()
+    out["probe_cached"] = _probe_cached(mods)
     timer = CallTimer()
     with timer:
         vec = _patch_probe(timer, mods)
@@ -345,6 +324,29 @@ def measure_probe() -> dict[str, Any]:
         out["total_s"] = time.perf_counter() - started
     out["probe"] = _probe_breakdown(timer, vec)
     return out
+
+
+def _imported_loader() -> tuple[dict[str, Any], dict[str, Any]]:
+    """This process's facts before a load (whether it is fresh, its age, its torch), then the
+    loader's modules imported and that import timed (`import_s`): (the facts, the modules)."""
+    out: dict[str, Any] = {
+        "fresh_process": "torch._inductor.package" not in sys.modules,
+        "process_age_s": process_age_s(),
+        "torch_version": torch.__version__,
+        # something (a user's --import, a step before) imported part of the loader already
+        "loader_partly_imported": "torch._inductor" in sys.modules,
+    }
+    started = time.perf_counter()
+    mods = loader_modules()
+    out["import_s"] = time.perf_counter() - started
+    return out, mods
+
+
+def _probe_cached(mods: dict[str, Any]) -> bool:
+    """Whether torch's probe already answered in this process (its functools cache holds it)."""
+    isa = mods["cpu_vec_isa"]
+    cache_info = getattr(getattr(isa, "valid_vec_isa_list", None), "cache_info", None)
+    return bool(cache_info and cache_info().currsize)
 
 
 def _measure_direct(
