@@ -2401,8 +2401,10 @@ ALL_CODES: tuple[Code, ...] = (
         I,
         C.ACCURACY,
         "Accuracy triage (after AOT701/AOT702, or AOT068 with the swapped weights in the "
-        "program, with an ExportedProgram) rebuilt the program with the intermediate value "
-        "printer and provenance tracking and named the first kernel, in execution order, whose "
+        "program, with an ExportedProgram) compiled the program again with provenance tracking "
+        "(on CPU its Python-wrapper compile when that is the deployed package bit for bit, else "
+        "an AOTI rebuild with the intermediate value printer), captured each kernel's outputs "
+        "and named the first kernel, in execution order, whose "
         "outputs differ from their FX nodes run eagerly while its inputs agree (for NaN/Inf: "
         "the first kernel producing NaN/Inf the eager node does not), with the FX nodes it "
         "fuses, the model's source line and the error per kernel (the JSON report's "

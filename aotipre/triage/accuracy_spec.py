@@ -1,7 +1,8 @@
 """Accuracy triage's speculative rebuild: the program's likeliest knob, rebuilt beside the
-localizing printer build instead of after it.
+localizing compile instead of after it.
 
-Localizing needs one diagnostic compile (the printer's) and proving a cause needs at least one
+Localizing needs one diagnostic compile (the Python wrapper's on CPU, else the printer build) and
+proving a cause needs at least one
 more (a rebuild with the knob that closes the difference); run one after the other, the second
 waits for the first. Which knob the divergent kernel will call for is not known until the first
 is done, but the ladder's order depends only on graph facts (bf16/fp16 values, RNG ops,
