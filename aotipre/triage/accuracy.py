@@ -546,6 +546,8 @@ class _Triage:
             if trace.get("status") == "ok":
                 return trace, "", "python wrapper"
             why = _why(entries, ("trace",), died)
+            if self.left_s() <= 0:  # no budget for the printer build either
+                return trace, why, "python wrapper"
             self.say(f"the Python-wrapper compile cannot stand in for the package: {why}")
         self.say("compiling the ExportedProgram with the intermediate value printer")
         package = os.path.join(self.workdir, "diagnostic", "package.pt2")
