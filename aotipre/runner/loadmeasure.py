@@ -22,7 +22,7 @@ from typing import Any
 
 from aotipre.foundation import tempdirs
 from aotipre.runner import launch
-from aotipre.runner.proc import stop_child
+from aotipre.runner.proc import ChildThread
 
 STEP_ID = "loadcost"
 
@@ -43,9 +43,6 @@ class Measurement:
         self.error: str | None = None
         """Why the measurement gave no record (None while it runs, or when it gave one)."""
         self._entry: dict[str, Any] | None = None
-        self._pid: int | None = None
-        self._lock = threading.Lock()
-        self._stopped = False
         self._done = threading.Event()
         job = {
             "protocol": 1,
@@ -57,13 +54,10 @@ class Measurement:
             "compile_timeout_s": budget_s,
             "steps": [{"id": STEP_ID, "op": STEP_ID}],
         }
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(job, argv_for, dict(env), budget_s),
-            name="aotipre-loadcost",
-            daemon=True,
+        env = dict(env)
+        self._child = ChildThread(
+            lambda on_start: self._run(job, argv_for, env, budget_s, on_start), "aotipre-loadcost"
         )
-        self._thread.start()
 
     def _run(
         self,
@@ -71,10 +65,11 @@ class Measurement:
         argv_for: Callable[[str], tuple[str, ...]],
         env: dict[str, str],
         budget_s: float,
+        on_start: Callable[[int], None],
     ) -> None:
         try:
             _, outcome = launch.run_job_file(
-                job, argv_for, env=env, budget_s=budget_s, on_start=self._on_start
+                job, argv_for, env=env, budget_s=budget_s, on_start=on_start
             )
             steps = (outcome.result or {}).get("steps")
             entry = steps.get(STEP_ID) if isinstance(steps, dict) else None
@@ -96,13 +91,6 @@ class Measurement:
         finally:
             self._done.set()
 
-    def _on_start(self, pid: int) -> None:
-        with self._lock:
-            self._pid = pid
-            stopped = self._stopped
-        if stopped:  # stop() came before the process existed
-            stop_child(pid)
-
     @property
     def done(self) -> bool:
         return self._done.is_set()
@@ -116,11 +104,6 @@ class Measurement:
 
     def stop(self) -> None:
         """End the process if it still runs, wait for its thread, remove its folder."""
-        with self._lock:
-            self._stopped = True
-            pid = self._pid
-        if pid is not None and not self._done.is_set():
-            stop_child(pid)
-        self._thread.join()
+        self._child.stop()
         with contextlib.suppress(OSError):
             shutil.rmtree(self.folder, ignore_errors=True)

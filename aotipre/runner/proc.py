@@ -698,6 +698,41 @@ def stop_child(pid: int, sig: int = _signal.SIGKILL) -> None:
         _signal_group(child, sig)
 
 
+class ChildThread:
+    """A thread that runs one child process, `target(on_start)` (a call that starts it through
+    run_process and passes `on_start` on: it is called with the child's pid), and that can be
+    stopped at any moment: before the child exists (it is stopped as it starts), while it runs,
+    or after it ended (nothing to do)."""
+
+    def __init__(self, target: Callable[[Callable[[int], None]], Any], name: str) -> None:
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._thread = threading.Thread(
+            target=target, args=(self._started,), name=name, daemon=True
+        )
+        self._thread.start()
+
+    def _started(self, pid: int) -> None:
+        with self._lock:
+            self._pid = pid
+            stopped = self._stopped
+        if stopped:
+            stop_child(pid)
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def stop(self) -> None:
+        """End the child now if it still runs, and wait for the thread."""
+        with self._lock:
+            self._stopped = True
+            pid = self._pid
+        if pid is not None and self._thread.is_alive():
+            stop_child(pid)
+        self._thread.join()
+
+
 def _reap(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
     """Wait for the exit; if it does not come in time, leave a daemon thread to reap it later."""
     try:

@@ -19,11 +19,10 @@ needs process settings on both sides, and a knob missing from the worker's torch
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aotipre.runner.proc import stop_child
+from aotipre.runner.proc import ChildThread
 
 
 class Speculation:
@@ -36,23 +35,12 @@ class Speculation:
         fact holds on the program)."""
         self.trial: Any = None
         """Its KnobTrial once done (None: still running, or stopped before it started)."""
-        self._pid: int | None = None
-        self._lock = threading.Lock()
-        self._stopped = False
-        self._thread = threading.Thread(
-            target=self._run, args=(trial,), name="aotipre-accuracy-speculation", daemon=True
+        self._child = ChildThread(
+            lambda on_start: self._run(trial, on_start), "aotipre-accuracy-speculation"
         )
-        self._thread.start()
 
-    def _run(self, trial: Callable[..., Any]) -> None:
-        self.trial = trial(among=self.candidates, on_start=self._started)
-
-    def _started(self, pid: int) -> None:
-        with self._lock:
-            self._pid = pid
-            stopped = self._stopped
-        if stopped:
-            stop_child(pid)
+    def _run(self, trial: Callable[..., Any], on_start: Callable[[int], None]) -> None:
+        self.trial = trial(among=self.candidates, on_start=on_start)
 
     def predicted(self, program_facts: Mapping[str, bool]) -> Any:
         """The knob the worker rebuilds with, given the program's facts (the localizing trace's
@@ -61,14 +49,9 @@ class Speculation:
 
     def result(self) -> Any:
         """Wait for the rebuild and return its KnobTrial."""
-        self._thread.join()
+        self._child.join()
         return self.trial
 
     def stop(self) -> None:
         """End its worker now (the guess is not needed) and wait for the thread."""
-        with self._lock:
-            self._stopped = True
-            pid = self._pid
-        if pid is not None and self._thread.is_alive():
-            stop_child(pid)
-        self._thread.join()
+        self._child.stop()
