@@ -419,6 +419,8 @@ def _reference_models(
 ) -> dict[str, tuple[ModelInfo, str]]:
     """The ExportedProgram of `--exported-program` for each AOTI-only model it matches, with
     how findings name it."""
+    if ep_path is None:  # (without importing the runner: the static lane's start-up time)
+        return {}
     from aotipre.runner.reference import exported_program_for
 
     out: dict[str, tuple[ModelInfo, str]] = {}

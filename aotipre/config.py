@@ -8,7 +8,6 @@ boundary) sit beside the reader that uses them."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 import stat
@@ -566,6 +565,8 @@ def parse_flags(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _unknown(where: str, name: str, known: list[str]) -> UsageError:
+    import difflib  # imported here: only a misspelt key needs it (start-up time)
+
     close = difflib.get_close_matches(name.replace("_", "-"), known, n=1)
     guess = f" (did you mean {close[0]!r}?)" if close else ""
     return UsageError(

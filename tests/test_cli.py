@@ -182,16 +182,34 @@ def test_static_path_never_imports_torch(pkg: Pkg) -> None:
 # What the static lane must not import (the start-up time of `inspect`, `check --static-only`,
 # `diff`, the pre-commit hook: BENCHMARKS.md "Static lane"), each with why it is not needed:
 STATIC_LANE_NEVER_IMPORTS = {
-    # crash triage and its parsers (~30 ms): only the index check's kernel scan reads kernels,
-    # and only for a sample with integer inputs
+    # crash triage's readers of generated code: only the index check's kernel scan reads
+    # kernels, and only for an integer input the ExportedProgram's graph gives no bound
     "aotipre.triage",
-    "aotipre.triage.parsers",
     "aotipre.triage.codegen",
+    # crash triage's log parsers and records (~10 ms): the index check uses none of them
+    "aotipre.triage.parsers",
+    "aotipre.triage.diagnosis",
     # the run-log classifiers the parsers import: only a worker's outcome is classified
     "aotipre.runner.classify",
     "aotipre.runner.sanitizer",
-    # the ExportedProgram graph walk of planned inputs: only the index check (integer inputs)
+    # planned worker inputs (the index check's graph walk is pt2.exported's embedding_rows)
     "aotipre.runner.synth",
+    # the reference files of a dynamic run: only --exported-program or --expected
+    "aotipre.runner.reference",
+    # the interpreters workers run in: a static check probes none
+    "aotipre.environment.runtimes",
+    # CI shards (only --shard) and where a package runs (only several packages on several GPUs)
+    "aotipre.fleet.shard",
+    "aotipre.fleet.placement",
+    # CUDA binaries: only a package with cubins or fatbins (these fixtures are CPU packages)
+    "aotipre.binaries.cuda",
+    # nvidia-smi's child process: only a host with nvidia-smi on the PATH; the host's system
+    # and machine are os.uname()'s; "did you mean" only for a misspelt key or keyword; a
+    # temporary file or folder only for a report written to a file, or a worker
+    "subprocess",
+    "platform",
+    "difflib",
+    "tempfile",
     # the crash ladder (the triage package's re-exports): not the index check's kernel parsers
     "aotipre.triage.ladder",
     # child processes and the fork server: a static check starts none
@@ -202,13 +220,9 @@ STATIC_LANE_NEVER_IMPORTS = {
     # tabulate reads its own version through importlib.metadata (report/tabular.py)
     "importlib.metadata",
 }
-INDEX_CHECK_IMPORTS = {
-    "aotipre.triage",
-    "aotipre.triage.parsers",
-    "aotipre.triage.codegen",
-    "aotipre.runner.synth",
-}
-"""What the index check (a sample with integer inputs) imports of STATIC_LANE_NEVER_IMPORTS."""
+INDEX_CHECK_IMPORTS = {"aotipre.triage", "aotipre.triage.codegen"}
+"""What the index check's kernel scan (an integer input the ExportedProgram's graph gives no
+bound, or no ExportedProgram) imports of STATIC_LANE_NEVER_IMPORTS."""
 # `check` of a .pt2 exports no program and, without --weights, --baseline, --select or
 # --ignore, reads no weights file and filters no finding
 NO_OPTION_IMPORTS = {"aotipre.program", "aotipre.inputs.weights", "aotipre.findings.baseline"}
@@ -221,10 +235,12 @@ NO_CHECK_RUN_IMPORTS = NO_OPTION_IMPORTS | {
 }
 
 
-def test_static_lane_imports_only_what_it_uses(pkg: Pkg) -> None:
-    """Each static command, in a fresh process, imports none of the modules it does not need
-    (`check --static-only` on a sample without integer inputs: no index check; with integer
-    inputs and no configuration file: the index check's parsers, no TOML parser)."""
+def test_static_lane_imports_only_what_it_uses(pkg: Pkg, tmp_path: Path) -> None:
+    """Each static command, in a fresh process on a host without nvidia-smi (the PATH is an
+    empty folder), imports none of the modules it does not need (`check
+    --static-only` on a sample without integer inputs: no index check; with integer inputs
+    and no configuration file: no TOML parser, and the kernel readers only where the
+    ExportedProgram's graph leaves an integer input without a bound: an AOTI-only package)."""
     never = STATIC_LANE_NEVER_IMPORTS
     commands = {
         "inspect": (["inspect", str(pkg("kwargs"))], never | NO_CHECK_RUN_IMPORTS),
@@ -236,14 +252,22 @@ def test_static_lane_imports_only_what_it_uses(pkg: Pkg) -> None:
             ["check", str(pkg("strides")), "-i", str(pkg("strides_inputs")), "--static-only"],
             never | NO_OPTION_IMPORTS,
         ),
-        "check, index check": (
+        "check, index check from the graph": (
             [
                 *("check", str(pkg("both")), "-i", str(pkg("aoti_inputs"))),
+                *("--static-only", "--no-config"),
+            ],
+            never | NO_OPTION_IMPORTS | {"tomllib"},
+        ),
+        "check, index check from the kernels": (
+            [
+                *("check", str(pkg("aoti")), "-i", str(pkg("aoti_inputs"))),
                 *("--static-only", "--no-config"),
             ],
             (never - INDEX_CHECK_IMPORTS) | NO_OPTION_IMPORTS | {"tomllib"},
         ),
     }
+    env = {**os.environ, "PATH": str(tmp_path)}
     for name, (argv, unused) in commands.items():
         code = (  # modules the interpreter imported before the command (site, .pth) do not count
             "import sys\n"
@@ -253,7 +277,9 @@ def test_static_lane_imports_only_what_it_uses(pkg: Pkg) -> None:
             f"found = sorted((set(sys.modules) - before).intersection({sorted(unused)!r}))\n"
             "print('imported:', found, file=sys.stderr)\n"
         )
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+        )
         assert r.returncode in (0, 1), (name, r.stderr)
         assert "imported: []" in r.stderr.splitlines(), (name, r.stderr)
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aotipre.binaries.cuda import CudaBinaryError, GpuImage, read_cubin, read_fatbin
 from aotipre.binaries.elf import STB_WEAK, ElfError, ElfFile, highest
 from aotipre.binaries.source import SourceError, open_member
 from aotipre.pt2.archive import Archive
+
+if TYPE_CHECKING:
+    from aotipre.binaries.cuda import GpuImage
 
 MAX_PRODUCER_SCAN = 16 * 1024 * 1024
 """Most bytes of .debug_str / .comment searched for the compiler's command line."""
@@ -197,6 +199,9 @@ def parse_flags(command: str, source: str) -> CompileFlags:
 
 
 def _gpu_member(archive: Archive, member: str) -> GpuMember:
+    # imported here: only a package with GPU code reads cubins (the static lane's start-up time)
+    from aotipre.binaries.cuda import CudaBinaryError, read_cubin, read_fatbin
+
     try:
         with open_member(archive, member) as source:
             head = source.read(0, min(4, source.size))

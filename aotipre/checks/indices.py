@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Set
 
 from aotipre.checks.contract import at_path
 from aotipre.checks.inputs import _flatten as flatten
@@ -13,6 +14,7 @@ from aotipre.foundation.errors import PackageError
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.inputs.values import int_extremes
 from aotipre.pt2.archive import Archive, archive_at
+from aotipre.pt2.exported import embedding_rows
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo
 
 
@@ -28,12 +30,13 @@ def check_index_values(
     ]
     if not ints:
         return []
+    wanted = {_index_of(spec) for spec, _ in ints}
     with archive_at(package.path, archive) as opened:
-        bounds = index_bounds_of_inputs(package, model, opened)
+        bounds = index_bounds_of_inputs(package, model, opened, wanted)
         source = _sample_bytes_or_path(sample.source, opened)
     out: list[Finding] = []
     for spec, meta in ints:
-        found = bounds.get(spec.tensor_index if spec.tensor_index is not None else -1)
+        found = bounds.get(_index_of(spec))
         if found is None or source is None:
             continue
         rows, where, lowest = found
@@ -63,23 +66,27 @@ def check_index_values(
     return out
 
 
+def _index_of(spec: InputSpec) -> int:
+    """The key of a tensor input in index_bounds_of_inputs' answer (-1: none it can have)."""
+    return spec.tensor_index if spec.tensor_index is not None else -1
+
+
 def index_bounds_of_inputs(
-    package: PackageInfo, model: ModelInfo, archive: Archive
+    package: PackageInfo, model: ModelInfo, archive: Archive, wanted: Set[int] | None = None
 ) -> dict[int, tuple[int, str, int]]:
     """{tensor index: (rows, what it indexes, the lowest valid value)} from the ExportedProgram
     graph (an embedding's indices, directly or through views and casts: 0 is the lowest), else
     from the AOTI kernels' bounds checks whose index is loaded straight from a model input,
     in whatever kernel it is fused (-rows is the lowest where the kernel wraps negative
-    indices, as `table[ids]` does)."""
-    # imported here: only a sample with integer inputs needs the graph and kernel parsers
-    # (the static lane's start-up time, tests/test_cli.py)
-    from aotipre.runner.synth import index_input_bounds
-
+    indices, as `table[ids]` does). `wanted`: the tensor indices asked about (None: every
+    input); the kernels are read only when the graph leaves one of them without a bound."""
     out: dict[int, tuple[int, str, int]] = {}
     try:
         if model.has_exported_program:
-            per_input, _ = index_input_bounds(package, model, archive)
+            per_input = embedding_rows(archive, package.root, model.name)
             out.update({i: (rows, "the embedding", 0) for i, rows in per_input.items()})
+        if wanted is not None and wanted <= out.keys():
+            return out  # the kernels would only add bounds for inputs not asked about
         if model.aoti is not None and model.aoti.wrapper_cpp is not None:
             for i, (rows, lowest) in _kernel_bounds(model, archive).items():
                 out.setdefault(i, (rows, "the table", lowest))
@@ -90,10 +97,13 @@ def index_bounds_of_inputs(
 
 def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, tuple[int, int]]:
     """{tensor index: (rows, lowest valid value)}: the tightest of the kernels' checks."""
+    # imported here: only a sample with integer inputs needs the kernel readers (the static
+    # lane's start-up time, tests/test_cli.py); not triage.parsers, whose crash-log parsers
+    # and diagnosis records this check never uses
     from aotipre.pt2.wrapper import wrapper_input_names
-    from aotipre.triage.parsers import (
-        index_bounds,
+    from aotipre.triage.codegen import (
         index_chain,
+        index_checks,
         kernel_call_args,
         kernel_call_order,
         kernel_params,
@@ -117,19 +127,19 @@ def _kernel_bounds(model: ModelInfo, archive: Archive) -> dict[int, tuple[int, i
         if src is None or args is None:
             continue
         params = kernel_params(src)
-        for bound in index_bounds(src):
-            chain = index_chain(src, bound.variable)
+        for variable, upper, _ in index_checks(src):
+            chain = index_chain(src, variable)
             if chain is None or chain.pointer not in params:
                 continue
-            if chain.wraps is not None and chain.wraps != bound.upper:
+            if chain.wraps is not None and chain.wraps != upper:
                 continue  # wrapped by another size than it is checked against: not plain
             at = params.index(chain.pointer)
             arg = args[at] if at < len(args) else None
             if arg in names:
                 i = names[arg]
-                lowest = -bound.upper if chain.wraps else 0
-                rows, low = out.get(i, (bound.upper, lowest))
-                out[i] = (min(rows, bound.upper), max(low, lowest))
+                lowest = -upper if chain.wraps else 0
+                rows, low = out.get(i, (upper, lowest))
+                out[i] = (min(rows, upper), max(low, lowest))
     return out
 
 

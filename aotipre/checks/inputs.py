@@ -8,7 +8,6 @@ every other; split by property, each part would need that shared binding state.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +167,8 @@ def _match_structure(ctx: _Ctx, sample: SampleInputs) -> list[tuple[InputSpec, A
         if key in positional_names:
             hint = f"'{key}' is a positional argument of the exported model; pass it positionally"
         else:
+            import difflib  # imported here: only an unknown keyword needs it (start-up time)
+
             close = difflib.get_close_matches(key, expected_kw, n=1)
             hint = (
                 f"did you mean '{close[0]}'?"

@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 from aotipre import api
 from aotipre.config import BY_NAME, Settings, display_path, parse_values, read_toml
-from aotipre.environment.runtimes import Runtime, resolve
 from aotipre.findings import Report
 from aotipre.fleet.gpus import pinned_check
 from aotipre.fleet.matrix import check as check_in_runtimes
-from aotipre.fleet.shard import Shard, ShardPlan, numbered, plan_shards
 from aotipre.foundation.errors import UsageError
+from aotipre.report.common import numbered
 
-if TYPE_CHECKING:  # the baseline module is imported only with --baseline or --write-baseline
+if TYPE_CHECKING:  # imported where used: the baseline only with --baseline or --write-baseline,
+    # the interpreters' probe only for a job that runs workers, the shards only for --shard
+    # (`check --static-only`'s start-up time, tests/test_cli.py)
+    from aotipre.environment.runtimes import Runtime
     from aotipre.findings.baseline import Baseline
+    from aotipre.fleet.shard import Shard, ShardPlan
 
 _ENTRY_KEYS = ("path", "inputs", "model")
 _PER_PACKAGE = {k.name: k for k in BY_NAME.values() if k.per_package}
@@ -263,6 +266,8 @@ def with_runtimes(jobs: Sequence[PackageJob], *, light: bool = False) -> list[Pa
         if job.options.static_only:
             out.append(job)
             continue
+        from aotipre.environment.runtimes import resolve
+
         if job.pythons not in probed:
             try:
                 probed[job.pythons] = resolve(job.pythons)
@@ -281,6 +286,8 @@ def keep_shard(
     """The jobs of one CI shard, and the plan of the whole run (aotipre/fleet/shard.py): packages
     keyed by their path relative to the manifest's folder, or to the working directory when
     there is no manifest."""
+    from aotipre.fleet.shard import plan_shards
+
     base = Path(manifest.path).resolve().parent if manifest is not None else Path.cwd()
     planned = plan_shards(shard, [job.package for job in jobs], base)
     kept = [job for job, (_, _, index) in zip(jobs, planned.packages) if index == shard.index]

@@ -223,13 +223,14 @@ def pinned_check(
     whole check (its workers, crash triage's and the host canary's), so a GPU is lent again only
     after every process of the package that held it has exited.
     """
-    from aotipre.fleet.placement import needs_gpu
-
     if wanted is None and min(workers, len(jobs)) <= 1:
         return check
     gpus = visible()
     if wanted is None and len(gpus) <= 1:
         return check  # nothing to spread (and no package opened only to learn its device)
+    # imported here: one package, or one GPU, never asks where a package runs (start-up time)
+    from aotipre.fleet.placement import needs_gpu
+
     on_gpu = [job for job in jobs if needs_gpu(job)]
     if wanted is None and min(workers, len(on_gpu)) <= 1:
         return check  # no two packages would share a GPU

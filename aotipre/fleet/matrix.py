@@ -9,10 +9,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from aotipre.environment.runtimes import STATIC_STAGES, Runtime, remember
-
 if TYPE_CHECKING:
     from aotipre.api import CheckOptions
+    from aotipre.environment.runtimes import Runtime
     from aotipre.findings import Report
 
 
@@ -27,6 +26,8 @@ def check(package: str, options: CheckOptions, runtimes: Sequence[Runtime]) -> R
 
     if options.static_only or not runtimes:
         return api.check(package, options)
+    # imported here: a static-only check probes no interpreter (its start-up time)
+    from aotipre.environment.runtimes import remember
     from aotipre.findings.baseline import apply_baseline
     from aotipre.runner.stages import DynamicOptions
 
@@ -53,6 +54,8 @@ def check(package: str, options: CheckOptions, runtimes: Sequence[Runtime]) -> R
 def merge(reports: Sequence[Report], runtimes: Sequence[Runtime]) -> Report:
     """The first report with every report's dynamic stages, findings and diagnoses labelled
     with the torch that ran them (findings only in a matrix, where the subject must say it)."""
+    from aotipre.environment.runtimes import STATIC_STAGES
+
     first = reports[0]
     matrix = len(runtimes) > 1
     stages = [s for s in first.stages if s.name in STATIC_STAGES]
@@ -78,6 +81,8 @@ def merge(reports: Sequence[Report], runtimes: Sequence[Runtime]) -> Report:
 
 
 def _is_static(stage: str | None) -> bool:
+    from aotipre.environment.runtimes import STATIC_STAGES
+
     return stage is None or stage in STATIC_STAGES
 
 

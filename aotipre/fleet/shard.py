@@ -19,6 +19,7 @@ from pathlib import PurePath
 from typing import Any
 
 from aotipre.foundation.errors import UsageError
+from aotipre.report.common import numbered
 
 MAX_SHARDS = 10_000
 """Most shards a run may be split into."""
@@ -134,20 +135,6 @@ def package_keys(packages: Sequence[str], base: str | os.PathLike[str]) -> list[
             rel = os.path.abspath(package)
         out.append(PurePath(rel).as_posix())
     return numbered(out)
-
-
-def numbered(names: Sequence[str]) -> list[str]:
-    """`names` made unique: the second and later of one name get `#2`, `#3`..."""
-    seen: set[str] = set()
-    out = []
-    for name in names:
-        key, n = name, 1
-        while key in seen:
-            n += 1
-            key = f"{name}#{n}"
-        seen.add(key)
-        out.append(key)
-    return out
 
 
 def assign(keys: Iterable[str], count: int) -> dict[str, int]:

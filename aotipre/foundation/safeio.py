@@ -24,7 +24,6 @@ import io
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TextIO
 
@@ -295,6 +294,8 @@ def write_file(
     try:
         if make_folders:
             os.makedirs(folder, exist_ok=True)
+        import tempfile  # imported here: only a report written to a file needs it (start-up time)
+
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=folder)
         with os.fdopen(fd, "wb") as fh:
             produce(fh)

@@ -33,7 +33,6 @@ import re
 import shutil
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,6 +74,8 @@ def make_dir(prefix: str = PREFIX, dir: str | None = None) -> str:
     where /proc cannot name this process; a record that cannot be written is left out: such a
     folder is then swept only after UNOWNED_AGE_S). UsageError when `dir` (default: the temp
     dir) is not safe to make it in (`require_safe`)."""
+    import tempfile  # imported where used: a static check makes no folder (start-up time)
+
     folder = tempfile.mkdtemp(prefix=prefix, dir=require_safe(dir))
     _write_record(folder)
     return folder
@@ -84,6 +85,8 @@ def make_dir(prefix: str = PREFIX, dir: str | None = None) -> str:
 def temporary_dir(prefix: str = PREFIX, dir: str | None = None) -> Iterator[str]:
     """`tempfile.TemporaryDirectory(prefix=prefix, dir=dir)` (removed as it removes it) with
     this process's owner record inside. UsageError as make_dir."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix=prefix, dir=require_safe(dir)) as folder:
         _write_record(folder)
         yield folder
@@ -95,6 +98,8 @@ def require_safe(directory: str | None = None) -> str:
     others unless sticky. Anywhere else another user could rename aotipre's folder away and put
     one of their own in its place, whose job file a worker would run as this user: UsageError
     naming the folder, never a fall-back to a folder the user did not choose."""
+    import tempfile
+
     from aotipre.foundation.errors import UsageError
     from aotipre.runner.cache import root_problem
 
@@ -124,6 +129,8 @@ def sweep(
     me = _this_process()
     if me is None:
         return []
+    import tempfile
+
     root = directory if directory is not None else tempfile.gettempdir()
     removed: list[str] = []
     now = time.time()

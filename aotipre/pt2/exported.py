@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aotipre.pt2 import symexpr
 from aotipre.pt2.dtypes import EXPORT_SCHEMA_DTYPES
@@ -19,8 +20,23 @@ from aotipre.pt2.spec import (
     TreeSpec,
 )
 
+if TYPE_CHECKING:
+    from aotipre.pt2.archive import Archive
+
 INT_OO = 2**62
 """Range bounds at or beyond this are treated as unbounded (export writes int_oo as a huge int)."""
+EMBEDDING_TARGETS = {
+    "torch.ops.aten.embedding.default": ("weight", "indices"),
+    "torch.ops.aten._embedding_bag.default": ("weight", "indices"),
+    "torch.ops.aten.embedding_bag.default": ("weight", "indices"),
+    "torch.ops.aten.embedding_bag.padding_idx": ("weight", "indices"),
+}
+"""The operators that gather rows of a table by index: (the table's argument, the indices')."""
+EMBEDDING_PASSTHROUGH = re.compile(
+    r"torch\.ops\.aten\.(view|reshape|_to_copy|to|clone|contiguous|unsqueeze|squeeze|flatten"
+    r"|permute|transpose|expand|slice|select|alias|_unsafe_view|t|long|int)\b"
+)
+"""The operators that pass an index tensor's values on unchanged (views, casts, copies)."""
 
 
 class ContractError(ValueError):
@@ -389,6 +405,69 @@ def graph_ops(data: Any) -> tuple[str, ...]:
     if isinstance(gm, dict):
         walk(gm.get("graph"), 0)
     return tuple(found)
+
+
+def embedding_inputs(data: dict[str, Any]) -> dict[int, int]:
+    """{user tensor input index: rows}: the inputs of an ExportedProgram (`models/<name>.json`,
+    parsed) that feed an embedding's indices, directly or through views and casts
+    (EMBEDDING_PASSTHROUGH), with the rows of the smallest table each one indexes. Raises
+    (KeyError, TypeError, AttributeError...) on a graph of another shape."""
+    gm = data["graph_module"]
+    graph = gm["graph"]
+    tensor_values = graph.get("tensor_values", {})
+    user_inputs: list[str] = []
+    for spec in gm["signature"]["input_specs"]:
+        ui = spec.get("user_input") if isinstance(spec, dict) else None
+        if ui is not None and "as_tensor" in ui.get("arg", {}):
+            user_inputs.append(ui["arg"]["as_tensor"]["name"])
+    producer: dict[str, dict[str, Any]] = {}
+    for node in graph.get("nodes", []):
+        for out in node.get("outputs", []):
+            name = out.get("as_tensor", {}).get("name") if isinstance(out, dict) else None
+            if name:
+                producer[name] = node
+    found: dict[int, int] = {}
+    for node in graph.get("nodes", []):
+        roles = EMBEDDING_TARGETS.get(node.get("target", ""))
+        if roles is None:
+            continue
+        args = {a.get("name"): a.get("arg", {}) for a in node.get("inputs", [])}
+        weight = args.get(roles[0], {}).get("as_tensor", {}).get("name")
+        indices = args.get(roles[1], {}).get("as_tensor", {}).get("name")
+        sizes = tensor_values.get(weight, {}).get("sizes", []) if weight else []
+        if not indices or not sizes or "as_int" not in sizes[0]:
+            continue
+        rows = int(sizes[0]["as_int"])
+        for _ in range(10):
+            if indices in user_inputs:
+                break
+            src = producer.get(indices)
+            if src is None or not EMBEDDING_PASSTHROUGH.match(src.get("target", "")):
+                indices = None
+                break
+            first = next(
+                (
+                    a["arg"]["as_tensor"]["name"]
+                    for a in src.get("inputs", [])
+                    if "as_tensor" in a.get("arg", {})
+                ),
+                None,
+            )
+            indices = first
+        if indices in user_inputs:
+            idx = user_inputs.index(indices)
+            found[idx] = min(rows, found.get(idx, rows))
+    return found
+
+
+def embedding_rows(archive: Archive, root: str, model: str) -> dict[int, int]:
+    """embedding_inputs() of model `model`'s ExportedProgram in the open `archive` (a package
+    whose archive root is `root`); {} when that graph cannot be read: a best-effort hint that
+    never fails a check."""
+    try:
+        return embedding_inputs(json.loads(archive.read(f"{root}/models/{model}.json")))
+    except Exception:  # noqa: BLE001 - any graph the walk does not understand: no hint
+        return {}
 
 
 def program_difference(aoti: ModelInfo, ep: ModelInfo) -> str | None:

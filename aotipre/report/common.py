@@ -27,9 +27,22 @@ def package_labels(reports: Sequence[Report]) -> list[str]:
     """What names each report's package to a person: its path, and for a path checked more
     than once (a manifest's entries with other inputs or models) `#2`, `#3`... on the later
     ones, the keys shards and `merge` give them (aotipre/fleet/shard.py)."""
-    from aotipre.fleet.shard import numbered
-
     return numbered([r.package_path for r in reports])
+
+
+def numbered(names: Sequence[str]) -> list[str]:
+    """`names` made unique: the second and later of one name get `#2`, `#3`... (here, not in
+    aotipre/fleet/shard.py, which a check that is not sharded never imports)."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        key, n = name, 1
+        while key in seen:
+            n += 1
+            key = f"{name}#{n}"
+        seen.add(key)
+        out.append(key)
+    return out
 
 
 def combined_counts(reports: Sequence[Report]) -> dict[str, int]:

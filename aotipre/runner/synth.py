@@ -8,7 +8,6 @@ the probe stage's verdicts are runner/stages/probe.py's.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from aotipre.inputs.meta import SampleInputs, TensorMeta
 from aotipre.pt2 import symexpr
 from aotipre.pt2.archive import Archive, archive_at
+from aotipre.pt2.exported import embedding_rows
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo, TreeSpec
 
 DEFAULT_INT_HIGH = 2
@@ -26,16 +26,6 @@ TYPICAL_DIM = 8
 _PATH_TOKEN = re.compile(r"\[(\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 _SYMBOL = re.compile(r"[A-Za-z_]\w*")
 _INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (\d+)L?")
-_EMBEDDING_TARGETS = {
-    "torch.ops.aten.embedding.default": ("weight", "indices"),
-    "torch.ops.aten._embedding_bag.default": ("weight", "indices"),
-    "torch.ops.aten.embedding_bag.default": ("weight", "indices"),
-    "torch.ops.aten.embedding_bag.padding_idx": ("weight", "indices"),
-}
-_PASSTHROUGH = re.compile(
-    r"torch\.ops\.aten\.(view|reshape|_to_copy|to|clone|contiguous|unsqueeze|squeeze|flatten"
-    r"|permute|transpose|expand|slice|select|alias|_unsafe_view|t|long|int)\b"
-)
 
 
 class PlanError(ValueError):
@@ -281,12 +271,7 @@ def _index_input_bounds(
     per_input: dict[int, int] = {}
     kernel_bound: int | None = None
     if model.has_exported_program:
-        member = f"{package.root}/models/{model.name}.json"
-        try:
-            data = json.loads(archive.read(member))
-            per_input = _embedding_inputs(data)
-        except Exception:  # a best-effort hint: never fail the check over it
-            per_input = {}
+        per_input = embedding_rows(archive, package.root, model.name)
     if model.aoti is not None:
         for name in archive.names():
             if name.startswith(model.aoti.directory) and name.endswith(".cpp"):
@@ -298,55 +283,6 @@ def _index_input_bounds(
                     n = int(m.group(1))
                     kernel_bound = n if kernel_bound is None else min(kernel_bound, n)
     return per_input, kernel_bound
-
-
-def _embedding_inputs(data: dict[str, Any]) -> dict[int, int]:
-    gm = data["graph_module"]
-    graph = gm["graph"]
-    tensor_values = graph.get("tensor_values", {})
-    user_inputs: list[str] = []
-    for spec in gm["signature"]["input_specs"]:
-        ui = spec.get("user_input") if isinstance(spec, dict) else None
-        if ui is not None and "as_tensor" in ui.get("arg", {}):
-            user_inputs.append(ui["arg"]["as_tensor"]["name"])
-    producer: dict[str, dict[str, Any]] = {}
-    for node in graph.get("nodes", []):
-        for out in node.get("outputs", []):
-            name = out.get("as_tensor", {}).get("name") if isinstance(out, dict) else None
-            if name:
-                producer[name] = node
-    found: dict[int, int] = {}
-    for node in graph.get("nodes", []):
-        roles = _EMBEDDING_TARGETS.get(node.get("target", ""))
-        if roles is None:
-            continue
-        args = {a.get("name"): a.get("arg", {}) for a in node.get("inputs", [])}
-        weight = args.get(roles[0], {}).get("as_tensor", {}).get("name")
-        indices = args.get(roles[1], {}).get("as_tensor", {}).get("name")
-        sizes = tensor_values.get(weight, {}).get("sizes", []) if weight else []
-        if not indices or not sizes or "as_int" not in sizes[0]:
-            continue
-        rows = int(sizes[0]["as_int"])
-        for _ in range(10):
-            if indices in user_inputs:
-                break
-            src = producer.get(indices)
-            if src is None or not _PASSTHROUGH.match(src.get("target", "")):
-                indices = None
-                break
-            first = next(
-                (
-                    a["arg"]["as_tensor"]["name"]
-                    for a in src.get("inputs", [])
-                    if "as_tensor" in a.get("arg", {})
-                ),
-                None,
-            )
-            indices = first
-        if indices in user_inputs:
-            idx = user_inputs.index(indices)
-            found[idx] = min(rows, found.get(idx, rows))
-    return found
 
 
 # --------------------------------------------------------------------------------------------

@@ -382,6 +382,22 @@ _LOADS = (
 _CONSTANT = re.compile(r"^(?P<n>-?\d+)L?$|^tl\.full\(\[[^\]]*\], (?P<t>-?\d+), tl\.int(?:64|32)\)$")
 
 
+_INDEX_CHECK = re.compile(r"index out of bounds: 0 <= (?P<var>\w+) < (?P<upper>\d+)L?")
+
+
+def index_checks(text: str) -> list[tuple[str, int, str]]:
+    """(variable, exclusive upper bound, the check verbatim) of every `index out of bounds: 0 <=
+    tmpN < SIZE` check in generated code or message in a log, once per variable and bound."""
+    out: list[tuple[str, int, str]] = []
+    seen: set[tuple[str, int]] = set()
+    for m in _INDEX_CHECK.finditer(text or ""):
+        key = (m.group("var"), int(m.group("upper")))
+        if key not in seen:
+            seen.add(key)
+            out.append((*key, m.group(0)))
+    return out
+
+
 @dataclass(frozen=True)
 class IndexChain:
     """How a bounds-checked index temporary comes from one load of a model input."""

@@ -15,6 +15,7 @@ from aotipre.triage.codegen import (
     IndexChain,
     fx_nodes,
     index_chain,
+    index_checks,
     index_pointer,
     kernel_call_args,
     kernel_call_order,
@@ -318,7 +319,6 @@ def _int_list(text: str) -> tuple[int, ...] | None:
 # Errors in run logs
 
 
-_INDEX_CHECK = re.compile(r"index out of bounds: 0 <= (?P<var>\w+) < (?P<upper>\d+)L?")
 _TRITON_ASSERT = re.compile(
     r"^(?P<file>\S+?):(?P<line>\d+): (?P<func>\w+): block: \[[\d,]+\], thread: \[[\d,]+\] "
     r"Assertion `(?P<msg>.*)` failed\.?"
@@ -396,15 +396,9 @@ def unnamed_device_asserts(text: str) -> list[str]:
 
 
 def index_bounds(text: str) -> list[IndexBound]:
-    """Every `index out of bounds: 0 <= tmpN < SIZE` check or message in the text."""
-    out: list[IndexBound] = []
-    seen: set[tuple[str, int]] = set()
-    for m in _INDEX_CHECK.finditer(text or ""):
-        key = (m.group("var"), int(m.group("upper")))
-        if key not in seen:
-            seen.add(key)
-            out.append(IndexBound(m.group("var"), int(m.group("upper")), m.group(0)))
-    return out
+    """Every `index out of bounds: 0 <= tmpN < SIZE` check or message in the text
+    (codegen.index_checks, which the static index check reads without this module)."""
+    return [IndexBound(variable, upper, line) for variable, upper, line in index_checks(text)]
 
 
 def device_assert_kernels(text: str) -> list[str]:
