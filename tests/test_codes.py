@@ -4,10 +4,13 @@ documented in docs/codes.md (and the README's table while it has one)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from aotipre.findings import codes, codes_doc
 
@@ -122,14 +125,21 @@ def _severities_in(node: ast.AST) -> set[str]:
     return out
 
 
-def _assigned_in(func: ast.AST, name: str) -> list[ast.AST]:
-    """The values assigned to `name` inside `func` (`x = ...`)."""
-    values: list[ast.AST] = []
+@functools.lru_cache(maxsize=256)
+def _assignments_in(func: ast.AST) -> dict[str, list[ast.AST]]:
+    """Every name assigned inside `func` (`x = ...`) with its values, in source order: one walk
+    per function, not one per call that names a variable."""
+    values: dict[str, list[ast.AST]] = {}
     for sub in ast.walk(func):
         if isinstance(sub, ast.Assign):
-            if any(isinstance(t, ast.Name) and t.id == name for t in sub.targets):
-                values.append(sub.value)
+            for name in {t.id for t in sub.targets if isinstance(t, ast.Name)}:
+                values.setdefault(name, []).append(sub.value)
     return values
+
+
+def _assigned_in(func: ast.AST, name: str) -> list[ast.AST]:
+    """The values assigned to `name` inside `func` (`x = ...`)."""
+    return _assignments_in(func).get(name, [])
 
 
 def _codes_of(call: ast.Call, func: ast.AST) -> list[str]:
@@ -206,12 +216,21 @@ def emitted_severity_overrides() -> list[tuple[str, str, int, set[str] | None]]:
     return out
 
 
-def test_every_emitted_severity_is_in_the_table() -> None:
+Override = tuple[str, str, int, set[str] | None]
+
+
+@pytest.fixture(scope="module")
+def overrides() -> list[Override]:
+    """The scan of aotipre's sources (emitted_severity_overrides), done once for the module."""
+    return emitted_severity_overrides()
+
+
+def test_every_emitted_severity_is_in_the_table(overrides: list[Override]) -> None:
     """AOT406 was emitted as a warning while the table said error: every severity a finding is
     built with must be its code's default or an override the table documents (with when)."""
     table = {c.code: c for c in codes.ALL_CODES}
     wrong = []
-    for code, where, line, severities in emitted_severity_overrides():
+    for code, where, line, severities in overrides:
         entry = table[code]
         allowed = {entry.severity.value} | {sev.value for sev, _ in entry.overrides}
         for sev in severities or set():
@@ -220,9 +239,9 @@ def test_every_emitted_severity_is_in_the_table() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_scan_sees_the_known_overrides() -> None:
+def test_the_scan_sees_the_known_overrides(overrides: list[Override]) -> None:
     """The scan above is not vacuous: it finds the overrides known to exist."""
-    seen = {(code, sev) for code, _, _, sevs in emitted_severity_overrides() for sev in sevs or ()}
+    seen = {(code, sev) for code, _, _, sevs in overrides for sev in sevs or ()}
     assert ("AOT202", "warning") in seen
     assert ("AOT401", "info") in seen
     assert ("AOT705", "warning") in seen
@@ -239,9 +258,9 @@ def test_an_undeclared_override_is_caught(tmp_path: Path) -> None:
     assert _severities_in(call.keywords[0].value) - allowed == {"info"}
 
 
-def test_documented_overrides_are_emitted_somewhere() -> None:
+def test_documented_overrides_are_emitted_somewhere(overrides: list[Override]) -> None:
     """An override in the table that nothing emits is stale documentation."""
-    seen = {(code, sev) for code, _, _, sevs in emitted_severity_overrides() for sev in sevs or ()}
+    seen = {(code, sev) for code, _, _, sevs in overrides for sev in sevs or ()}
     stale = [
         (c.code, sev.value)
         for c in codes.ALL_CODES

@@ -12,6 +12,7 @@ import pytest
 from aotipre.api import CheckOptions, check
 from aotipre.findings import Report, Severity, Verdict
 from aotipre.runner.stages.options import DynamicOptions
+from aotipre.triage.state import TriageOptions
 
 pytestmark = pytest.mark.slow  # real runs of real packages (the EP-only one compiles: ~1 min)
 
@@ -70,7 +71,12 @@ def test_nan_and_masked_inf_against_the_exported_program(
         inf.severity is Severity.INFO and "as the ExportedProgram run eagerly does" in inf.message
     )
     assert ok.verdict is Verdict.PASS
-    bad = _check(real_dir, "features_ep", "negative_rows", compile_at_deploy=True)
+    # --no-escalate: the accuracy triage AOT702 starts (a diagnostic rebuild) is not this
+    # test's subject; the finding and the verdict come from the stages (runner/stages/nonfinite.py)
+    no_escalate = TriageOptions(escalate=False)
+    bad = _check(
+        real_dir, "features_ep", "negative_rows", compile_at_deploy=True, triage=no_escalate
+    )
     (nan,) = _of(bad, "AOT702")
     assert "the model, not the compile, produces them" in nan.message
     assert "(1, 3)" in nan.message
