@@ -25,7 +25,6 @@ TYPICAL_DIM = 8
 
 _PATH_TOKEN = re.compile(r"\[(\d+|'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\]")
 _SYMBOL = re.compile(r"[A-Za-z_]\w*")
-_INDEX_BOUND = re.compile(r"index out of bounds: 0 <= \w+ < (\d+)L?")
 
 
 class PlanError(ValueError):
@@ -268,6 +267,8 @@ def _index_input_bounds(
     package: PackageInfo, model: ModelInfo, archive: Archive
 ) -> tuple[dict[int, int], int | None]:
     """index_input_bounds(), read from the open `archive`."""
+    from aotipre.triage.codegen import index_checks  # (the static lane does not import it)
+
     per_input: dict[int, int] = {}
     kernel_bound: int | None = None
     if model.has_exported_program:
@@ -279,8 +280,7 @@ def _index_input_bounds(
                     text = archive.read(name).decode("utf-8", errors="replace")
                 except Exception:
                     continue
-                for m in _INDEX_BOUND.finditer(text):
-                    n = int(m.group(1))
+                for _, n, _ in index_checks(text):
                     kernel_bound = n if kernel_bound is None else min(kernel_bound, n)
     return per_input, kernel_bound
 
