@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_aot541_a_missing_lowering_is_proven_to_compile_with_implicit_fallbacks(
 
 
 def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
-    dynamic: Dynamic,
+    dynamic: Dynamic, pkg: Callable[[str], Path]
 ) -> None:
     # plain torch: InductorError(CppCompileError), recorded for the same injected config
     recorded = json.loads((DATA / "cpp_compile_error.json").read_text())
@@ -113,7 +114,7 @@ def test_aot542_generated_cpp_error_names_the_generated_line_and_the_model_line(
         "CppCompileError",
     ]
     configs = {"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"}
-    res, findings = dynamic("ep_only", use_cache=False, inductor_configs=configs)
+    res, findings = dynamic(str(pkg("ep_only.pt2")), use_cache=False, inductor_configs=configs)
     assert [f.code for f in findings] == ["AOT542"]
     message = findings[0].message
     assert "failed: the generated C++ does not compile: " in message
@@ -211,7 +212,7 @@ def test_aot547_a_dtype_the_device_lacks_names_the_op_the_dtype_and_the_model_li
 
 
 def test_aot543_cpp_codegen_turned_off_is_proven_to_compile_without_that_config(
-    dynamic: Dynamic,
+    dynamic: Dynamic, pkg: Callable[[str], Path]
 ) -> None:
     # plain torch: AOTInductor's wrapper is C++, and the config that turns Inductor's C++ backend
     # off stops it with InductorError(CppWrapperCodegenError) (2.13-2.15)
@@ -227,7 +228,7 @@ def test_aot543_cpp_codegen_turned_off_is_proven_to_compile_without_that_config(
     )
     assert plain_torch(code) == "CppWrapperCodegenError"
     configs = {"disable_cpp_codegen": True}
-    res, findings = dynamic("ep_only", use_cache=False, inductor_configs=configs)
+    res, findings = dynamic(str(pkg("ep_only.pt2")), use_cache=False, inductor_configs=configs)
     assert [f.code for f in findings] == ["AOT543"]
     assert findings[0].message.endswith(
         "failed: AOTInductor's C++ wrapper generation failed (C++ wrapper codegen error: C++ "
@@ -246,7 +247,9 @@ def test_aot543_cpp_codegen_turned_off_is_proven_to_compile_without_that_config(
     )
 
 
-def test_aot546_no_working_cxx_is_the_toolchain(dynamic: Dynamic) -> None:
+def test_aot546_no_working_cxx_is_the_toolchain(
+    dynamic: Dynamic, pkg: Callable[[str], Path]
+) -> None:
     # the C++ compiler torch picks ($CXX) is /bin/false: plain torch raises InvalidCxxCompiler
     code = (
         "import json, os, tempfile, torch\n"
@@ -259,7 +262,9 @@ def test_aot546_no_working_cxx_is_the_toolchain(dynamic: Dynamic) -> None:
         "    print(json.dumps(type(exc.inner_exception).__name__))\n"
     )
     assert plain_torch(code, env={"CXX": "/bin/false"}) == "InvalidCxxCompiler"
-    res, findings = dynamic("ep_only", use_cache=False, extra_env={"CXX": "/bin/false"})
+    res, findings = dynamic(
+        str(pkg("ep_only.pt2")), use_cache=False, extra_env={"CXX": "/bin/false"}
+    )
     assert [f.code for f in findings] == ["AOT546"]
     assert "the compile's toolchain is missing or unusable (No working C++ compiler found" in (
         findings[0].message

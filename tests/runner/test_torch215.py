@@ -9,6 +9,7 @@ Slow (each case compiles or loads for real); skipped without .venv-2.15 and insi
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -46,8 +47,10 @@ print("OK", torch.__version__, [tuple(o.shape) for o in outs])
 """
 
 
+@functools.cache
 def _plain_run(python: Path | str, pkg: Path, inputs: Path) -> bool:
-    """What a deployment on that torch sees: a fresh `import torch; aoti_load_package; run`."""
+    """What a deployment on that torch sees: a fresh `import torch; aoti_load_package; run`.
+    Asked once per (torch, package): the module's tests share the answer."""
     proc = subprocess.run(
         [str(python), "-c", PLAIN, str(pkg), str(inputs)],
         capture_output=True, text=True, timeout=600, check=False,
