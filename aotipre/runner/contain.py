@@ -133,20 +133,36 @@ USER_TMPDIR_ENV = "AOTIPRE_USER_TMPDIR"
 
 
 def private_tmp(env: dict[str, str]) -> str | None:
-    """Point the child's TMPDIR, TMP and TEMP at a new folder; keep Inductor's cache where
-    torch would put it for the original TMPDIR. Returns the folder (None if none could be made:
-    the child then runs with the environment it was given)."""
+    """Point the child's TMPDIR, TMP and TEMP at a new folder; keep Inductor's cache, and its
+    precompiled headers, where torch would put them for the original TMPDIR. Returns the folder
+    (None if none could be made: the child then runs with the environment it was given)."""
     original = _tempdir_of(env)
     try:
         folder = tempdirs.make_dir("aotipre-worker-", dir=original)
     except OSError:
         return None
+    user = re.sub(r'[\\/:*?"<>|]', "_", _username(env))
+    users_inductor = os.path.join(original, f"torchinductor_{user}")
     if "TORCHINDUCTOR_CACHE_DIR" not in env:
-        user = re.sub(r'[\\/:*?"<>|]', "_", _username(env))
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(original, f"torchinductor_{user}")
+        env["TORCHINDUCTOR_CACHE_DIR"] = users_inductor
+    _share_headers(folder, users_inductor)
     env["TMPDIR"] = env["TMP"] = env["TEMP"] = folder
     env[USER_TMPDIR_ENV] = original
     return folder
+
+
+def _share_headers(folder: str, users_inductor: str) -> None:
+    """Inductor keeps its precompiled C++ headers under `<tempfile.gettempdir()>/torchinductor_
+    <user>/precompiled_headers` whatever TORCHINDUCTOR_CACHE_DIR says (worker/host.py,
+    users_tempdir): a link of that name in the private folder to the user's folder lets a child
+    that compiles outside a worker (the minifier's repro.py, run again) reuse them as the user's
+    own process does, instead of rebuilding them (two headers, ~10 s of g++ on a 2-core VM).
+    Nothing when the user's folder does not exist yet (no compile has made headers to reuse);
+    removing the private folder removes the link, never what it points to."""
+    if not os.path.isdir(users_inductor):
+        return
+    with contextlib.suppress(OSError):
+        os.symlink(users_inductor, os.path.join(folder, os.path.basename(users_inductor)))
 
 
 def remove_private_tmp(folder: str | None) -> None:

@@ -5,6 +5,9 @@ is off."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 
 from aotipre import CheckOptions, check
 from aotipre.findings import Report, StageStatus
+from aotipre.runner import contain
 from aotipre.runner.stages import DynamicOptions
 from aotipre.runner.stages.base import StepRecord
 from aotipre.runner.stages.compile_minify import inner_type, minify_failed_compile
@@ -56,6 +60,31 @@ def test_the_minifier_runs_only_for_a_compile_that_raised_under_minify(
 ) -> None:
     failed = _compile_record(status, "CppCompileError: C++ compile error")
     assert minify_failed_compile(_NoMinifySession(minify), failed, {}) is None  # type: ignore[arg-type]
+
+
+def test_the_repros_run_finds_inductors_headers_where_the_users_process_keeps_them(
+    tmp_path: Path,
+) -> None:
+    """The repro.py run again is a contained child with a private TMPDIR (proc.run_process);
+    torch derives the folder of its precompiled C++ headers from tempfile.gettempdir(), not
+    from TORCHINDUCTOR_CACHE_DIR: that folder must lead to the user's, or each run rebuilds
+    the headers the failed compile just built. Asked of plain torch in the child."""
+    users = tmp_path / "users-tmp"
+    env = {**os.environ, "TMPDIR": str(users)}
+    inductor = users / f"torchinductor_{contain._username(env)}"
+    inductor.mkdir(parents=True)
+    folder = contain.private_tmp(env)
+    assert folder is not None and env["TMPDIR"] == folder
+    try:
+        code = "from torch._inductor import codecache; print(codecache._HEADER_DIR)"
+        header_dir = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        ).stdout.strip()
+        assert header_dir.startswith(folder)  # torch's own answer: under the private TMPDIR
+        assert os.path.realpath(header_dir) == os.path.realpath(inductor / "precompiled_headers")
+    finally:
+        contain.remove_private_tmp(folder)
+    assert not os.path.exists(folder) and inductor.is_dir()  # the link went, the folder stayed
 
 
 @pytest.fixture(scope="module")
