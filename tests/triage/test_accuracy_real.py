@@ -70,6 +70,7 @@ def against_program(
             triage=triage,
             dynamic=DynamicOptions(
                 probe=False,
+                perf=None,  # no test here asserts on the perf stage's timed calls
                 use_cache=False,
                 exported_program=str(built / f"{kind}.pt2"),
                 **dynamic,
@@ -190,7 +191,9 @@ def test_an_injected_miscompile_is_a_compiler_bug_candidate_with_no_cause(
         str(built / "relu.pt2"),  # the ExportedProgram, compiled by aotipre with the bug
         CheckOptions(
             inputs=str(built / "relu_inputs.pt"),
-            dynamic=DynamicOptions(probe=False, use_cache=False, inductor_configs=INJECTED),
+            dynamic=DynamicOptions(
+                probe=False, perf=None, use_cache=False, inductor_configs=INJECTED
+            ),
         ),
     )
     assert "AOT701" in codes(report) and "AOT708" in codes(report) and "AOT710" in codes(report)
@@ -233,7 +236,10 @@ def test_an_aoti_only_package_says_what_localizing_needs(
         CheckOptions(
             inputs=str(built / "bf16_inputs.pt"),
             dynamic=DynamicOptions(
-                probe=False, use_cache=False, expected=str(built / "bf16_expected.pt")
+                probe=False,
+                perf=None,
+                use_cache=False,
+                expected=str(built / "bf16_expected.pt"),
             ),
         ),
     )
@@ -251,7 +257,9 @@ def test_no_escalate_leaves_the_difference_unlocalized(
         str(built / "bf16_aoti.pt2"),
         CheckOptions(
             inputs=str(built / "bf16_inputs.pt"),
-            dynamic=DynamicOptions(probe=False, exported_program=str(built / "bf16.pt2")),
+            dynamic=DynamicOptions(
+                probe=False, perf=None, exported_program=str(built / "bf16.pt2")
+            ),
             triage=TriageOptions(escalate=False),
         ),
     )
