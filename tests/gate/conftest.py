@@ -19,6 +19,7 @@ import pytest
 from aotipre.findings import Finding, Severity, StageResult
 from aotipre.pt2.reader import read_package
 from aotipre.runner.stages import DynamicOptions, run_dynamic_stages
+from tests.building import shared_build
 
 FACTS = frozenset({"AOT051", "AOT052", "AOT053", "AOT640", "AOT641"})
 """Infos that describe the package, the host or what a load costs, not a problem: the -march and
@@ -34,6 +35,7 @@ def without_facts(findings: list[Finding]) -> list[Finding]:
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(__file__).with_name("build_gate.py")
+BUILD_PLAIN_COMPILED = Path(__file__).with_name("build_plain_compiled.py")
 BUILD_TIMEOUT_S = 1800
 
 
@@ -144,31 +146,19 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="session")
-def plain_compiled_refuses(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[..., list[bool]]:
+def plain_compiled_refuses() -> Callable[..., list[bool]]:
     """plain_compiled_refuses(ep_only_package, *inputs): for each inputs file, whether the AOTI
     code plain torch compiles from the package's ExportedProgram (aoti_compile_and_package in a
-    fresh process, once per package) refuses it under AOTI_RUNTIME_CHECK_INPUTS=1. What that code
-    checks depends on the torch: 2.13 compiles a Dim(min=1) loaded from a file to a check of
-    >= 2, 2.11 keeps >= 1."""
-    compiled: dict[str, str] = {}
+    fresh process: build_plain_compiled.py, once per package's bytes for every module, pytest
+    worker and run, tests/building.py `shared_build`) refuses it under
+    AOTI_RUNTIME_CHECK_INPUTS=1. What that code checks depends on the torch: 2.13 compiles a
+    Dim(min=1) loaded from a file to a check of >= 2, 2.11 keeps >= 1."""
 
     def go(package: Path, *inputs: Path) -> list[bool]:
-        if str(package) not in compiled:
-            out = tmp_path_factory.mktemp("plain-compiled") / "compiled.pt2"
-            plain_torch(
-                "import json, sys, torch\n"
-                "ep = torch.export.load(sys.argv[1])\n"
-                "print(json.dumps(torch._inductor.aoti_compile_and_package(ep, package_path="
-                "sys.argv[2])))\n",
-                str(package),
-                str(out),
-            )
-            compiled[str(package)] = str(out)
+        compiled = shared_build(BUILD_PLAIN_COMPILED, str(package), sources=(package,))
         return plain_torch(
             PLAIN_REFUSED,
-            compiled[str(package)],
+            str(compiled / "compiled.pt2"),
             *map(str, inputs),
             env={"AOTI_RUNTIME_CHECK_INPUTS": "1"},
         )

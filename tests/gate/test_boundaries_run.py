@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,16 +124,21 @@ MLP = [
 ]
 
 
+@pytest.fixture(scope="module")
+def mlp_refused(gate: Gate, plain_compiled_refuses: Callable[..., list[bool]]) -> dict[str, bool]:
+    """Each MLP inputs file: whether the code plain torch compiles from ep_only.pt2 refuses it
+    (AOTI_RUNTIME_CHECK_INPUTS=1), all of them asked in one fresh process."""
+    names = [inputs for inputs, _ in MLP]
+    refused = plain_compiled_refuses(gate("ep_only.pt2"), *(gate(name) for name in names))
+    return dict(zip(names, refused, strict=True))
+
+
 @pytest.mark.parametrize("inputs, code", MLP)
 def test_exported_program_package_at_its_edges(
-    dynamic: Dynamic,
-    gate: Gate,
-    plain_compiled_refuses: Callable[..., list[bool]],
-    inputs: str,
-    code: str | None,
+    dynamic: Dynamic, gate: Gate, mlp_refused: dict[str, bool], inputs: str, code: str | None
 ) -> None:
     # what the code plain torch compiles from it refuses (torch 2.11 keeps the export's min 1)
-    (refused,) = plain_compiled_refuses(gate("ep_only.pt2"), gate(inputs))
+    refused = mlp_refused[inputs]
     if inputs == "mlp_b1" and not refused:
         code = None
     assert refused == (code is not None)
@@ -174,28 +180,38 @@ def test_derived_dims_at_their_edges(
 UNCHECKED = """
 import json, sys, torch
 m = torch._inductor.aoti_load_package(sys.argv[1])
-args, kwargs = torch.load(sys.argv[2])
 fresh = torch.contiguous_format  # fresh strides: .contiguous() keeps (8, 1, 1) of [4, 1, 8]
-dense = [a.clone(memory_format=fresh) if isinstance(a, torch.Tensor) else a for a in args]
-try:
-    out = m(*args, **kwargs)
-except Exception:
-    print(json.dumps("refused"))
-else:
-    print(json.dumps(torch.equal(out, m(*dense, **kwargs))))
+said = {}
+for path in sys.argv[2:]:
+    args, kwargs = torch.load(path)
+    dense = [a.clone(memory_format=fresh) if isinstance(a, torch.Tensor) else a for a in args]
+    contiguous = [a.is_contiguous() for a in args if isinstance(a, torch.Tensor)]
+    try:
+        out = m(*args, **kwargs)
+    except Exception:
+        said[path] = {"outcome": "refused", "contiguous": contiguous}
+    else:
+        same = torch.equal(out, m(*dense, **kwargs))
+        said[path] = {"outcome": same, "contiguous": contiguous}
+print(json.dumps(said))
 """
-"""Plain torch as a default deployment runs it (AOTI_RUNTIME_CHECK_INPUTS=0 is off): whether the
-package refuses the inputs as given, else whether its outputs equal those for the same values
-laid out contiguously, with every stride fresh (the layout these packages were compiled for)."""
+"""Plain torch as a default deployment runs it (AOTI_RUNTIME_CHECK_INPUTS=0 is off), for each
+inputs file: whether the package refuses the inputs as given, else whether its outputs equal
+those for the same values laid out contiguously, with every stride fresh (the layout these
+packages were compiled for); and whether torch calls each tensor argument contiguous."""
 
 
-def unchecked_outcome(package: Path, inputs: Path) -> str | bool:
-    return plain_torch(UNCHECKED, str(package), str(inputs), env={"AOTI_RUNTIME_CHECK_INPUTS": "0"})
+@functools.cache
+def unchecked_outcomes(package: str, *inputs: str) -> dict[str, dict[str, Any]]:
+    """UNCHECKED's answers by inputs path: one fresh process for all the inputs of a package."""
+    return plain_torch(UNCHECKED, package, *inputs, env={"AOTI_RUNTIME_CHECK_INPUTS": "0"})
 
 
-@pytest.mark.parametrize(
-    "inputs, position", [("token_sliced_ids", 0), ("token_padded_mask", 1)]
-)  # input_ids, attention_mask (aoti.pt2 knows them as args[0], args[1])
+SLICED = [("token_sliced_ids", 0), ("token_padded_mask", 1)]
+"""input_ids, attention_mask (aoti.pt2 knows them as args[0], args[1])."""
+
+
+@pytest.mark.parametrize("inputs, position", SLICED)
 def test_sliced_input_reads_wrong_values_unless_refused(
     dynamic: Dynamic, gate: Gate, inputs: str, position: int
 ) -> None:
@@ -206,7 +222,8 @@ def test_sliced_input_reads_wrong_values_unless_refused(
     # warning (both.pt2 and the AOTI-only aoti.pt2), an error for a deployment that checks its
     # inputs. Dynamic: the checked run gets the compiled layout and passes; the sample-layout
     # step runs the sample as given, as a default deployment does, and AOT307 says what it did.
-    unchecked = unchecked_outcome(gate("aoti.pt2"), gate(inputs))
+    said = unchecked_outcomes(str(gate("aoti.pt2")), *(str(gate(i)) for i, _ in SLICED))
+    unchecked = said[str(gate(inputs))]["outcome"]
     # the ground truth this case is about: wrong outputs (torch 2.13) or a refusal
     assert unchecked in (False, "refused"), unchecked
     for pt2 in ("both.pt2", "aoti.pt2"):
@@ -239,12 +256,8 @@ def test_size_one_dim_with_an_unusual_stride(dynamic: Dynamic, gate_compiled: Ga
     # static stride and refuses it: with --deployment-checks-inputs the static lane and the
     # same step say error.
     unit, sample = gate_compiled("unit.pt2"), gate_compiled("unit_inputs_size1_stride")
-    contiguous = plain_torch(
-        "import json, sys, torch\n(x,), _ = torch.load(sys.argv[1])\n"
-        "print(json.dumps(x.is_contiguous()))\n",
-        str(sample),
-    )
-    unchecked = unchecked_outcome(unit, sample)
+    said = unchecked_outcomes(str(unit), str(sample))[str(sample)]
+    contiguous, unchecked = said["contiguous"] == [True], said["outcome"]
     refused = plain_outcomes(str(unit), str(sample))[str(sample)] != "ok"
     assert [contiguous, unchecked, refused] == [True, True, True]  # the ground truth
     static = check(unit, CheckOptions(inputs=str(sample), static_only=True))
