@@ -33,6 +33,13 @@ def doctor(device: str, options: DynamicOptions) -> DoctorReport:
     return run_doctor(DoctorOptions(devices=(device,), dynamic=options))
 
 
+@pytest.fixture(scope="module")
+def cpu_report(options: DynamicOptions) -> DoctorReport:
+    """The CPU doctor's report, run once for the module: its canary compiled into `options`'
+    cache, where the crash test patches it."""
+    return doctor("cpu", options)
+
+
 def check_canary(report: DoctorReport, device: str) -> None:
     """The canary works; or, on a host whose libstdc++ crashes the loader (the torch 2.11 GPU
     machine), it works with the preload the doctor verified, and that is the only finding."""
@@ -64,8 +71,10 @@ def check_canary(report: DoctorReport, device: str) -> None:
 
 
 @pytest.mark.slow
-def test_cpu_canary_compiles_loads_and_runs(options: DynamicOptions) -> None:
-    report = doctor("cpu", options)
+def test_cpu_canary_compiles_loads_and_runs(
+    options: DynamicOptions, cpu_report: DoctorReport
+) -> None:
+    report = cpu_report
     check_canary(report, "cpu")
     torch_facts = report.facts["torch"]
     assert torch_facts["version"].split("+")[0] == metadata.version("torch").split("+")[0]
@@ -111,11 +120,13 @@ def _patch_symbol(package: str, name_part: str, code: bytes) -> tuple[int, bytes
 @pytest.mark.skipif(
     platform.machine() != "x86_64" or shutil.which("nm") is None, reason="x86_64 and nm only"
 )
-def test_a_canary_that_crashes_in_parse_device_str_is_named(options: DynamicOptions) -> None:
+def test_a_canary_that_crashes_in_parse_device_str_is_named(
+    options: DynamicOptions, cpu_report: DoctorReport
+) -> None:
     """The H100 failure, reproduced: the compiled canary's parse_device_str faults (patched to
     read address 0), so loading dies by SIGSEGV; the preload does not help; the re-run with the
     native backtrace names the frame."""
-    doctor("cpu", options)  # compiled (or a cache hit)
+    assert cpu_report.canaries  # the canary is compiled into the module's cache
     program = canary_mod.program_path(options, "/nonexistent")
     package = canary_mod.compiled_canary(options, program, "cpu")
     assert package is not None

@@ -1,7 +1,8 @@
 """The weight-swap check (--weights) on packages built through the public API: each
 expectation is first shown with plain torch in a fresh process (load_constants, keyed by
-state_dict names, check_full_update=True: torch's own load_weights_to_pt2_contents), then
-aotipre's static findings and its weights stage."""
+state_dict names, check_full_update=True: torch's own load_weights_to_pt2_contents; the updates
+plain torch survives share one process, each on a model loaded for it), then aotipre's static
+findings and its weights stage."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from aotipre.api import CheckOptions, check
 from aotipre.findings import StageStatus
 from aotipre.pt2.reader import read_package, with_reference_values
 from aotipre.runner.stages import DynamicOptions
+from aotipre.triage.state import TriageOptions
 from tests.building import build
 
 pytestmark = pytest.mark.slow
@@ -26,67 +28,87 @@ HERE = Path(__file__).resolve().parent
 PLAIN = """
 import json, sys, torch
 from torch._inductor.package import load_package
-pkg, weights, inputs, ep = sys.argv[1:5]
-x = torch.load(inputs)[0]
-tensors = torch.load(weights)
-m = load_package(pkg)
-before = m(x)
-try:
-    m.load_constants(tensors, check_full_update=True)
-    error = None
-except Exception as e:
-    error = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-after = m(x)
-out = {"error": error, "changed": not torch.equal(before, after)}
-if ep != "-":
-    mod = torch.export.load(ep).module()
-    mod.load_state_dict(tensors, strict=False)
-    out["matches_eager"] = torch.allclose(after, mod(x), atol=1e-5)
-print(json.dumps(out))
+results = {}
+for name, pkg, weights, inputs, ep in json.loads(sys.argv[1]):
+    print(f"@@case {name}", file=sys.stderr, flush=True)  # each case's part of stderr
+    x = torch.load(inputs)[0]
+    tensors = torch.load(weights)
+    m = load_package(pkg)  # a model of its own: one case's update never reaches another
+    before = m(x)
+    try:
+        m.load_constants(tensors, check_full_update=True)
+        error = None
+    except Exception as e:
+        error = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    after = m(x)
+    out = {"error": error, "changed": not torch.equal(before, after)}
+    if ep != "-":
+        mod = torch.export.load(ep).module()
+        mod.load_state_dict(tensors, strict=False)
+        out["matches_eager"] = torch.allclose(after, mod(x), atol=1e-5)
+    results[name] = out
+    print(json.dumps(results), flush=True)  # the last line: every case so far
 """
+"""Plain torch on weight updates: for each case (name, package, weights, inputs, its
+ExportedProgram or "-"), a freshly loaded model, load_constants(check_full_update=True), and
+what it then computes; several cases in one fresh process, each with a model of its own."""
+
+CASE_MARK = "@@case "
+PlainFacts = dict[str, tuple[dict, str]]
+"""case name -> (PLAIN's result, the case's part of stderr)."""
+
+SURVIVING_CASES = {
+    # name: (package, weights, inputs, with the ExportedProgram): the updates plain torch
+    # survives (lin_f64.pt corrupts the heap: its own process, in its test)
+    "lin_new": ("lin", "lin_new.pt", "inputs.pt", True),
+    "lin_missing": ("lin", "lin_missing.pt", "inputs.pt", True),
+    "lin_renamed": ("lin", "lin_renamed.pt", "inputs.pt", True),
+    "lin_f16": ("lin", "lin_f16.pt", "inputs.pt", True),
+    "lin_transposed": ("lin", "lin_transposed.pt", "inputs.pt", False),
+    "small_new": ("small", "small_new.pt", "inputs4.pt", False),
+    "two_new": ("two", "two_new.pt", "inputs.pt", True),
+    "fold_folded": ("fold", "fold_folded.pt", "inputs.pt", False),
+}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("weights")
     build(HERE / "weights_models.py", out)
-    edit = """
-import sys, torch
-d = sys.argv[1]
-new = torch.load(f"{d}/lin_new.pt")
-torch.save({k: v for k, v in new.items() if k != "fc.bias"}, f"{d}/lin_missing.pt")
-torch.save({("fc.biass" if k == "fc.bias" else k): v for k, v in new.items()}, f"{d}/lin_renamed.pt")
-torch.save({**new, "fc.weight": new["fc.weight"].double()}, f"{d}/lin_f64.pt")
-torch.save({**new, "fc.weight": new["fc.weight"].half()}, f"{d}/lin_f16.pt")
-torch.save({**new, "fc.weight": new["fc.weight"].t().contiguous()}, f"{d}/lin_transposed.pt")
-same = torch.load(f"{d}/fold_same.pt")
-torch.save({**same, "_FOLDED_CONST_add": torch.zeros(8, 16)}, f"{d}/fold_folded.pt")
-"""
-    proc = subprocess.run(
-        [sys.executable, "-c", edit, str(out)], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
     return out
 
 
-def plain_torch(built: Path, pkg: str, weights: str, inputs: str = "inputs.pt", ep: bool = True):  # type: ignore[no-untyped-def]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            PLAIN,
-            str(built / f"{pkg}.pt2"),
-            str(built / weights),
-            str(built / inputs),
-            str(built / f"{pkg}_ep.pt2") if ep else "-",
-        ],
+def plain_torch_process(
+    built: Path, cases: dict[str, tuple[str, str, str, bool]]
+) -> subprocess.CompletedProcess[str]:
+    """PLAIN run on `cases` of the `built` folder in one fresh process."""
+    argv = [
+        [name, str(built / f"{pkg}.pt2"), str(built / weights), str(built / inputs),
+         str(built / f"{pkg}_ep.pt2") if ep else "-"]
+        for name, (pkg, weights, inputs, ep) in cases.items()
+    ]  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", PLAIN, json.dumps(argv)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+@pytest.fixture(scope="module")
+def plain_torch(built: Path) -> PlainFacts:
+    """What plain torch does with each of SURVIVING_CASES: case name -> (PLAIN's result, the
+    case's part of stderr)."""
+    proc = plain_torch_process(built, SURVIVING_CASES)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    stderr = {}
+    for part in proc.stderr.split(CASE_MARK)[1:]:
+        name, _, text = part.partition("\n")
+        stderr[name] = text
+    assert set(results) == set(stderr) == set(SURVIVING_CASES), (results, stderr)
+    return {name: (results[name], stderr[name]) for name in SURVIVING_CASES}
 
 
 def run_check(built: Path, pkg: str, weights: str, *, inputs: str = "inputs.pt", ep: bool = True):  # type: ignore[no-untyped-def]
@@ -99,7 +121,13 @@ def run_check(built: Path, pkg: str, weights: str, *, inputs: str = "inputs.pt",
     report = check(
         str(built / f"{pkg}.pt2"),
         CheckOptions(
-            inputs=str(built / inputs), dynamic=dynamic, canary=False, weights=str(built / weights)
+            inputs=str(built / inputs),
+            dynamic=dynamic,
+            canary=False,
+            weights=str(built / weights),
+            # the weights stage's findings are the subject, not triage's (accuracy triage
+            # would localize the mismatch a bad swap causes, crash triage a dead worker)
+            triage=TriageOptions(escalate=False),
         ),
     )
     assert report.error is None, report.error
@@ -128,8 +156,10 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
     )
 
 
-def test_a_correct_swap_matches_the_exported_program_with_those_weights(built: Path) -> None:
-    plain, _ = plain_torch(built, "lin", "lin_new.pt")
+def test_a_correct_swap_matches_the_exported_program_with_those_weights(
+    built: Path, plain_torch: PlainFacts
+) -> None:
+    plain, _ = plain_torch["lin_new"]
     assert plain == {"error": None, "changed": True, "matches_eager": True}
     stage, found = run_check(built, "lin", "lin_new.pt")
     assert found == {}
@@ -140,8 +170,10 @@ def test_a_correct_swap_matches_the_exported_program_with_those_weights(built: P
     assert found == {} and stage.status is StageStatus.PASSED, stage.detail
 
 
-def test_a_missing_tensor_is_refused_by_torch_and_named(built: Path) -> None:
-    plain, stderr = plain_torch(built, "lin", "lin_missing.pt")
+def test_a_missing_tensor_is_refused_by_torch_and_named(
+    built: Path, plain_torch: PlainFacts
+) -> None:
+    plain, stderr = plain_torch["lin_missing"]
     assert "API call failed" in plain["error"]
     assert "Error: Cannot find constants fc_bias in constants_map!" in stderr
     stage, found = run_check(built, "lin", "lin_missing.pt")
@@ -150,8 +182,10 @@ def test_a_missing_tensor_is_refused_by_torch_and_named(built: Path) -> None:
     assert stage.status is StageStatus.FAILED
 
 
-def test_a_renamed_tensor_is_refused_and_the_closest_name_suggested(built: Path) -> None:
-    plain, _ = plain_torch(built, "lin", "lin_renamed.pt")
+def test_a_renamed_tensor_is_refused_and_the_closest_name_suggested(
+    built: Path, plain_torch: PlainFacts
+) -> None:
+    plain, _ = plain_torch["lin_renamed"]
     assert plain["error"] == "RuntimeError: Constant not found: fc.biass"
     stage, found = run_check(built, "lin", "lin_renamed.pt")
     assert "did you mean 'fc.bias'" in found["AOT061"]
@@ -159,8 +193,10 @@ def test_a_renamed_tensor_is_refused_and_the_closest_name_suggested(built: Path)
     assert "Constant not found: fc.biass" in found["AOT067"]
 
 
-def test_a_wrong_dtype_runs_silently_in_torch_and_is_caught(built: Path) -> None:
-    plain, _ = plain_torch(built, "lin", "lin_f16.pt")
+def test_a_wrong_dtype_runs_silently_in_torch_and_is_caught(
+    built: Path, plain_torch: PlainFacts
+) -> None:
+    plain, _ = plain_torch["lin_f16"]
     assert plain == {"error": None, "changed": True, "matches_eager": False}
     stage, found = run_check(built, "lin", "lin_f16.pt")
     assert "float16" in found["AOT063"] and "float32" in found["AOT063"]
@@ -171,28 +207,20 @@ def test_a_wrong_dtype_runs_silently_in_torch_and_is_caught(built: Path) -> None
 def test_a_wider_dtype_corrupts_the_heap_in_torch_and_is_contained(built: Path) -> None:
     """float64 bytes copied into a float32 constant write past it: plain torch aborts
     (`double free or corruption`, measured), aotipre's worker dies and the stage says so."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            PLAIN,
-            *(str(built / n) for n in ("lin.pt2", "lin_f64.pt", "inputs.pt")),
-            "-",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = plain_torch_process(built, {"lin_f64": ("lin", "lin_f64.pt", "inputs.pt", False)})
+    assert (
+        proc.returncode != 0 or json.loads(proc.stdout.splitlines()[-1])["lin_f64"]["error"] is None
     )
-    assert proc.returncode != 0 or json.loads(proc.stdout.splitlines()[-1])["error"] is None
     stage, found = run_check(built, "lin", "lin_f64.pt")
     assert "float64" in found["AOT063"]
     assert {"AOT067", "AOT068"} & set(found), found
     assert stage.status is StageStatus.FAILED
 
 
-def test_a_transposed_weight_runs_silently_in_torch_and_is_named(built: Path) -> None:
-    plain, _ = plain_torch(built, "lin", "lin_transposed.pt", ep=False)
+def test_a_transposed_weight_runs_silently_in_torch_and_is_named(
+    built: Path, plain_torch: PlainFacts
+) -> None:
+    plain, _ = plain_torch["lin_transposed"]
     assert plain == {"error": None, "changed": True}
     stage, found = run_check(built, "lin", "lin_transposed.pt")
     assert "[8, 16]" in found["AOT062"] and "[16, 8]" in found["AOT062"]
@@ -200,8 +228,8 @@ def test_a_transposed_weight_runs_silently_in_torch_and_is_named(built: Path) ->
     assert "refuses these weights" in stage.detail
 
 
-def test_inlined_small_tensors_are_not_swappable(built: Path) -> None:
-    plain, _ = plain_torch(built, "small", "small_new.pt", inputs="inputs4.pt", ep=False)
+def test_inlined_small_tensors_are_not_swappable(built: Path, plain_torch: PlainFacts) -> None:
+    plain, _ = plain_torch["small_new"]
     assert plain["error"] in (
         "RuntimeError: Constant not found: scale",
         "RuntimeError: Constant not found: fc.bias",
@@ -226,11 +254,13 @@ print(json.dumps({"max_abs_diff": (m(x) - mod(x)).abs().max().item(),
 """
 
 
-def test_an_inlined_parameter_is_named_as_inlined_not_as_a_typo(built: Path) -> None:
+def test_an_inlined_parameter_is_named_as_inlined_not_as_a_typo(
+    built: Path, plain_torch: PlainFacts
+) -> None:
     """Linear(8, 16) then Linear(16, 4): inductor inlined fc2.bias (4 values), so plain torch
     refuses the full state_dict of the same architecture; aotipre names it as inlined (AOT066),
     not as a renamed 'fc1.bias' (AOT061), and inspect lists it."""
-    plain, _ = plain_torch(built, "two", "two_new.pt")
+    plain, _ = plain_torch["two_new"]
     assert plain["error"] == "RuntimeError: Constant not found: fc2.bias"
     stage, found = run_check(built, "two", "two_new.pt")
     assert "AOT061" not in found, found
@@ -268,8 +298,10 @@ def test_an_update_that_leaves_the_inlined_parameter_stale_is_not_a_pass(built: 
     assert "leaves 'fc2.bias' at the compiled value" in stage.detail
 
 
-def test_a_swapped_folded_constant_is_silently_ignored(built: Path) -> None:
-    plain, _ = plain_torch(built, "fold", "fold_folded.pt", ep=False)
+def test_a_swapped_folded_constant_is_silently_ignored(
+    built: Path, plain_torch: PlainFacts
+) -> None:
+    plain, _ = plain_torch["fold_folded"]
     assert plain == {"error": None, "changed": False}
     stage, found = run_check(built, "fold", "fold_folded.pt", ep=False)
     assert "folded" in found["AOT065"]

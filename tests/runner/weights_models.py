@@ -3,7 +3,8 @@ tests/runner/test_weights_real.py): `lin` (Linear(8, 16) and a 16-element buffer
 tensor a constant), `small` (Linear(4, 3): its 3-element bias and buffer are inlined into the
 kernels), `fold` (runtime constant folding: a FoldedConstant), `two` (Linear(8, 16) then
 Linear(16, 4): only the second bias, 4 values, is inlined), each with its ExportedProgram, the
-sample inputs, and state_dicts of the same and of new weights."""
+sample inputs, and state_dicts of the same and of new weights, and of new weights spoiled (a
+tensor missing or renamed, another dtype or layout, a folded constant swapped)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,17 @@ def main(out: Path) -> None:
     two = Two().state_dict()
     torch.save(two, out / "two_new.pt")
     torch.save({k: v for k, v in two.items() if k != "fc2.bias"}, out / "two_new_no_fc2_bias.pt")
+    # lin_new.pt spoiled one way each, and fold's weights with its folded constant swapped
+    new_sd = new.state_dict()
+    torch.save({k: v for k, v in new_sd.items() if k != "fc.bias"}, out / "lin_missing.pt")
+    renamed = {("fc.biass" if k == "fc.bias" else k): v for k, v in new_sd.items()}
+    torch.save(renamed, out / "lin_renamed.pt")
+    weight = new_sd["fc.weight"]
+    torch.save({**new_sd, "fc.weight": weight.double()}, out / "lin_f64.pt")
+    torch.save({**new_sd, "fc.weight": weight.half()}, out / "lin_f16.pt")
+    torch.save({**new_sd, "fc.weight": weight.t().contiguous()}, out / "lin_transposed.pt")
+    same = torch.load(out / "fold_same.pt")
+    torch.save({**same, "_FOLDED_CONST_add": torch.zeros(8, 16)}, out / "fold_folded.pt")
 
 
 if __name__ == "__main__":
