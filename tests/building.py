@@ -55,6 +55,19 @@ def check_json(tmp: Path, *args: str) -> tuple[int, dict]:
     return proc.returncode, json.loads(out.read_text())
 
 
+def run_cache_dir(basetemp: Path) -> Path:
+    """One aotipre cache folder (`--cache-dir`) for the whole pytest run, shared by its xdist
+    workers: the C++ harness (~25 s of g++ over torch's headers), the host's CPU-ISA probe record
+    and compiled packages are made once per run, not once per test module or worker. `basetemp`
+    is `tmp_path_factory.getbasetemp()`; an xdist worker's is `<run's basetemp>/<worker id>`.
+    For tests whose subject is not the cache; a test about the cache (its build, its trust, a
+    damaged or tampered entry) uses a folder of its own."""
+    root = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+    folder = root / "aotipre-cache"
+    folder.mkdir(mode=0o700, exist_ok=True)  # another worker may make it at the same moment
+    return folder
+
+
 def torch_version(python: str | Path = sys.executable) -> str:
     """The torch release installed for `python`, read from its metadata (no `import torch`)."""
     code = "import importlib.metadata as m; print(m.version('torch'))"

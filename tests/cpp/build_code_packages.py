@@ -131,9 +131,11 @@ TORCH_LIBRARY_IMPL(aotipre_codes, Meta, m) {
 INIT = '''\
 """The op library's Python package: load it, then initialize it (scale 3.0)."""
 
+import os
+
 import torch
 
-LIBRARY = {library!r}
+LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), {library!r})
 torch.ops.load_library(LIBRARY)
 torch.ops.aotipre_codes.init(3.0)
 '''
@@ -161,7 +163,7 @@ def main(out: str) -> None:
     cmd += ["-ltorch", "-ltorch_cpu", "-lc10"]
     subprocess.run(cmd, check=True)
     with open(os.path.join(out, "aotipre_codes_init.py"), "w") as f:
-        f.write(INIT.format(library=lib))
+        f.write(INIT.format(library=os.path.basename(lib)))  # beside it, as a package ships it
     torch.ops.load_library(lib)
 
     class Model(torch.nn.Module):

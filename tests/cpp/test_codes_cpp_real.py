@@ -36,16 +36,11 @@ HANG_TIMEOUT_S = 15.0
 
 
 @pytest.fixture(scope="session")
-def codes_built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("cpp-code-packages")
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "build_code_packages.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+def codes_built() -> Path:
+    """build_code_packages.py's packages and op library, built once (tests/building.py)."""
+    from tests.building import shared_build
+
+    return shared_build(HERE / "build_code_packages.py", timeout=1800)
 
 
 def python_package(built: Path) -> Registration:

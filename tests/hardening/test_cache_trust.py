@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import stat
 import sys
 import time
@@ -333,18 +334,24 @@ def test_a_compile_cache_entry_of_another_user_is_not_loaded(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_real_a_tampered_harness_is_rebuilt_not_run(tmp_path: Path) -> None:
+def test_real_a_tampered_harness_is_rebuilt_not_run(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The harness entry a real build sealed, tampered with in a cache of this test's own: the
+    worker rebuilds it with g++ and never runs the planted binary. The sealed entry is the run's
+    (tests/building.py run_cache_dir: built there once per run), copied as it is."""
     from aotipre.doctor.canary import run_worker_job
     from aotipre.runner.stages import DynamicOptions
+    from tests.building import run_cache_dir
 
+    shared = run_cache_dir(tmp_path_factory.getbasetemp())
     cache = tmp_path / "cache"
     marker = tmp_path / "planted-ran"
-    options = DynamicOptions(cache_dir=str(cache))
 
-    def job(n: int) -> dict[str, Any]:
+    def job(n: int, cache_dir: Path) -> dict[str, Any]:
         workdir = tmp_path / f"w{n}"
         workdir.mkdir()
-        root = harness.cache_root(str(cache), True, str(workdir))
+        root = harness.cache_root(str(cache_dir), True, str(workdir))
         run = harness.run_step(
             "cpp_run",
             mode="run",
@@ -353,17 +360,23 @@ def test_real_a_tampered_harness_is_rebuilt_not_run(tmp_path: Path) -> None:
             inputs=str(tmp_path / "none.pt"),
         )
         run["requires"] = ["cpp_build"]
+        options = DynamicOptions(cache_dir=str(cache_dir))
         result = run_worker_job(
             [harness.build_step(root, loader_race=False), run], options, str(workdir), tag="cpp"
         )
         return result.steps
 
-    first = job(1)
+    first = job(1, shared)
     assert first["cpp_build"]["status"] == "ok", first
-    binary = Path(first["cpp_build"]["binary"])
-    assert harness.entry_problem(str(binary.parent)) is None, "sealed after the build"
+    built = Path(first["cpp_build"]["binary"])
+    assert harness.entry_problem(str(built.parent)) is None, "sealed after the build"
+    entry = cache / harness.CACHE_SUBDIR / built.parent.name
+    entry.parent.mkdir(mode=0o700, parents=True)
+    shutil.copytree(built.parent, entry)  # modes too: the copy is as sound as the original
+    assert harness.entry_problem(str(entry)) is None
+    binary = entry / built.name
     binary.write_text(f"#!/bin/sh\ntouch {marker}\n")
-    second = job(2)
+    second = job(2, cache)
     assert not marker.exists(), "the planted binary ran"
     assert second["cpp_build"]["cached"] is False and second["cpp_build"]["binary"] == str(binary)
     assert second["cpp_run"]["harness"]["returncode"] not in (0, None)  # no such package
