@@ -58,8 +58,9 @@ if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, 
   "${lift[@]}" flock pyproject.toml python -m pip install -q -e ".[torch,test]"
 fi
 # A venv kept between checkouts (CI's cached second environment) may hold an editable aotipre
-# of another folder: point it at this one.
-if [ "$(python -c 'import aotipre, os; print(os.path.dirname(os.path.dirname(os.path.realpath(aotipre.__file__))))' 2>/dev/null)" != "$(pwd -P)" ]; then
+# of another folder, or of one since removed: point it at this one. -I: the checkout itself
+# (the working directory, first on a plain `python -c`'s path) must not answer for the venv.
+if [ "$(python -I -c 'import aotipre, os; print(os.path.dirname(os.path.dirname(os.path.realpath(aotipre.__file__))))' 2>/dev/null)" != "$(pwd -P)" ]; then
   echo "bootstrap: pointing $VENV's aotipre at $(pwd -P)" >&2
   "${lift[@]}" flock pyproject.toml python -m pip install -q --no-deps -e .
 fi
