@@ -51,7 +51,7 @@ PYEOF
   echo "bootstrap: installing torch==$TORCH into $VENV" >&2
   "${lift[@]}" python -m pip install -q "torch==$TORCH"
 fi
-if [ ! -x "$VENV/bin/aotipre" ] || [ ! -x "$VENV/bin/ccache" ] || ! python -c "import typer, tabulate, pytest, xdist, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient') and u.find_spec('ray') and u.find_spec('safetensors') and u.find_spec('playwright')" 2>/dev/null; then
+if [ ! -x "$VENV/bin/aotipre" ] || ! python -c "import typer, tabulate, pytest, xdist, hypothesis, numpy, yaml, google.protobuf, importlib.util as u; assert u.find_spec('tritonclient') and u.find_spec('ray') and u.find_spec('safetensors') and u.find_spec('playwright')" 2>/dev/null; then
   echo "bootstrap: installing aotipre[torch,test] into $VENV" >&2
   # flock: .ci/run builds two venvs at once from this checkout, and an editable install writes
   # aotipre.egg-info here

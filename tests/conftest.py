@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests import compile_cache
-
 REPO = Path(__file__).resolve().parents[1]
 BUILDER = REPO / "scripts" / "build_fixtures.py"
 FIXTURE_DIR_ENV = "AOTIPRE_FIXTURE_DIR"
@@ -22,24 +20,12 @@ FIXTURE_DIR_ENV = "AOTIPRE_FIXTURE_DIR"
 BUILD_TIMEOUT_S = 1800
 
 
-@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has made its factory
 def pytest_configure(config: pytest.Config) -> None:
     """A suite started as a background job of a non-interactive shell (`cmd &`) inherits SIGINT
     ignored, and so would every aotipre it starts: the Ctrl-C tests would test the launcher, not
-    aotipre. Give the suite, and through it its children, the interactive default. Then put the
-    run's C++ compile cache in front of g++ (tests/compile_cache.py)."""
+    aotipre. Give the suite, and through it its children, the interactive default."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if not os.environ.get(compile_cache.ENV):  # xdist workers inherit the controller's
-        basetemp = config._tmp_path_factory.getbasetemp()  # as xdist itself reads it
-        config._aotipre_compile_cache = compile_cache.setup(basetemp)  # type: ignore[attr-defined]
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    folder = getattr(terminalreporter.config, "_aotipre_compile_cache", None)
-    line = folder and compile_cache.summary(folder)
-    if line:
-        terminalreporter.write_line(line)
 
 
 def run_builder(*args: str, timeout: float = BUILD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
