@@ -20,12 +20,30 @@ FIXTURE_DIR_ENV = "AOTIPRE_FIXTURE_DIR"
 BUILD_TIMEOUT_S = 1800
 
 
+RUN_CACHE_HOME_ENV = "AOTIPRE_TEST_CACHE_HOME"
+"""The run's XDG_CACHE_HOME (set by the run that made it; xdist workers and nested runs keep it)."""
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has made its factory
 def pytest_configure(config: pytest.Config) -> None:
     """A suite started as a background job of a non-interactive shell (`cmd &`) inherits SIGINT
     ignored, and so would every aotipre it starts: the Ctrl-C tests would test the launcher, not
-    aotipre. Give the suite, and through it its children, the interactive default."""
+    aotipre. Give the suite, and through it its children, the interactive default.
+
+    aotipre's default cache (`${XDG_CACHE_HOME:-~/.cache}/aotipre`: compiled packages, the
+    host's CPU-ISA probe record) is the run's own, in its base temp folder: a test that passes
+    no --cache-dir neither writes the user's cache nor depends on what earlier runs left there,
+    and behaves as on a fresh CI machine. CI's cached venvs are still found where they are
+    (AOTIPRE_CI_CACHE, tests/diff/test_runtime_pairs_real.py)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if os.environ.get(RUN_CACHE_HOME_ENV):  # an xdist worker, or a pytest run by a test
+        return
+    users = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ.setdefault("AOTIPRE_CI_CACHE", str(users / "aotipre-ci"))
+    home = config._tmp_path_factory.getbasetemp() / "cache-home"  # type: ignore[attr-defined]
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.environ["XDG_CACHE_HOME"] = os.environ[RUN_CACHE_HOME_ENV] = str(home)
 
 
 def run_builder(*args: str, timeout: float = BUILD_TIMEOUT_S) -> subprocess.CompletedProcess[str]:

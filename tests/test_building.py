@@ -76,3 +76,20 @@ def test_a_failed_build_leaves_nothing_to_reuse(shared: Path) -> None:
     assert runs(shared) == ["fail", "fail"]  # built again: the failure was not kept
     (home,) = (shared.parent / "builds").glob("torch-*")
     assert sorted(p.name for p in home.iterdir()) == [".build.lock"]
+
+
+def test_aotipres_default_cache_is_the_runs_own(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """tests/conftest.py: a check without --cache-dir, here or in a child (a CLI run), caches
+    in the run's base temp folder, never in the user's ~/.cache/aotipre."""
+    import os
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    code = "from aotipre.runner.cache import default_cache_dir as d; print(d())"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    from aotipre.runner.cache import default_cache_dir
+
+    for where in (Path(child.stdout.strip()), Path(default_cache_dir())):
+        assert where.is_relative_to(run / "cache-home"), where
