@@ -3,10 +3,14 @@ by every module that asks for the same one; a failed build leaves nothing to reu
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from aotipre.runner.cache import default_cache_dir
 from tests import building
 
 BUILDER = """
@@ -81,15 +85,9 @@ def test_a_failed_build_leaves_nothing_to_reuse(shared: Path) -> None:
 def test_aotipres_default_cache_is_the_runs_own(tmp_path_factory: pytest.TempPathFactory) -> None:
     """tests/conftest.py: a check without --cache-dir, here or in a child (a CLI run), caches
     in the run's base temp folder, never in the user's ~/.cache/aotipre."""
-    import os
-    import subprocess
-    import sys
-
     base = tmp_path_factory.getbasetemp()
     run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     code = "from aotipre.runner.cache import default_cache_dir as d; print(d())"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    from aotipre.runner.cache import default_cache_dir
-
     for where in (Path(child.stdout.strip()), Path(default_cache_dir())):
         assert where.is_relative_to(run / "cache-home"), where
