@@ -276,6 +276,15 @@ def _env(tmp: Path, cwd: Path, fake: dict[str, Any]) -> dict[str, str]:
     return env
 
 
+def _glob(folder: Path, pattern: str) -> list[Path]:
+    """`folder.glob(pattern)` while aotipre runs: a folder it removes between the listing and
+    the scan (a prewarm worker's, once claimed) is no match, not an error."""
+    try:
+        return list(folder.glob(pattern))
+    except FileNotFoundError:
+        return []
+
+
 @pytest.fixture
 def killed_run(pkg: Pkg, tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]]]:
     """(TMPDIR, cwd, check args) after an `aotipre check` there was SIGKILLed mid-run."""
@@ -296,7 +305,7 @@ def killed_run(pkg: Pkg, tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]
     )
     try:
         deadline = time.monotonic() + 60
-        while not (list(tmp.glob("aotipre-*/job*.json")) and list(tmp.glob("aotipre-worker-*"))):
+        while not (_glob(tmp, "aotipre-*/job*.json") and _glob(tmp, "aotipre-worker-*")):
             assert proc.poll() is None, "aotipre ended before its worker ran"
             assert time.monotonic() < deadline, "no worker started within 60 s"
             time.sleep(0.05)
