@@ -23,6 +23,12 @@ Figures, exactly as issue 28 defines them (medians over --repeat):
                  `--repeat` times                                       goal <= 0.6
   first check, no bytecode   the same pair with PYTHONDONTWRITEBYTECODE=1 on both sides (as in
                  many containers), in the same loop
+  probe alone    beside each first-check pair, in the same loop and the same kind of fresh
+                 host: the cheapest process that runs torch's CPU-ISA probe (`import torch`,
+                 the one module that holds the probe, the `get_device_information("cpu")` call
+                 torch's loader makes), over the bare script. Whatever measures the probe in a
+                 fresh process pays at least this, so a first check that reports the probe's
+                 cost from its own measurement cannot be cheaper than it (no goal: a floor)
   zoo            one `aotipre check --manifest` of the 20 healthy zoo packages (-j 1) /
                  the sum of 20 bare scripts over the same packages      goal <= 0.4
                  (also shown: the same with -j 2; with --also-without-fork-server, both
@@ -77,6 +83,10 @@ out = model(*args, **kwargs)
 if device != "cpu":
     torch.cuda.synchronize()
 """
+PROBE_ALONE = r"""
+import torch._inductor.codecache as codecache
+codecache.get_device_information("cpu")
+"""
 BUILD_CUDA = r"""
 import sys, torch
 from torch.export import Dim
@@ -125,6 +135,13 @@ def bare(package: Path, inputs: Path, device: str, env: dict[str, str]) -> float
     )
     if proc.returncode != 0:
         raise SystemExit(f"the bare script failed on {package.name}:\n{proc.stderr[-3000:]}")
+    return wall
+
+
+def probe_alone(env: dict[str, str], cwd: Path) -> float:
+    wall, proc = timed([sys.executable, "-c", PROBE_ALONE], env, cwd)
+    if proc.returncode != 0:
+        raise SystemExit(f"the probe alone failed:\n{proc.stderr[-3000:]}")
     return wall
 
 
@@ -259,7 +276,9 @@ def first_check(
 ) -> dict[str, Any]:
     """The host's first check against the bare script on a fresh host, `opts.repeat` times,
     alternating, with bytecode written and then with PYTHONDONTWRITEBYTECODE=1: each run gets
-    an empty inductor cache of its own, the check an empty aotipre cache too."""
+    an empty inductor cache of its own, the check an empty aotipre cache too; with bytecode,
+    the probe alone too (PROBE_ALONE, in an empty inductor cache of its own), first or last in
+    turn."""
     runs: list[dict[str, Any]] = []
     for i in range(opts.repeat):
         pair: dict[str, Any] = {}
@@ -272,16 +291,22 @@ def first_check(
             args += one[one.index("--cache-dir") + 2 :]
             # alternate which side goes first
             sides = ["bare", "check"] if i % 2 == 0 else ["check", "bare"]
+            if not kind:
+                sides = ["probe", *sides] if i % 2 == 0 else [*sides, "probe"]
             for side in sides:
-                if side == "bare":
+                if side == "probe":
+                    probe_env = {**env, "TORCHINDUCTOR_CACHE_DIR": str(fresh / "probe-inductor")}
+                    pair["probe_alone_s"] = probe_alone(probe_env, work)
+                elif side == "bare":
                     pair[f"bare{kind}_s"] = bare(package, inputs, opts.device, bare_env)
                 else:
                     wall, report = check(args, check_env, work, fresh / "report.json")
                     pair[f"check{kind}_s"] = wall
                     pair[f"cold{kind}"] = cold_parts(report)
+            alone = f", probe alone {pair['probe_alone_s']:.2f} s" if not kind else ""
             log(
                 f"first check{kind.replace('_', ' ')} {i + 1}: bare {pair[f'bare{kind}_s']:.2f} s, "
-                f"check {pair[f'check{kind}_s']:.2f} s"
+                f"check {pair[f'check{kind}_s']:.2f} s{alone}"
             )
         runs.append(pair)
     out: dict[str, Any] = {"first_pairs": runs}
@@ -291,6 +316,9 @@ def first_check(
         out[f"first_bare{kind}_s"] = b
         out[f"first_check{kind}_s"] = c
         out[f"ratio_first{kind}"] = c / b
+    alone = statistics.median(p["probe_alone_s"] for p in runs)
+    out["probe_alone_s"] = alone
+    out["ratio_probe_alone"] = alone / out["first_bare_s"]
     return out
 
 
