@@ -68,8 +68,10 @@ def main() -> None:
     aoti, inputs, ep = fx / f"aoti{suffix}.pt2", fx / "aoti_inputs.pt", fx / "ep_only.pt2"
     py = sys.executable
     env = dict(os.environ)
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, device {args.device}")
+    print(
+        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, device {args.device}"
+    )
     rows = []
     bare = median([py, "-c", BARE_AOTI, str(aoti), str(inputs), args.device], args.runs, env)
     tool = median([py, "-m", "aotipre", "check", str(aoti), "--inputs", str(inputs)], args.runs)
@@ -87,12 +89,39 @@ def main() -> None:
         cold = []
         for _ in range(args.runs):
             with tempfile.TemporaryDirectory() as fresh:
-                cold.append(wall([py, "-m", "aotipre", "check", str(ep), "--device", args.device,
-                                  "--cache-dir", fresh]))
-        rows.append(("ExportedProgram: aotipre check (cold cache)", statistics.median(cold),
-                     statistics.median(cold) / bare_ep))
-        warm_cmd = [py, "-m", "aotipre", "check", str(ep), "--device", args.device,
-                    "--cache-dir", cache]
+                cold.append(
+                    wall(
+                        [
+                            py,
+                            "-m",
+                            "aotipre",
+                            "check",
+                            str(ep),
+                            "--device",
+                            args.device,
+                            "--cache-dir",
+                            fresh,
+                        ]
+                    )
+                )
+        rows.append(
+            (
+                "ExportedProgram: aotipre check (cold cache)",
+                statistics.median(cold),
+                statistics.median(cold) / bare_ep,
+            )
+        )
+        warm_cmd = [
+            py,
+            "-m",
+            "aotipre",
+            "check",
+            str(ep),
+            "--device",
+            args.device,
+            "--cache-dir",
+            cache,
+        ]
         wall(warm_cmd)  # fill the cache
         warm = median(warm_cmd, args.runs)
         rows.append(("ExportedProgram: aotipre check (warm cache)", warm, warm / bare_ep))
