@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from aotipre.binaries.elf import version_key
 from aotipre.binaries.versions import load_table, release_key
 from aotipre.diff.rules import Rule, rule
 from aotipre.pt2.spec import InputSpec, ModelInfo, PackageInfo, TensorSpec, TreeSpec
@@ -492,13 +493,11 @@ def _versions(model: ModelInfo) -> dict[str, str]:
             ("GLIBCXX_", so.glibcxx),
             ("CXXABI_", so.cxxabi),
         ):
-            if value is not None and (prefix not in found or _ver(value) > _ver(found[prefix])):
+            if value is not None and (
+                prefix not in found or version_key(value) > version_key(found[prefix])
+            ):
                 found[prefix] = value
     return found
-
-
-def _ver(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.rsplit("_", 1)[-1].split(".") if p.isdigit())
 
 
 NO_VECTOR_ISA = "INVALID_VEC_ISA"
@@ -628,10 +627,12 @@ def compare_deployment(
                 )
             )
         va, vb = _versions(old), _versions(new)
-        raised = [vb[k] for k in sorted(vb) if k in va and _ver(vb[k]) > _ver(va[k])]
+        raised = [vb[k] for k in sorted(vb) if k in va and version_key(vb[k]) > version_key(va[k])]
         raised += [vb[k] for k in sorted(vb) if k not in va]
         lowered = [
-            f"{vb[k]} (was {va[k]})" for k in sorted(vb) if k in va and _ver(vb[k]) < _ver(va[k])
+            f"{vb[k]} (was {va[k]})"
+            for k in sorted(vb)
+            if k in va and version_key(vb[k]) < version_key(va[k])
         ]
         if raised:
             out.append(

@@ -135,6 +135,11 @@ def test_deployment_rules_from_the_binaries_fake() -> None:
     new = _model(aoti=_aoti(binaries=_so(versions=("GLIBCXX_3.4.32", "CXXABI_1.3.9"))))
     assert _rules(old, new) == {"GLIBCXX_RAISED"}
     assert _rules(new, old) == {"GLIBCXX_LOWERED"}
+    # versions compare by number, as the dynamic loader does: 3.4.9 is below 3.4.30
+    nine = _model(aoti=_aoti(binaries=_so(versions=("GLIBCXX_3.4.9", "CXXABI_1.3.9"))))
+    thirty = _model(aoti=_aoti(binaries=_so(versions=("GLIBCXX_3.4.30", "CXXABI_1.3.9"))))
+    assert _rules(nine, thirty) == {"GLIBCXX_RAISED"}
+    assert _rules(thirty, nine) == {"GLIBCXX_LOWERED"}
     flags = CompileFlags("skylake-avx512", ("avx2",), ".comment")
     wider = CompileFlags("sapphirerapids", ("avx2", "avx512f"), ".comment")
     old = _model(aoti=_aoti(binaries=_so(flags=flags)))
