@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scripts.build_fixtures import deflated_zeros
 from tests.hardening.craft import (
     EvalsOnLoad,
     ExecutesOnLoad,
     Pkl,
     RawEntry,
-    deflate_zeros,
     edit_json,
     many_empty_members,
     raw_zip,
@@ -109,7 +109,7 @@ def build_bomb_8gib_member(d: Path, s: Sources) -> list[str]:
     members = [RawEntry(n.encode(), b) for n, b in read_members(s.ep_only)]
     root = members[0].name.split(b"/")[0]
     bomb = RawEntry(
-        root + b"/data/bomb.bin", deflate_zeros(8 * GiB), zipfile.ZIP_DEFLATED, 8 * GiB, 0
+        root + b"/data/bomb.bin", deflated_zeros(8 * GiB), zipfile.ZIP_DEFLATED, 8 * GiB, 0
     )
     return _write(d / "bomb.pt2", raw_zip([*members, bomb]))
 
@@ -130,7 +130,7 @@ def build_bomb_lying_small_header(d: Path, s: Sources) -> list[str]:
     root = members[0].name.split(b"/")[0]
     liar = RawEntry(
         root + b"/data/extra.bin",
-        deflate_zeros(GiB),
+        deflated_zeros(GiB),
         zipfile.ZIP_DEFLATED,
         size=MiB,
         crc=zlib.crc32(bytes(MiB)),
@@ -140,7 +140,7 @@ def build_bomb_lying_small_header(d: Path, s: Sources) -> list[str]:
 
 @case("512 compressed members of 1 MiB each: 512 MiB in all from 0.5 MB", 2, ("AOT007",))
 def build_bomb_many_compressed_members(d: Path, s: Sources) -> list[str]:
-    stream = deflate_zeros(MiB)
+    stream = deflated_zeros(MiB)
     crc = zlib.crc32(bytes(MiB))
     parts = [
         RawEntry(b"pkg/data/p%04d" % i, stream, zipfile.ZIP_DEFLATED, MiB, crc) for i in range(512)
@@ -707,7 +707,7 @@ _INPUT_CASES: list[tuple[str, str, bytes, int, tuple[str, ...]]] = [
         "(refused by the zip guard as a bomb, like a package member)",
         _pt(
             _x((2**20, 2**17, 8)),
-            RawEntry(b"archive/data/0", deflate_zeros(MiB), zipfile.ZIP_DEFLATED, 4 << 40, 0),
+            RawEntry(b"archive/data/0", deflated_zeros(MiB), zipfile.ZIP_DEFLATED, 4 << 40, 0),
         ),
         2,
         ("AOT020",),
@@ -732,7 +732,7 @@ _INPUT_CASES: list[tuple[str, str, bytes, int, tuple[str, ...]]] = [
     (
         "inputs_data_pkl_bomb",
         "data.pkl that inflates to 1 GiB",
-        raw_zip([RawEntry(b"archive/data.pkl", deflate_zeros(GiB), zipfile.ZIP_DEFLATED, GiB, 0)]),
+        raw_zip([RawEntry(b"archive/data.pkl", deflated_zeros(GiB), zipfile.ZIP_DEFLATED, GiB, 0)]),
         2,
         ("AOT020",),
     ),
@@ -785,7 +785,7 @@ def build_stored_inputs_hostile(d: Path, s: Sources) -> list[str]:
 def build_stored_inputs_oversized(d: Path, s: Sources) -> list[str]:
     members = [RawEntry(n.encode(), b) for n, b in read_members(s.ep_only)]
     big = next(m for m in members if m.name.endswith(b"sample_inputs/model.pt"))
-    big.data, big.method = deflate_zeros(100 * MiB), zipfile.ZIP_DEFLATED
+    big.data, big.method = deflated_zeros(100 * MiB), zipfile.ZIP_DEFLATED
     big.size, big.crc = 100 * MiB, _zeros_crc(100)
     return _write(d / "stored_big.pt2", raw_zip(members))
 

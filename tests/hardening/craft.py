@@ -167,19 +167,6 @@ def _close(local: bytes, central: bytes, count: int) -> bytes:
     return local + central + eocd
 
 
-_BLOCK = 1 << 20
-
-
-def deflate_zeros(nbytes: int) -> bytes:
-    """A raw deflate stream of `nbytes` zero bytes (a multiple of 1 MiB), ~1 KB per MiB, built
-    by repeating one fully flushed block instead of compressing gigabytes."""
-    assert nbytes % _BLOCK == 0 and nbytes > 0
-    c = zlib.compressobj(9, zlib.DEFLATED, -15)
-    piece = c.compress(bytes(_BLOCK)) + c.flush(zlib.Z_FULL_FLUSH)
-    final = zlib.compressobj(9, zlib.DEFLATED, -15).flush(zlib.Z_FINISH)
-    return piece * (nbytes // _BLOCK) + final
-
-
 # --- rewriting real archives ------------------------------------------------------------------
 
 Members = list[tuple[str, bytes]]
