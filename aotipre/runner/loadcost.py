@@ -20,6 +20,12 @@ probe's recorded cost with when it was measured (`with_recorded_probe`), so the 
 still what a fresh deployment process pays. With the cache off (`--no-cache`) nothing is read
 or kept: each check measures the probe again and hands its answer to its own later workers.
 
+A check without the perf stage (`--no-perf`) reports no cost, so it measures none: without a
+record, its first load's answer is kept as a record of the list alone (`costed` false), which
+answers the probe for later checks without the perf stage (on a GPU host the probe is tens of
+seconds per process). A check with the perf stage reads such a record as absent: it measures,
+and its record of the list and the cost takes the place of the list alone.
+
 A record is read only when it is aotipre's own (runner.cache.path_problem: this user's, not
 writable by others, no link) and well-formed; anything else is treated as absent.
 """
@@ -45,8 +51,9 @@ from aotipre.runner import cache as cache_mod
 if TYPE_CHECKING:
     from aotipre.runner.loadmeasure import Measurement
 
-FORMAT = 2
-"""Bumped whenever the key or the record changes (2: the loader's import cost)."""
+FORMAT = 3
+"""Bumped whenever the key or the record changes (2: the loader's import cost; 3: a record of
+the list alone). The key includes it, so another format's record is never read."""
 FOLDER = "loadcost"
 PROBE_ENV = ("CXX", "TORCHINDUCTOR_VEC_ISA_OK", "ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR")
 """Environment variables that change what the probe answers or what it costs: the compiler
@@ -77,6 +84,9 @@ class ProbeRecord:
     """What importing the loader's modules (torch._inductor, torch.export) cost that process:
     the part of `aoti_load_package` before the package is touched, the same for any package.
     None: not measured (that load's process had imported them before)."""
+    costed: bool = True
+    """False: the list alone, from a load in a check without the perf stage (no cost measured;
+    `probe` is empty): it answers the probe for checks that report no cost, and only them."""
 
     @property
     def seconds(self) -> float:
@@ -183,13 +193,18 @@ def parse(data: Any, key: str, now: float | None = None) -> ProbeRecord | None:
         return None
     if not isinstance(probe, dict) or not isinstance(measured_at, str) or len(measured_at) > 40:
         return None
+    costed = data.get("costed", True)
+    if not isinstance(costed, bool) or (
+        not costed and (probe or data.get("loader_import_s") is not None)
+    ):
+        return None
     try:
         when = calendar.timegm(time.strptime(measured_at, _STAMP))
     except ValueError:
         return None
     if not 0 <= now - when <= MAX_AGE_S:
         return None
-    clean = _clean_probe(probe)
+    clean = _clean_probe(probe) if costed else {}
     if clean is None:
         return None
     imports = data.get("loader_import_s")
@@ -201,7 +216,7 @@ def parse(data: Any, key: str, now: float | None = None) -> ProbeRecord | None:
     ):
         return None
     return ProbeRecord(
-        tuple(names), clean, measured_at, None if imports is None else float(imports)
+        tuple(names), clean, measured_at, None if imports is None else float(imports), costed
     )
 
 
@@ -280,6 +295,17 @@ def from_load(entry: Mapping[str, Any], *, first_process: bool = False) -> Probe
     )
 
 
+def listed(entry: Mapping[str, Any]) -> ProbeRecord | None:
+    """The record of the list alone that a load step's entry proves: the ISAs its own probe
+    found (not a list aotipre pinned), or None."""
+    names = entry.get("vec_isa")
+    if entry.get("vec_isa_pinned") or not isinstance(names, list) or not names:
+        return None
+    stamp = time.strftime(_STAMP, time.gmtime())
+    data = {"format": FORMAT, "key": "", "vec_isa": names, "probe": {}, "measured_at": stamp}
+    return parse({**data, "costed": False}, "")
+
+
 def write(cache_dir: str | None, key: str, record: ProbeRecord) -> None:
     """Keep `record` under `key` (atomically; a folder that is not aotipre's own is left
     alone). Never raises: a record that cannot be kept is measured again next time."""
@@ -297,6 +323,7 @@ def write(cache_dir: str | None, key: str, record: ProbeRecord) -> None:
             "probe": dict(record.probe),
             "measured_at": record.measured_at,
             "loader_import_s": record.loader_import_s,
+            "costed": record.costed,
         }
         path = os.path.join(root, f"{key}.json")
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
@@ -346,7 +373,8 @@ class HandOver:
     the host's record (read once, when the first worker starts), from the check's own
     measurement (runner/loadmeasure.py, started beside the first worker when there is no
     record) or from what an earlier load of this check probed; and the record written when this
-    check's measurement or timed load is the host's first."""
+    check's measurement or timed load is the host's first. `costs`: the check reports what the
+    probe costs (its perf stage); without it a record of the list alone is read and written."""
 
     def __init__(
         self,
@@ -355,14 +383,18 @@ class HandOver:
         use_cache: bool,
         python: str | None,
         worker_command: object,
+        costs: bool = True,
     ) -> None:
         self._cache_dir = cache_dir
+        self._costs = costs
+        self._listed = False
         self._use_cache = use_cache and worker_command is None
         self._python = python
         self._key: str | None = None
         self._looked = False
         self.recorded: ProbeRecord | None = None
-        """The host's record the workers' pins came from (None: none was read)."""
+        """The host's record of the list and its cost that the workers' pins came from (None:
+        none was read; a record of the list alone is never held here)."""
         self.probed: tuple[str, ...] | None = None
         """What a load of this check probed (or was pinned with)."""
         self.measurement: Measurement | None = None
@@ -425,10 +457,13 @@ class HandOver:
         if not self._looked:
             self._looked = True
             self._key = self._host_key(env) if self._use_cache else None
-            if self._key is not None:
-                self.recorded = read(self._cache_dir, self._key)
-                if self.recorded is not None:
-                    self.probed = self.recorded.vec_isa
+            record = read(self._cache_dir, self._key) if self._key is not None else None
+            if record is not None and record.costed:
+                self.recorded = record
+                self.probed = record.vec_isa
+            elif record is not None and not self._costs:
+                self._listed = True
+                self.probed = record.vec_isa
         return list(self.probed) if self.probed is not None else None
 
     def learn(self, entry: Mapping[str, Any]) -> None:
@@ -444,6 +479,12 @@ class HandOver:
             write(self._cache_dir, self._key, record)
             self.recorded = record
             self.probed = record.vec_isa
+        elif not self._costs and not self._listed:
+            alone = listed(entry)
+            # not in place of a record another check kept since this one looked
+            if alone is not None and read(self._cache_dir, self._key) is None:
+                write(self._cache_dir, self._key, alone)
+                self._listed = True
 
     def _host_key(self, env: Mapping[str, str]) -> str | None:
         try:

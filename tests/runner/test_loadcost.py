@@ -71,6 +71,9 @@ def test_a_well_formed_record_is_read() -> None:
         {"probe": {**GOOD_PROBE, "check_programs": 1.5}},
         {"probe": {**GOOD_PROBE, "gxx_builds": -1}},
         {"probe": "fast"},
+        {"costed": "no"},
+        {"costed": False},  # the list alone carries no cost
+        {"costed": False, "probe": {}, "loader_import_s": 1.0},
         {"measured_at": "yesterday"},
         {"measured_at": 12},
         {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(NOW + 3600))},
@@ -290,6 +293,61 @@ def test_without_a_record_the_checks_own_measurement_answers_the_pins_and_the_re
     assert not hand.measure(lambda: None) and hand.unmeasured
 
 
+def test_a_check_without_costs_keeps_the_list_alone_for_checks_without_costs(
+    tmp_path: Path,
+) -> None:
+    """`--no-perf` measures no cost, so it keeps the first load's list alone: it answers later
+    checks without the perf stage, and a check with it (which must report the probe's cost)
+    reads it as absent and replaces it with its own record."""
+    if loadcost._cpu_identity() is None:
+        pytest.skip("no /proc/cpuinfo here: nothing is cached")
+    env = dict(os.environ)
+    folder = tmp_path / loadcost.FOLDER
+
+    def hand_over(costs: bool) -> loadcost.HandOver:
+        return loadcost.HandOver(
+            cache_dir=str(tmp_path), use_cache=True, python=None, worker_command=None, costs=costs
+        )
+
+    def kept() -> dict[str, object]:
+        [path] = folder.glob("*.json")
+        data: dict[str, object] = json.loads(path.read_text())
+        return data
+
+    untimed = load_entry(vec_isa=["VecAVX512", "VecAVX2"], perf=None)  # a --no-perf load
+    first = hand_over(costs=False)
+    assert first.pin(env) is None
+    first.learn(load_entry(vec_isa=["VecAVX2"], vec_isa_pinned=True, perf=None))
+    assert not folder.exists()  # a list aotipre pinned proves nothing
+    first.learn(untimed)
+    assert kept()["costed"] is False and kept()["probe"] == {}
+    assert first.recorded is None
+    # the next check without costs is answered from it
+    quiet = hand_over(costs=False)
+    assert quiet.pin(env) == ["VecAVX512", "VecAVX2"] and quiet.recorded is None
+    quiet.learn(untimed)
+    assert kept()["costed"] is False
+    # a check with the perf stage reads it as absent: its first worker probes (or its own
+    # measurement answers), and its timed load's record takes the place of the list alone
+    timed = hand_over(costs=True)
+    assert timed.pin(env) is None and timed.recorded is None
+    assert timed.measure(lambda: StandInMeasurement(load_entry()))  # type: ignore[arg-type,return-value]
+    record = timed.await_measured()
+    assert record is not None and record.seconds == 1.25
+    assert kept()["costed"] is True and kept()["vec_isa"] == ["VecAVX2"]
+    # a check without costs uses that record, and never writes the list alone over it
+    quiet = hand_over(costs=False)
+    assert quiet.pin(env) == ["VecAVX2"] and quiet.recorded is not None
+    late = hand_over(costs=False)
+    shutil.rmtree(folder)
+    assert late.pin(env) is None  # looked before another check kept a record
+    timed = hand_over(costs=True)
+    timed.pin(env)
+    timed.learn(load_entry())
+    late.learn(untimed)
+    assert kept()["costed"] is True
+
+
 # -- the real worker: a check measures the probe once, the next is answered from the record
 
 
@@ -361,6 +419,79 @@ def test_the_second_check_is_answered_from_the_record(
     assert cold2.total_s >= cold2.loader_import_s + cold2.probe_s
     loads = [{s.name: s for s in r.stages}["load"] for r in (built, first, second)]
     assert all("the C++ loader" in load.detail for load in loads)
+
+
+def test_without_the_perf_stage_no_probe_is_paid_or_measured(
+    pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """`--no-perf` on a host without a record: an AOTI-only CPU package of one model is loaded
+    with the C++ loader alone (nothing would report what the probe costs), so torch's probe
+    never runs: it would build its check programs into the empty inductor cache."""
+    from aotipre import CheckOptions, check
+    from aotipre.runner.stages import DynamicOptions
+
+    cache, inductor = tmp_path / "cache", tmp_path / "inductor"
+    options = CheckOptions(
+        inputs=str(pkg("aoti_inputs")),
+        dynamic=DynamicOptions(
+            cache_dir=str(cache),
+            probe=False,
+            perf=None,
+            extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
+        ),
+    )
+    report = check(pkg("aoti"), options)
+    assert report.verdict == "pass", report.findings
+    assert "the C++ loader" in {s.name: s for s in report.stages}["load"].detail
+    assert not any(p.suffix == ".so" for p in inductor.rglob("*"))
+    assert not (cache / loadcost.FOLDER).exists()
+
+
+@pytest.mark.slow
+def test_checks_without_the_perf_stage_pay_the_probe_once_per_host(
+    pkg: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """A package that load_package must load (it holds an ExportedProgram): the first check
+    without the perf stage pays torch's probe and keeps its list alone; the next is answered
+    from it, and a check with the perf stage still measures the probe itself."""
+    import platform
+
+    from aotipre import CheckOptions, check
+    from aotipre.runner.stages import DynamicOptions, PerfOptions
+
+    if platform.machine() not in ("x86_64", "AMD64") or loadcost._cpu_identity() is None:
+        pytest.skip("torch runs its CPU-ISA probe on x86 only")
+    cache, inductor = tmp_path / "cache", tmp_path / "inductor"
+
+    def options(perf: PerfOptions | None) -> CheckOptions:
+        return CheckOptions(
+            inputs=str(pkg("aoti_inputs")),
+            dynamic=DynamicOptions(
+                cache_dir=str(cache),
+                probe=False,
+                perf=perf,
+                extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
+            ),
+        )
+
+    def built() -> bool:
+        return any(p.suffix == ".so" for p in inductor.rglob("*"))
+
+    first = check(pkg("both"), options(None))
+    assert built()  # the load's probe ran here
+    [path] = (cache / loadcost.FOLDER).glob("*.json")
+    kept = json.loads(path.read_text())
+    assert kept["costed"] is False and kept["vec_isa"]
+    shutil.rmtree(inductor)
+
+    second = check(pkg("both"), options(None))
+    assert not built()  # answered from the list: no probe ran
+    assert second.verdict == first.verdict and second.findings == first.findings
+
+    timed = check(pkg("both"), options(PerfOptions(runs=3)))
+    assert built()  # the probe's cost is measured, not taken from the list alone
+    cold = timed.performance[0][0].cold
+    assert cold is not None and cold.probe_s and cold.probe_measured_at is None
 
 
 # -- the limits and branches the first mutation pass left untested (RELIABILITY.md)

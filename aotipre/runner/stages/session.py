@@ -169,6 +169,7 @@ class Session:
             use_cache=options.use_cache,
             python=options.python,
             worker_command=options.worker_command,
+            costs=options.perf is not None,
         )
         """torch's CPU-ISA probe: the host's record, else the first load's answer, handed to
         every worker (runner/loadcost.py)."""
@@ -507,7 +508,10 @@ class Session:
         the CPU-ISA probe, for this session's workers, is in the host's record
         (runner/loadcost.py) or is being measured beside the first worker (started here when
         there is no record: runner/loadmeasure.py): a load that needs nothing else may skip
-        paying them (the perf stage reports them from the record or the measurement)."""
+        paying them (the perf stage reports them from the record or the measurement). Without
+        the perf stage nothing reports them: True, and nothing is measured."""
+        if self.opts.perf is None:
+            return True
         self.probe.pin(self._job_env())
         recorded = self.probe.recorded
         if recorded is not None:
