@@ -29,6 +29,9 @@ Figures, exactly as issue 28 defines them (medians over --repeat):
                  torch's loader makes), over the bare script. Whatever measures the probe in a
                  fresh process pays at least this, so a first check that reports the probe's
                  cost from its own measurement cannot be cheaper than it (no goal: a floor)
+  no-perf        with --also-no-perf: `check --no-perf` twice with one empty aotipre cache,
+                 the first (no record: its load pays torch's probe and keeps the list alone)
+                 and the second (answered from that list); wall and load stage of each
   zoo            one `aotipre check --manifest` of the 20 healthy zoo packages (-j 1) /
                  the sum of 20 bare scripts over the same packages      goal <= 0.4
                  (also shown: the same with -j 2; with --also-without-fork-server, both
@@ -322,6 +325,21 @@ def first_check(
     return out
 
 
+def no_perf_pair(one: list[str], env: dict[str, str], work: Path) -> dict[str, Any]:
+    """`check --no-perf` on a host without a record, then again (runner/loadcost.py: the first
+    keeps its load's ISA list alone, which answers the second's probe)."""
+    at = one.index("--cache-dir")
+    args = [*one[:at], "--cache-dir", str(work / "no-perf-cache"), *one[at + 2 :], "--no-perf"]
+    out: dict[str, Any] = {}
+    for name in ("first", "second"):
+        wall, report = check(args, env, work, work / f"no-perf-{name}.json")
+        load = next(s for s in report["stages"] if s["name"] == "load")
+        out[f"no_perf_{name}_s"] = wall
+        out[f"no_perf_{name}_load_s"] = load["duration_s"]
+        log(f"check --no-perf, {name}: {wall:.2f} s, load stage {load['duration_s']:.2f} s")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
@@ -341,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         "--also-without-fork-server",
         action="store_true",
         help="also check the zoo with AOTIPRE_FORK_SERVER=0 (a fresh worker per package)",
+    )
+    ap.add_argument(
+        "--also-no-perf",
+        action="store_true",
+        help="also time `check --no-perf` twice with one empty aotipre cache (the first pays "
+        "torch's CPU-ISA probe and keeps its list, the second is answered from it)",
     )
     ap.add_argument("--package", type=Path, help="the one package (default: the zoo's first)")
     ap.add_argument("--inputs", type=Path, help="its sample inputs (with --package)")
@@ -375,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         one += ["--device", opts.device]
 
     result.update(first_check(package, inputs, one, opts, env, work))
+    if opts.also_no_perf:
+        result.update(no_perf_pair(one, env, work))
     # the host's record for the pairs below (untimed): a check whose probe built its check
     # programs (an empty inductor cache) keeps none, so a second one makes it
     for i in range(2):
