@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from aotipre import CheckOptions, check
 from aotipre.runner import loadcost
+from aotipre.runner.stages import DynamicOptions, PerfOptions
 
 GOOD_PROBE = {
     "seconds": 1.25,
@@ -351,28 +353,35 @@ def test_a_check_without_costs_keeps_the_list_alone_for_checks_without_costs(
 # -- the real worker: a check measures the probe once, the next is answered from the record
 
 
+def own_caches(inputs: Path, tmp_path: Path, perf: PerfOptions | None) -> CheckOptions:
+    """CheckOptions with an aotipre cache (`tmp_path/cache`) and an inductor cache
+    (`tmp_path/inductor`, where torch's probe builds its check programs) of the test's own."""
+    return CheckOptions(
+        inputs=str(inputs),
+        dynamic=DynamicOptions(
+            cache_dir=str(tmp_path / "cache"),
+            probe=False,
+            perf=perf,
+            extra_env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
+        ),
+    )
+
+
+def probe_built(inductor: Path) -> bool:
+    """torch's probe built its check programs in `inductor`."""
+    return any(p.suffix == ".so" for p in inductor.rglob("*"))
+
+
 @pytest.mark.slow
 def test_the_second_check_is_answered_from_the_record(
     pkg: Callable[[str], Path], tmp_path: Path
 ) -> None:
     import platform
 
-    from aotipre import CheckOptions, check
-    from aotipre.runner.stages import DynamicOptions, PerfOptions
-
     if platform.machine() not in ("x86_64", "AMD64") or loadcost._cpu_identity() is None:
         pytest.skip("torch runs its CPU-ISA probe on x86 only")
-    cache = tmp_path / "cache"
-    inductor = tmp_path / "inductor"  # where torch's probe builds its check programs
-    options = CheckOptions(
-        inputs=str(pkg("aoti_inputs")),
-        dynamic=DynamicOptions(
-            cache_dir=str(cache),
-            probe=False,
-            perf=PerfOptions(runs=3),
-            extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
-        ),
-    )
+    cache, inductor = tmp_path / "cache", tmp_path / "inductor"
+    options = own_caches(pkg("aoti_inputs"), tmp_path, PerfOptions(runs=3))
     # the host's first check: no record, so the loader's imports and the probe are measured in
     # a fresh process of their own beside the first worker (runner/loadmeasure.py), which loads
     # with the C++ loader alone; into an empty inductor cache the probe compiles its check
@@ -382,7 +391,7 @@ def test_the_second_check_is_answered_from_the_record(
     assert cold0 is not None and cold0.probe_compiles > 0 and cold0.probe_s
     assert cold0.probe_measured_at is not None and cold0.loader_import_s > 0
     assert cold0.total_s >= cold0.loader_import_s + cold0.probe_s
-    assert any(p.suffix == ".so" for p in inductor.rglob("*"))  # the probe built them here
+    assert probe_built(inductor)  # here
     assert not list((cache / loadcost.FOLDER).glob("*.json"))
 
     first = check(pkg("aoti"), options)  # they are built now: this one is recorded
@@ -398,7 +407,7 @@ def test_the_second_check_is_answered_from_the_record(
 
     second = check(pkg("aoti"), options)
     # no probe ran: it would have built its check programs into the emptied cache again
-    assert not any(p.suffix == ".so" for p in inductor.rglob("*"))
+    assert not probe_built(inductor)
     cold2 = second.performance[0][0].cold
     assert cold2 is not None and cold2.probe_measured_at == kept["measured_at"]
     assert cold2.probe_s == pytest.approx(kept["probe"]["seconds"])
@@ -427,24 +436,11 @@ def test_without_the_perf_stage_no_probe_is_paid_or_measured(
     """`--no-perf` on a host without a record: an AOTI-only CPU package of one model is loaded
     with the C++ loader alone (nothing would report what the probe costs), so torch's probe
     never runs: it would build its check programs into the empty inductor cache."""
-    from aotipre import CheckOptions, check
-    from aotipre.runner.stages import DynamicOptions
-
-    cache, inductor = tmp_path / "cache", tmp_path / "inductor"
-    options = CheckOptions(
-        inputs=str(pkg("aoti_inputs")),
-        dynamic=DynamicOptions(
-            cache_dir=str(cache),
-            probe=False,
-            perf=None,
-            extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
-        ),
-    )
-    report = check(pkg("aoti"), options)
+    report = check(pkg("aoti"), own_caches(pkg("aoti_inputs"), tmp_path, None))
     assert report.verdict == "pass", report.findings
     assert "the C++ loader" in {s.name: s for s in report.stages}["load"].detail
-    assert not any(p.suffix == ".so" for p in inductor.rglob("*"))
-    assert not (cache / loadcost.FOLDER).exists()
+    assert not probe_built(tmp_path / "inductor")
+    assert not (tmp_path / "cache" / loadcost.FOLDER).exists()
 
 
 @pytest.mark.slow
@@ -456,26 +452,15 @@ def test_checks_without_the_perf_stage_pay_the_probe_once_per_host(
     from it, and a check with the perf stage still measures the probe itself."""
     import platform
 
-    from aotipre import CheckOptions, check
-    from aotipre.runner.stages import DynamicOptions, PerfOptions
-
     if platform.machine() not in ("x86_64", "AMD64") or loadcost._cpu_identity() is None:
         pytest.skip("torch runs its CPU-ISA probe on x86 only")
     cache, inductor = tmp_path / "cache", tmp_path / "inductor"
 
     def options(perf: PerfOptions | None) -> CheckOptions:
-        return CheckOptions(
-            inputs=str(pkg("aoti_inputs")),
-            dynamic=DynamicOptions(
-                cache_dir=str(cache),
-                probe=False,
-                perf=perf,
-                extra_env={"TORCHINDUCTOR_CACHE_DIR": str(inductor)},
-            ),
-        )
+        return own_caches(pkg("aoti_inputs"), tmp_path, perf)
 
     def built() -> bool:
-        return any(p.suffix == ".so" for p in inductor.rglob("*"))
+        return probe_built(inductor)
 
     first = check(pkg("both"), options(None))
     assert built()  # the load's probe ran here
