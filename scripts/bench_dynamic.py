@@ -85,33 +85,9 @@ def main() -> None:
 
     bare_ep = median([py, "-c", BARE_EP, str(ep)], args.runs, env)
     rows.append(("ExportedProgram: bare load+compile+load+run", bare_ep, 1.0))
-    with tempfile.TemporaryDirectory() as cache:
-        cold = []
-        for _ in range(args.runs):
-            with tempfile.TemporaryDirectory() as fresh:
-                cold.append(
-                    wall(
-                        [
-                            py,
-                            "-m",
-                            "aotipre",
-                            "check",
-                            str(ep),
-                            "--device",
-                            args.device,
-                            "--cache-dir",
-                            fresh,
-                        ]
-                    )
-                )
-        rows.append(
-            (
-                "ExportedProgram: aotipre check (cold cache)",
-                statistics.median(cold),
-                statistics.median(cold) / bare_ep,
-            )
-        )
-        warm_cmd = [
+
+    def ep_check(cache_dir: str) -> list[str]:
+        return [
             py,
             "-m",
             "aotipre",
@@ -120,8 +96,22 @@ def main() -> None:
             "--device",
             args.device,
             "--cache-dir",
-            cache,
+            cache_dir,
         ]
+
+    with tempfile.TemporaryDirectory() as cache:
+        cold = []
+        for _ in range(args.runs):
+            with tempfile.TemporaryDirectory() as fresh:
+                cold.append(wall(ep_check(fresh)))
+        rows.append(
+            (
+                "ExportedProgram: aotipre check (cold cache)",
+                statistics.median(cold),
+                statistics.median(cold) / bare_ep,
+            )
+        )
+        warm_cmd = ep_check(cache)
         wall(warm_cmd)  # fill the cache
         warm = median(warm_cmd, args.runs)
         rows.append(("ExportedProgram: aotipre check (warm cache)", warm, warm / bare_ep))
