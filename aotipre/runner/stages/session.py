@@ -509,10 +509,12 @@ class Session:
         (runner/loadcost.py) or is being measured beside the first worker (started here when
         there is no record: runner/loadmeasure.py): a load that needs nothing else may skip
         paying them (the perf stage reports them from the record or the measurement). Without
-        the perf stage nothing reports them: True, and nothing is measured."""
-        if self.opts.perf is None:
-            return True
+        the perf stage nothing reports them, and nothing is measured: the probe only has to be
+        known to answer on this host (a record of it, or an earlier load of this check), since
+        where it fails load_pt2 fails and load_package falls back to the C++ loader (AOT531)."""
         self.probe.pin(self._job_env())
+        if self.opts.perf is None:
+            return self.probe.probed is not None
         recorded = self.probe.recorded
         if recorded is not None:
             return recorded.loader_import_s is not None
