@@ -72,9 +72,9 @@ class RunOps(WorkerCore):
     ) -> tuple[Any, Any, str]:
         direct = False
         if step.get("as_load_package") and not want_ep:
-            # the host's probe is recorded (or no perf stage reports it): a package that
-            # load_package would load with the probe and the C++ loader alone is loaded with
-            # the C++ loader alone
+            # the host's probe is known (recorded, or answered earlier; its cost is recorded
+            # or measured, or no perf stage reports it): a package that load_package would
+            # load with the probe and the C++ loader alone is loaded with the C++ loader alone
             refused = same_as_load_package(package, model)
             direct = refused is None
             if refused is not None:
